@@ -1,0 +1,28 @@
+"""aref: a Python DSL and compiler for asynchronous, warp-specialized GPU kernels (Hopper, Blackwell).
+
+Write one CTA's work as a sequential tile program with explicit aref channels::
+
+    import aref
+    from aref import aref_kernel
+
+    @aref_kernel
+    def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+        pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+        acc = aref.zeros((BM, BN), aref.float32)
+        ab = aref.channel(depth=3)
+        for k in aref.range(A.shape[1] // BK):
+            ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+            a, b = ab.get()
+            acc = aref.mma(a, b.T, acc)
+            ab.consumed()
+        aref.store(C, (pid_m, pid_n), acc.to(aref.float16))
+"""
+from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, ChannelError, VerifyError
+from aref.ir import DType
+from aref.kernel import KernelFunction, aref_kernel
+from aref.lang import (Channel, Scalar, TensorArg, Tile, abs, arange, bfloat16, cast, channel, exp, exp2,
+                       float8_e4m3, float8_e5m2, float16, float32, full, int32, load, log, log2, maximum,
+                       minimum, mma, program_id, range, rowmax, rowmin, rowsum, rsqrt, sqrt, store, where,
+                       zeros)
+
+__version__ = "0.1.0"

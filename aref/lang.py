@@ -1,0 +1,545 @@
+"""The tile language: what a kernel author calls inside an `@aref_kernel` function.
+
+Values are proxies (`Tile`, `Scalar`, `TensorArg`, `Channel`) that record Tile IR ops while the function is
+traced. Tiles behave like small arrays: `+ - * /`, comparisons, broadcasting with `x[:, None]`, `.T`,
+`.to(dtype)`, `.max(axis)` / `.sum(axis)`. Loop-carried values need no API: reassign a variable in the
+`aref.range` loop and the frontend carries it.
+"""
+from __future__ import annotations
+
+import builtins
+
+from aref import typing_rules as rules
+from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
+from aref.ir import (ArangeAttrs, ArefType, CastAttrs, ChannelAttrs, ConstAttrs, DType, ExpandDimsAttrs,
+                     FnAttrs, FullAttrs, LoadAttrs, NoAttrs, OpKind, ProgramIdAttrs, ScalarType, StoreAttrs,
+                     TensorType, TileType, TransposeAttrs, Value, Space)
+from aref.trace import current, user_loc
+
+float16 = DType.float16
+bfloat16 = DType.bfloat16
+float8_e4m3 = DType.float8_e4m3
+float8_e5m2 = DType.float8_e5m2
+float32 = DType.float32
+int32 = DType.int32
+
+__all__ = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float32", "int32", "Tile", "Scalar",
+           "TensorArg", "Channel", "program_id", "load", "store", "zeros", "full", "arange", "mma", "exp",
+           "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "maximum", "minimum", "where", "rowmax", "rowsum",
+           "rowmin", "channel", "range", "cast"]
+
+
+# ------------------------------------------------------------------------------------------- proxies
+class _Proxy:
+    """Common behaviour: a proxy is not a Python bool, int or iterable."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    def __bool__(self):
+        raise ArefSyntaxError(
+            "a traced value has no Python truth value: `if`, `and`, `or` and `not` on tiles or runtime "
+            "scalars are not supported", user_loc(),
+            hint="use `aref.where(cond, a, b)` to select per element; branch only on compile-time constants")
+
+    def __iter__(self):
+        raise ArefSyntaxError("a traced value cannot be iterated", user_loc())
+
+    def __index__(self):
+        raise ArefSyntaxError(
+            "a runtime value cannot be used as a Python integer (e.g. in Python's range() or as a tile size)",
+            user_loc(), hint="tile sizes are compile-time constants; loop with `aref.range(n)`")
+
+    __hash__ = object.__hash__
+
+    # arithmetic shared by tiles and scalars
+    def __add__(self, o): return _arith("add", self, o)
+    def __radd__(self, o): return _arith("add", o, self)
+    def __sub__(self, o): return _arith("sub", self, o)
+    def __rsub__(self, o): return _arith("sub", o, self)
+    def __mul__(self, o): return _arith("mul", self, o)
+    def __rmul__(self, o): return _arith("mul", o, self)
+    def __truediv__(self, o): return _arith("div", self, o)
+    def __rtruediv__(self, o): return _arith("div", o, self)
+    def __floordiv__(self, o): return _arith("floordiv", self, o)
+    def __rfloordiv__(self, o): return _arith("floordiv", o, self)
+    def __mod__(self, o): return _arith("mod", self, o)
+    def __rmod__(self, o): return _arith("mod", o, self)
+    def __neg__(self): return _unary("neg", self)
+    def __lt__(self, o): return _compare("lt", self, o)
+    def __le__(self, o): return _compare("le", self, o)
+    def __gt__(self, o): return _compare("gt", self, o)
+    def __ge__(self, o): return _compare("ge", self, o)
+    def __eq__(self, o): return _compare("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o): return _compare("ne", self, o)  # type: ignore[override]
+
+    @property
+    def dtype(self) -> DType:
+        return self.value.type.dtype
+
+
+class Scalar(_Proxy):
+    """A runtime scalar: a program id, the loop index, or arithmetic on them."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Scalar({self.value.type})"
+
+
+class Tile(_Proxy):
+    """A tile value: shape and dtype are static; the data lives in shared memory or registers."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.type.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def T(self) -> "Tile":
+        loc = user_loc()
+        t = rules.transpose_type(self.value.type, loc)
+        return _emit1(OpKind.TRANSPOSE, [self.value], t, TransposeAttrs((1, 0)), loc)
+
+    def to(self, dtype: DType) -> "Tile":
+        return cast(self, dtype)
+
+    def max(self, axis: int = -1) -> "Tile":
+        return _reduce("max", self, axis)
+
+    def min(self, axis: int = -1) -> "Tile":
+        return _reduce("min", self, axis)
+
+    def sum(self, axis: int = -1) -> "Tile":
+        return _reduce("sum", self, axis)
+
+    def __getitem__(self, key) -> "Tile":
+        loc = user_loc()
+        key = key if isinstance(key, tuple) else (key,)
+        full_slice = all(isinstance(k, slice) and k == slice(None) for k in key if k is not None)
+        kept = [k for k in key if k is not None]
+        if not full_slice or (len(kept) != self.ndim and Ellipsis not in key):
+            raise ArefSyntaxError(
+                f"tiles support only indexing that inserts unit dimensions, like `x[:, None]`; got {key!r} "
+                f"on a {self.ndim}-D tile", loc, hint="slicing tiles is not supported; load the part you need")
+        out, axis = self, 0
+        for k in key:
+            if k is None:
+                t = rules.expand_dims_type(out.value.type, axis, loc)
+                out = _emit1(OpKind.EXPAND_DIMS, [out.value], t, ExpandDimsAttrs(axis), loc)
+            axis += 1
+        return out
+
+    def __len__(self):
+        raise ArefSyntaxError("use `.shape` for a tile's size", user_loc())
+
+    def __repr__(self) -> str:
+        return f"Tile({self.value.type})"
+
+
+class TensorArg:
+    """A kernel argument in global memory. Read tiles with `aref.load`, write with `aref.store`."""
+
+    def __init__(self, name: str, value: Value):
+        self.name = name
+        self.value = value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.value.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _misuse(self, *_):
+        raise ArefTypeError(f"`{self.name}` is a tensor in global memory, not a tile", user_loc(),
+                            hint=f"load a tile first: `aref.load({self.name}, coords, tile_shape)`")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __getitem__ = _misuse
+    __matmul__ = __neg__ = __lt__ = __gt__ = _misuse
+
+    def __repr__(self) -> str:
+        return f"TensorArg({self.name}: {self.value.type})"
+
+
+# --------------------------------------------------------------------------------------- op builders
+def _emit1(kind, operands, result_type, attrs, loc) -> Tile | Scalar:
+    op = current().emit(kind, operands, [result_type], attrs, loc)
+    return wrap(op.result)
+
+
+def wrap(v: Value) -> Tile | Scalar:
+    return Tile(v) if isinstance(v.type, TileType) else Scalar(v)
+
+
+def _const(x, dtype: DType, loc, tracer=None) -> Value:
+    tracer = tracer or current()
+    value = bool(x) if dtype is DType.bool_ else (float(x) if dtype.is_float else int(x))
+    return tracer.emit(OpKind.CONST, [], [ScalarType(dtype)], ConstAttrs(value), loc).result
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, builtins.bool)
+
+
+def _check_operand(x, what: str, loc):
+    if isinstance(x, _Proxy):
+        return x
+    if _is_number(x) or isinstance(x, builtins.bool):
+        return x
+    if isinstance(x, TensorArg):
+        x._misuse()
+    from aref.frontend_rt import Poison  # local: the runtime module imports this one
+    if isinstance(x, Poison):
+        x.fail()
+    raise ArefTypeError(f"{what} got an operand of Python type {type(x).__name__}", loc,
+                        hint="operands are tiles, runtime scalars or Python numbers")
+
+
+def _as_values(xs, loc) -> list[Value]:
+    """Turn proxies and Python numbers into Values; numbers take the dtype of the proxies beside them."""
+    proxies = [x for x in xs if isinstance(x, _Proxy)]
+    if proxies and builtins.any(p.dtype.is_float for p in proxies):
+        dtype = next(p.dtype for p in proxies if p.dtype.is_float)
+    else:
+        dtype = DType.int32
+    out = []
+    for x in xs:
+        if isinstance(x, _Proxy):
+            out.append(x.value)
+        else:
+            d = DType.float32 if isinstance(x, float) and not dtype.is_float else dtype
+            out.append(_const(x, d, loc))
+    return out
+
+
+def _arith(fn: str, a, b):
+    loc = user_loc()
+    a, b = _check_operand(a, fn, loc), _check_operand(b, fn, loc)
+    va, vb = _as_values([a, b], loc)
+    if isinstance(va.type, ScalarType) and isinstance(vb.type, ScalarType) and not va.type.dtype.is_float \
+            and not vb.type.dtype.is_float:
+        if fn == "div":
+            raise ArefTypeError("`/` on integer scalars", loc, hint="use `//` for integer division")
+        return _emit1(OpKind.SCALAR_BINARY, [va, vb], ScalarType(DType.int32), FnAttrs(fn), loc)
+    if fn in ("floordiv", "mod"):
+        raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc)
+    dtype = rules.binary_dtype(va.type, vb.type, loc)
+    if fn == "div" and not dtype.is_float:
+        raise ArefTypeError("`/` on integer tiles", loc, hint="cast to a float type first with `.to(...)`")
+    t = rules.elementwise([va.type, vb.type], dtype, loc)
+    return _emit1(OpKind.BINARY, [va, vb], t, FnAttrs(fn), loc)
+
+
+def _compare(fn: str, a, b):
+    loc = user_loc()
+    a, b = _check_operand(a, fn, loc), _check_operand(b, fn, loc)
+    va, vb = _as_values([a, b], loc)
+    rules.binary_dtype(va.type, vb.type, loc)
+    t = rules.elementwise([va.type, vb.type], DType.bool_, loc)
+    return _emit1(OpKind.COMPARE, [va, vb], t, FnAttrs(fn), loc)
+
+
+def _unary(fn: str, x, loc=None):
+    loc = loc or user_loc()
+    x = _check_operand(x, fn, loc)
+    if not isinstance(x, _Proxy):
+        raise ArefTypeError(f"aref.{fn} takes a tile; for Python numbers use the math module", loc)
+    if fn not in ("neg", "abs") and not x.dtype.is_float:
+        raise ArefTypeError(f"aref.{fn} needs a float tile, got {x.dtype.name}", loc,
+                            hint="cast with `.to(aref.float32)`")
+    t = rules.elementwise([x.value.type], x.dtype, loc)
+    return _emit1(OpKind.UNARY, [x.value], t, FnAttrs(fn), loc)
+
+
+def _reduce(fn: str, x, axis: int, loc=None):
+    loc = loc or user_loc()
+    if not isinstance(x, Tile):
+        raise ArefTypeError(f"{fn} reduction takes a tile", loc)
+    if not isinstance(axis, int):
+        raise ArefTypeError("the reduction axis must be a compile-time integer", loc)
+    t = rules.reduce_type(x.value.type, axis, loc)
+    return _emit1(OpKind.REDUCE, [x.value], t, FnAttrs(fn, axis % x.ndim), loc)
+
+
+# ----------------------------------------------------------------------------------- public functions
+def program_id(axis: int) -> Scalar:
+    """This CTA's index along grid axis `axis` (0, 1 or 2)."""
+    loc = user_loc()
+    tracer = current("aref.program_id")
+    if axis not in (0, 1, 2):
+        raise ArefTypeError(f"program_id axis must be 0, 1 or 2, got {axis!r}", loc)
+    if axis not in tracer.program_ids:
+        op = tracer.emit(OpKind.PROGRAM_ID, [], [ScalarType(DType.int32)], ProgramIdAttrs(axis), loc)
+        tracer.block.ops.remove(op)       # program ids are CTA constants: define them before everything
+        tracer.pre.ops.insert(len(tracer.program_ids), op)
+        tracer.program_ids[axis] = op.result
+    return Scalar(tracer.program_ids[axis])
+
+
+def load(tensor: TensorArg, coords, tile_shape) -> Tile:
+    """Load a tile (global → shared memory, TMA semantics; out-of-bounds elements read as zero).
+
+    `coords` has one entry per tensor dimension: block coordinates for the trailing `len(tile_shape)`
+    dimensions (element offset = coord · tile size) and element indices for the leading ones, which are
+    dropped from the tile's shape.
+    """
+    loc = user_loc()
+    tracer = current("aref.load")
+    if not isinstance(tensor, TensorArg):
+        raise ArefTypeError(f"aref.load reads from a tensor argument, got {type(tensor).__name__}", loc)
+    coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
+    tile_shape = tuple(tile_shape) if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
+    t = rules.load_type(tensor.shape, tensor.dtype, tile_shape, len(coords), loc)
+    cvals = [_coord(c, loc, tracer) for c in coords]
+    return _emit1(OpKind.LOAD, [tensor.value, *cvals], t, LoadAttrs(tile_shape), loc)
+
+
+def store(tensor: TensorArg, coords, tile: Tile, reduce: str | None = None) -> None:
+    """Store a tile to global memory at block `coords` (same convention as `load`; out-of-bounds dropped).
+
+    `reduce="add"` accumulates into the tensor instead (a TMA reduce-add), for results that several CTAs
+    contribute to.
+    """
+    loc = user_loc()
+    tracer = current("aref.store")
+    if not isinstance(tensor, TensorArg):
+        raise ArefTypeError(f"aref.store writes to a tensor argument, got {type(tensor).__name__}", loc)
+    tile = _check_operand(tile, "aref.store", loc)
+    if not isinstance(tile, Tile):
+        raise ArefTypeError("aref.store stores a tile", loc)
+    if reduce not in (None, "add"):
+        raise ArefTypeError(f"store reduce must be None or 'add', got {reduce!r}", loc)
+    coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
+    rules.load_type(tensor.shape, tensor.dtype, tile.shape, len(coords), loc)
+    if tile.dtype != tensor.dtype:
+        raise ArefTypeError(
+            f"storing a {tile.dtype.name} tile into {tensor.name}, a {tensor.dtype.name} tensor", loc,
+            hint=f"cast first: `.to(aref.{tensor.dtype.name})`")
+    cvals = [_coord(c, loc, tracer) for c in coords]
+    op = tracer.emit(OpKind.STORE, [tensor.value, *cvals, tile.value], [], StoreAttrs(tile.shape, reduce), loc)
+    tracer.stores.append((op, coords))
+
+
+def _coord(c, loc, tracer) -> Value:
+    if isinstance(c, Scalar):
+        if c.dtype is not DType.int32:
+            raise ArefTypeError("tile coordinates must be integers", loc)
+        return c.value
+    if isinstance(c, int) and not isinstance(c, builtins.bool):
+        return _const(c, DType.int32, loc, tracer)
+    raise ArefTypeError(f"tile coordinates must be integers or program ids, got {type(c).__name__}", loc)
+
+
+def full(shape, value: float, dtype: DType = float32) -> Tile:
+    """A register tile filled with `value`."""
+    loc = user_loc()
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if not shape or not builtins.all(isinstance(s, int) and s > 0 for s in shape):
+        raise ArefTypeError(f"tile shape must be positive compile-time integers, got {shape!r}", loc)
+    if not isinstance(dtype, DType):
+        raise ArefTypeError(f"dtype not supported: {dtype!r}", loc, hint="use aref.float16, aref.float32, ...")
+    if not _is_number(value):
+        raise ArefTypeError("aref.full needs a Python number as its fill value", loc)
+    return _emit1(OpKind.FULL, [], TileType(shape, dtype, Space.RMEM), FullAttrs(shape, float(value), dtype), loc)
+
+
+def zeros(shape, dtype: DType = float32) -> Tile:
+    """A register tile of zeros (e.g. an accumulator)."""
+    return full(shape, 0.0, dtype)
+
+
+def arange(n: int) -> Tile:
+    """The int32 tile [0, 1, ..., n-1] (for masks)."""
+    loc = user_loc()
+    if not isinstance(n, int) or n <= 0:
+        raise ArefTypeError("aref.arange needs a positive compile-time integer", loc)
+    return _emit1(OpKind.ARANGE, [], TileType((n,), DType.int32), ArangeAttrs(n), loc)
+
+
+def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
+    """`acc + a @ b` on the tensor core with float32 accumulation (a: M×K, b: K×N; `b.T` is a free view)."""
+    loc = user_loc()
+    for x in (a, b) + ((acc,) if acc is not None else ()):
+        _check_operand(x, "aref.mma", loc)
+        if not isinstance(x, Tile):
+            raise ArefTypeError("aref.mma takes tiles", loc)
+    t = rules.mma_type(a.value.type, b.value.type, acc.value.type if acc is not None else None, loc)
+    operands = [a.value, b.value] + ([acc.value] if acc is not None else [])
+    return _emit1(OpKind.MMA, operands, t, NoAttrs(), loc)
+
+
+def cast(x: Tile, dtype: DType) -> Tile:
+    """Convert a tile's elements to `dtype` (round to nearest even)."""
+    loc = user_loc()
+    if not isinstance(dtype, DType) or dtype is DType.bool_:
+        raise ArefTypeError(f"dtype not supported: {dtype!r}", loc,
+                            hint="use aref.float16, bfloat16, float8_e4m3, float8_e5m2, float32 or int32")
+    x = _check_operand(x, "cast", loc)
+    if not isinstance(x, _Proxy):
+        raise ArefTypeError("cast takes a tile", loc)
+    if x.dtype == dtype:
+        return x
+    t = rules.elementwise([x.value.type], dtype, loc)
+    return _emit1(OpKind.CAST, [x.value], t, CastAttrs(dtype), loc)
+
+
+def exp(x): return _unary("exp", x, user_loc())
+def exp2(x): return _unary("exp2", x, user_loc())
+def log(x): return _unary("log", x, user_loc())
+def log2(x): return _unary("log2", x, user_loc())
+def sqrt(x): return _unary("sqrt", x, user_loc())
+def rsqrt(x): return _unary("rsqrt", x, user_loc())
+def abs(x): return _unary("abs", x, user_loc())
+
+
+def maximum(a, b):
+    """Elementwise maximum (NaN-free inputs assumed, as on the GPU's fmax)."""
+    return _arith("maximum", a, b)
+
+
+def minimum(a, b):
+    return _arith("minimum", a, b)
+
+
+def where(cond, a, b):
+    """Per-element select: `a` where `cond` is true, else `b`."""
+    loc = user_loc()
+    cond, a, b = (_check_operand(x, "aref.where", loc) for x in (cond, a, b))
+    if not isinstance(cond, _Proxy) or cond.dtype is not DType.bool_:
+        raise ArefTypeError("aref.where needs a boolean condition tile (from a comparison)", loc)
+    va, vb = _as_values([a, b], loc)
+    dtype = rules.binary_dtype(va.type, vb.type, loc)
+    t = rules.elementwise([cond.value.type, va.type, vb.type], dtype, loc)
+    return _emit1(OpKind.WHERE, [cond.value, va, vb], t, NoAttrs(), loc)
+
+
+def rowmax(x: Tile) -> Tile:
+    """Maximum over the last axis (one value per row)."""
+    return _reduce("max", x, -1, user_loc())
+
+
+def rowsum(x: Tile) -> Tile:
+    """Sum over the last axis (one value per row)."""
+    return _reduce("sum", x, -1, user_loc())
+
+
+def rowmin(x: Tile) -> Tile:
+    return _reduce("min", x, -1, user_loc())
+
+
+# --------------------------------------------------------------------------------------------- arefs
+class Channel:
+    """An explicit aref: a ring of `depth` slots handing tiles from a producer to a consumer.
+
+    In the loop, `put(*tiles)` publishes a payload into the next free slot, `get()` borrows the oldest
+    published payload (returned as shared-memory tiles) and `consumed()` releases it. Sequentially the
+    program means exactly what it says; the compiler makes the hand-off asynchronous across warp groups.
+    """
+
+    def __init__(self, value: Value, depth: int, name: str | None, loc):
+        self.value = value
+        self.depth = depth
+        self.name = name
+        self.loc = loc
+        self.payload: tuple[TileType, ...] | None = None
+        self.put_loc = None
+
+    def _check_region(self, what: str, loc) -> None:
+        tracer = current(f"{self.name}.{what}")
+        if tracer.region != "loop":
+            raise ChannelError(
+                f"channel '{self.name}' is used {'before' if tracer.region == 'pre' else 'after'} the loop; "
+                f"an aref hands values from one iteration's producer to its consumer", loc,
+                hint="use the tile directly outside the loop; use channels inside the `aref.range` loop")
+
+    def put(self, *tiles: Tile) -> None:
+        loc = user_loc()
+        self._check_region("put", loc)
+        if not tiles:
+            raise ChannelError(f"put on channel '{self.name}' needs at least one tile", loc)
+        for t in tiles:
+            _check_operand(t, f"{self.name}.put", loc)
+            if not isinstance(t, Tile):
+                raise ChannelError(f"channel '{self.name}' carries tiles, got {type(t).__name__}", loc)
+        payload = tuple(t.value.type.with_space(Space.SMEM) for t in tiles)
+        if self.payload is None:
+            self.payload, self.put_loc = payload, loc
+            self.value.type = ArefType(payload, self.depth)
+        elif payload != self.payload:
+            raise ChannelError(
+                f"channel '{self.name}' was first given [{', '.join(map(str, self.payload))}] "
+                f"(line {self.put_loc.line}) and now [{', '.join(map(str, payload))}]", loc,
+                hint="every put to a channel must carry the same tile types")
+        current().emit(OpKind.PUT, [self.value] + [t.value for t in tiles], [], NoAttrs(), loc)
+
+    def get(self):
+        """The oldest published payload: one tile, or a tuple of tiles if the put carried several."""
+        loc = user_loc()
+        self._check_region("get", loc)
+        if self.payload is None:
+            raise ChannelError(f"get on channel '{self.name}' before any put", loc,
+                               hint=f"call `{self.name}.put(...)` earlier in the loop body")
+        op = current().emit(OpKind.GET, [self.value], list(self.payload), NoAttrs(), loc)
+        tiles = tuple(Tile(v) for v in op.results)
+        return tiles[0] if len(tiles) == 1 else tiles
+
+    def consumed(self) -> None:
+        """Release the oldest borrowed slot so the producer may refill it."""
+        loc = user_loc()
+        self._check_region("consumed", loc)
+        current().emit(OpKind.CONSUMED, [self.value], [], NoAttrs(), loc)
+
+    def __repr__(self) -> str:
+        return f"Channel({self.name}, depth={self.depth})"
+
+
+def channel(depth: int = 2, name: str | None = None) -> Channel:
+    """Create an aref channel with a ring of `depth` slots (create it before the loop)."""
+    loc = user_loc()
+    tracer = current("aref.channel")
+    if not isinstance(depth, int) or isinstance(depth, builtins.bool) or depth < 1:
+        raise ChannelError(f"channel depth must be a positive integer, got {depth!r}", loc)
+    if tracer.region != "pre":
+        raise ChannelError("create channels before the loop", loc,
+                           hint="move `aref.channel(...)` above the `for ... in aref.range(...)` line")
+    op = tracer.emit(OpKind.CHANNEL, [], [ArefType((), depth)], ChannelAttrs(name or "", depth), loc,
+                     names=[name])
+    ch = Channel(op.result, depth, name, loc)
+    tracer.channels.append((ch, op))
+    return ch
+
+
+class range:  # noqa: A001 - deliberately mirrors Python's range in the kernel's loop header
+    """The kernel's single pipelined loop: `for k in aref.range(n):` with `n` an integer or runtime scalar."""
+
+    def __init__(self, n):
+        loc = user_loc()
+        if isinstance(n, Scalar):
+            if n.dtype is not DType.int32:
+                raise ArefTypeError("the loop bound must be an integer", loc)
+        elif not isinstance(n, int) or isinstance(n, builtins.bool):
+            hint = "use `//` for integer division" if isinstance(n, float) else None
+            raise ArefTypeError(f"the loop bound must be an integer, got {type(n).__name__} {n!r}", loc,
+                                hint=hint)
+        elif n < 0:
+            raise ArefTypeError(f"the loop bound must be non-negative, got {n}", loc)
+        self.n = n
+        self.loc = loc
+
+    def __iter__(self):
+        raise ArefSyntaxError("aref.range must be the iterator of the kernel's `for` statement itself",
+                              user_loc(), hint="write `for k in aref.range(n):` in the kernel body")
+
