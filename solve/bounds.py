@@ -1,0 +1,141 @@
+"""Lower bounds on the initiation interval: ResMII (unit throughput) and RecMII (recurrences).
+
+RecMII is the maximum cycle ratio ``sum(delay) / sum(distance)`` over dependence cycles, rounded up.
+It is the smallest integer II at which the graph with edge weights ``delay - II * distance`` has no
+positive cycle; we binary-search that II with a Bellman-Ford longest-path test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+import math
+
+from .graph import Graph
+
+
+class RecurrenceError(ValueError):
+    """A dependence cycle with zero total distance and positive delay: no II can satisfy it."""
+
+    def __init__(self, cycle: list[str], delay: int):
+        self.cycle = cycle
+        self.delay = delay
+        super().__init__(f"dependence cycle {' -> '.join(cycle + cycle[:1])} has distance 0 and total "
+                         f"delay {delay} > 0: no schedule exists at any II")
+
+
+@dataclass
+class Bounds:
+    """ResMII and RecMII with the resources / recurrence that bind them."""
+
+    res_mii: int
+    rec_mii: int
+    res_unit: str | None = None
+    rec_cycle: list[str] = field(default_factory=list)
+    rec_ratio: Fraction | None = None
+
+    @property
+    def lower_bound(self) -> int:
+        return max(self.res_mii, self.rec_mii, 1)
+
+    def reasons(self, graph: Graph) -> list[str]:
+        """Human-readable justification of the lower bound."""
+        out = []
+        if self.res_unit is not None:
+            total = sum(op.usage.get(self.res_unit, 0) for op in graph.ops.values())
+            users = sum(1 for op in graph.ops.values() if self.res_unit in op.usage)
+            out.append(f"ResMII {self.res_mii}: unit {self.res_unit!r} is busy {total} cycles per "
+                       f"iteration ({users} ops) with capacity {graph.units[self.res_unit]}")
+        if self.rec_cycle:
+            out.append(f"RecMII {self.rec_mii}: recurrence {' -> '.join(self.rec_cycle + self.rec_cycle[:1])} "
+                       f"has delay/distance ratio {self.rec_ratio}")
+        return out
+
+    def to_json(self) -> dict:
+        return {"res_mii": self.res_mii, "rec_mii": self.rec_mii, "res_unit": self.res_unit,
+                "rec_cycle": self.rec_cycle,
+                "rec_ratio": None if self.rec_ratio is None else str(self.rec_ratio)}
+
+
+def res_mii(graph: Graph) -> tuple[int, str | None]:
+    """``max over units ceil(sum usage / capacity)`` and the binding unit (None if no usage)."""
+    best, unit = 0, None
+    for name, capacity in graph.units.items():
+        total = sum(op.usage.get(name, 0) for op in graph.ops.values())
+        need = math.ceil(total / capacity)
+        if need > best:
+            best, unit = need, name
+    return best, unit
+
+
+def _positive_cycle(nodes: list[str], arcs: list[tuple[str, str, int, int]], ii: int) -> list[str] | None:
+    """A cycle with positive total weight ``delay - ii * distance``, or None (Bellman-Ford)."""
+    dist = {v: 0 for v in nodes}
+    pred: dict[str, tuple[str, int] | None] = {v: None for v in nodes}
+    changed_node = None
+    for _ in range(len(nodes)):
+        changed_node = None
+        for k, (u, v, d, delta) in enumerate(arcs):
+            w = d - ii * delta
+            if dist[u] + w > dist[v]:
+                dist[v] = dist[u] + w
+                pred[v] = (u, k)
+                changed_node = v
+        if changed_node is None:
+            return None
+    # Still relaxing after |V| rounds, so the predecessor graph contains a (positive) cycle.
+    for start in [changed_node, *nodes]:
+        seen: dict[str, int] = {}
+        path: list[str] = []
+        v: str | None = start
+        while v is not None and v not in seen:
+            seen[v] = len(path)
+            path.append(v)
+            v = pred[v][0] if pred[v] is not None else None
+        if v is not None:
+            cycle = path[seen[v]:]
+            cycle.reverse()
+            return cycle
+    raise AssertionError("Bellman-Ford kept relaxing but no predecessor cycle exists")
+
+
+def _cycle_totals(cycle: list[str], arcs: list[tuple[str, str, int, int]], ii: int) -> tuple[int, int]:
+    """Delay and distance of the heaviest arcs along ``cycle`` at ``ii``."""
+    total_d = total_delta = 0
+    for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+        best = max((arc for arc in arcs if arc[0] == a and arc[1] == b), key=lambda x: x[2] - ii * x[3])
+        total_d += best[2]
+        total_delta += best[3]
+    return total_d, total_delta
+
+
+def rec_mii(graph: Graph) -> tuple[int, list[str], Fraction | None]:
+    """RecMII, a binding recurrence (op names) and its exact ratio; raises :class:`RecurrenceError`."""
+    nodes = list(graph.ops)
+    arcs = [(e.src, e.dst, e.delay, e.distance) for e in graph.edges]
+    if not arcs:
+        return 0, [], None
+    # At a huge II every cycle with distance >= 1 is negative, so a positive one has distance 0.
+    huge = sum(abs(d) for _, _, d, _ in arcs) + 1
+    cycle = _positive_cycle(nodes, arcs, huge)
+    if cycle is not None:
+        raise RecurrenceError(cycle, _cycle_totals(cycle, arcs, huge)[0])
+    if _positive_cycle(nodes, arcs, 0) is None:
+        return 0, [], None
+    lo, hi = 0, huge  # positive cycle at lo, none at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _positive_cycle(nodes, arcs, mid) is None:
+            hi = mid
+        else:
+            lo = mid
+    cycle = _positive_cycle(nodes, arcs, lo)
+    d, delta = _cycle_totals(cycle, arcs, lo)
+    return hi, cycle, Fraction(d, delta)
+
+
+def compute_bounds(graph: Graph) -> Bounds:
+    """Both lower bounds of ``graph``; raises :class:`RecurrenceError` if no II can work."""
+    res, unit = res_mii(graph)
+    rec, cycle, ratio = rec_mii(graph)
+    return Bounds(res, rec, unit if res > 0 else None, cycle, ratio)

@@ -1,0 +1,103 @@
+"""Why an II (or a range of IIs) has no schedule: a small set of constraint families.
+
+Every family of the joint model is guarded by an assumption literal.  CP-SAT names a sufficient
+subset of assumptions when the model is infeasible; we then drop families one at a time while the
+rest stays infeasible, which leaves an irreducible set (no family can be removed).  Dependences are
+never guarded: they are the program itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import time
+
+from . import joint
+from .cpsat import run
+from .graph import Graph
+
+
+@dataclass
+class Explanation:
+    """Irreducible infeasible set of families (ids and sentences); ``complete`` if not cut short."""
+
+    families: list[str]
+    reasons: list[str]
+    complete: bool
+
+
+def describe(family: str, graph: Graph, stages: int) -> str:
+    """One sentence for a family id."""
+    mach = graph.machine
+    kind, _, arg = family.partition(":")
+    if kind == "unit":
+        users = [n for n, op in graph.ops.items() if arg in op.usage]
+        return (f"capacity of unit {arg!r} ({graph.units[arg]} instance(s)) shared by "
+                f"{', '.join(users)}")
+    if kind == "memory":
+        reserved = graph.reserved_memory()[arg]
+        held = f", {reserved} held by streaming buffers" if reserved else ""
+        return f"{arg} capacity ({mach.memory[arg]}{held})"
+    if family == joint.SM_REGISTERS:
+        return (f"register file per SM ({mach.registers_per_sm} registers, "
+                f"{mach.threads_per_group} threads per group)")
+    if kind == "registers":
+        return (f"registers of warp group {arg[1:]} (at most {mach.group_register_cap} per thread, "
+                f"{mach.base_registers} reserved)")
+    if family == joint.GROUPS:
+        return f"number of warp groups (at most {mach.max_groups})"
+    if kind == "blocking":
+        return f"blocking sync on op {arg}: it cannot start while another op of its group is in flight"
+    if family == joint.TRANSFER_COST:
+        costs = {n: op.transfer_cost for n, op in graph.ops.items() if op.transfer_cost}
+        return f"cross-group transfer cost (through shared memory: {costs})"
+    if family == joint.NO_TRANSFER:
+        return "cross-group transfers are forbidden (register values cannot change warp group)"
+    if family == joint.VARIABLE_LATENCY:
+        return "variable-latency ops need a warp group of their own"
+    if family == joint.STAGES:
+        return f"schedule length of at most {stages} stage(s) (Algorithm 1's stage bound)"
+    return family
+
+
+def explain(graph: Graph, ii: int | tuple[int, int], stages: int, *, warp: bool = True,
+            time_limit: float = 10.0, symmetry: bool = True) -> Explanation:
+    """Explain why ``graph`` has no schedule at ``ii`` (an int or an inclusive range)."""
+    deadline = time.perf_counter() + time_limit
+    groups = min(len(graph.ops), graph.machine.max_groups + 2)
+    jm = joint.JointModel(graph, ii, stages, warp=warp, groups=groups, guarded=True, symmetry=symmetry)
+    by_index = {lit.index: fam for fam, lit in jm.guards.items()}
+
+    def infeasible_with(families: list[str]) -> tuple[bool | None, list[str]]:
+        jm.model.clear_assumptions()
+        jm.model.add_assumptions([jm.guards[f] for f in families])
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return None, families
+        outcome = run(jm.model, left, core=True)
+        if outcome.status == "infeasible":
+            core = [by_index[i] for i in outcome.solver.sufficient_assumptions_for_infeasibility()
+                    if i in by_index]
+            return True, [f for f in families if f in core] or families
+        if outcome.has_solution:
+            return False, families
+        return None, families
+
+    every = sorted(jm.guards)
+    verdict, core = infeasible_with(every)
+    if verdict is False:
+        raise AssertionError(f"explanation model found a schedule at II {ii}, the main model did not")
+    if verdict is None:
+        return Explanation([], ["no explanation within the time limit"], False)
+    complete = True
+    for fam in list(core):
+        if fam not in core:
+            continue
+        trial = [f for f in core if f != fam]
+        verdict, smaller = infeasible_with(trial)
+        if verdict:
+            core = smaller if set(smaller) <= set(trial) else trial
+        elif verdict is None:
+            complete = False
+    if not core:
+        return Explanation([], ["the dependences alone admit no schedule in this horizon"], complete)
+    return Explanation(core, [describe(f, graph, stages) for f in core], complete)

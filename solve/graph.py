@@ -1,0 +1,339 @@
+"""Dependence graph of one loop iteration plus the machine limits it is scheduled against.
+
+An op occupies each functional unit named in its ``usage`` for that many cycles from its start cycle
+(one instance of the unit each cycle).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
+iteration ``i + distance`` starts at least ``delay`` cycles after ``src`` of iteration ``i``.
+
+The result of an op occupies memory while it is live: from the op's start until the start of its
+last consumer (a data edge with distance ``k`` reaches the consumer ``k`` iterations later).
+``footprint["registers"]`` is per thread and counts against the warp group that runs the producer;
+every other footprint key names an SM-wide memory declared in :class:`Machine.memory`
+(e.g. ``"smem"`` bytes, ``"tmem"`` columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import json
+import math
+from typing import Any, Iterable
+
+REGISTERS = "registers"
+
+
+class GraphError(ValueError):
+    """The graph or machine description is malformed; the message says what and where."""
+
+
+@dataclass
+class Op:
+    """One tile-level operation of the loop body.
+
+    ``variable_latency`` ops (e.g. TMA loads) run on one dedicated warp group that holds nothing
+    else.  ``streaming`` ops are variable-latency ops without incoming data: they run ``depth``
+    iterations ahead, so the caller gives their out-edges zero delay and their SM-memory footprint is
+    reserved ``depth`` times for the whole loop.  ``transfer_cost`` is the latency of handing this
+    op's register result to another warp group through shared memory.
+    """
+
+    name: str
+    usage: dict[str, int] = field(default_factory=dict)
+    footprint: dict[str, int] = field(default_factory=dict)
+    variable_latency: bool = False
+    streaming: bool = False
+    depth: int = 2
+    transfer_cost: int = 0
+    kind: str = ""
+
+    @property
+    def duration(self) -> int:
+        """Cycles the op is in flight: its longest unit occupancy (at least one cycle)."""
+        return max([1, *self.usage.values()])
+
+    @property
+    def registers(self) -> int:
+        return self.footprint.get(REGISTERS, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "usage": dict(self.usage)}
+        if self.footprint:
+            out["footprint"] = dict(self.footprint)
+        if self.variable_latency:
+            out["variable_latency"] = True
+        if self.streaming:
+            out["streaming"] = True
+            out["depth"] = self.depth
+        if self.transfer_cost:
+            out["transfer_cost"] = self.transfer_cost
+        if self.kind:
+            out["kind"] = self.kind
+        return out
+
+
+@dataclass
+class Edge:
+    """Dependence ``dst[i + distance].start >= src[i].start + delay``.
+
+    ``data`` edges carry ``src``'s result (they extend its lifetime); ordering-only edges (buffer
+    reuse, barriers) do not.  ``blocking``: the consumer waits synchronously for the result (wgmma
+    wait, tcgen05.ld).  ``transfer``: if the two ends run on different warp groups the value moves
+    through shared memory, which adds ``src.transfer_cost`` cycles and a blocking wait at ``dst``.
+    """
+
+    src: str
+    dst: str
+    delay: int
+    distance: int = 0
+    data: bool = True
+    blocking: bool = False
+    transfer: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "delay": self.delay, "distance": self.distance,
+                "data": self.data, "blocking": self.blocking, "transfer": self.transfer}
+
+
+@dataclass
+class Machine:
+    """Machine-level limits the schedule must respect (the caller supplies the numbers).
+
+    Registers: each used warp group gets an allocation (per thread) that is a multiple of
+    ``reg_granularity`` (setmaxnreg steps), covers ``base_registers`` plus the group's peak live
+    register footprint, and is at most ``registers_per_thread``; all allocations together times
+    ``threads_per_group`` fit in ``registers_per_sm``.
+    """
+
+    max_groups: int = 4
+    registers_per_thread: int = 255
+    registers_per_sm: int = 65536
+    threads_per_group: int = 128
+    reg_granularity: int = 8
+    base_registers: int = 0
+    memory: dict[str, int] = field(default_factory=dict)
+    allow_transfers: bool = True
+
+    @property
+    def group_register_cap(self) -> int:
+        """Largest allocation one group may receive (a granularity multiple)."""
+        return self.registers_per_thread // self.reg_granularity * self.reg_granularity
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_groups": self.max_groups, "registers_per_thread": self.registers_per_thread,
+                "registers_per_sm": self.registers_per_sm, "threads_per_group": self.threads_per_group,
+                "reg_granularity": self.reg_granularity, "base_registers": self.base_registers,
+                "memory": dict(self.memory), "allow_transfers": self.allow_transfers}
+
+
+def _positive_int(value: Any, what: str, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GraphError(f"{what} must be an integer, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise GraphError(f"{what} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return value
+
+
+class Graph:
+    """Ops, dependence edges, functional units with capacities, and machine limits."""
+
+    def __init__(self, units: dict[str, int] | None = None, machine: Machine | None = None,
+                 name: str = ""):
+        self.name = name
+        self.units: dict[str, int] = {}
+        self.ops: dict[str, Op] = {}
+        self.edges: list[Edge] = []
+        self.machine = machine if machine is not None else Machine()
+        for unit, capacity in (units or {}).items():
+            self.add_unit(unit, capacity)
+
+    # ----------------------------------------------------------------------------- building
+    def add_unit(self, name: str, capacity: int = 1) -> None:
+        """Declare functional unit ``name`` with ``capacity`` instances per SM."""
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"unit name must be a non-empty string, got {name!r}")
+        self.units[name] = _positive_int(capacity, f"capacity of unit {name!r}")
+
+    def add_op(self, name: str, usage: dict[str, int] | None = None, *,
+               footprint: dict[str, int] | None = None, variable_latency: bool = False,
+               streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
+               kind: str = "") -> Op:
+        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start."""
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"op name must be a non-empty string, got {name!r}")
+        if name in self.ops:
+            raise GraphError(f"op {name!r} is already in the graph")
+        usage = dict(usage or {})
+        for unit, cycles in usage.items():
+            if unit not in self.units:
+                raise GraphError(f"op {name!r} uses unit {unit!r}, which is not declared "
+                                 f"(declared units: {sorted(self.units) or 'none'}); call add_unit first")
+            _positive_int(cycles, f"usage of unit {unit!r} by op {name!r}")
+        footprint = dict(footprint or {})
+        for memory, amount in footprint.items():
+            _positive_int(amount, f"footprint of op {name!r} in {memory!r}", allow_zero=True)
+            if memory != REGISTERS and memory not in self.machine.memory:
+                raise GraphError(f"op {name!r} has a footprint in memory {memory!r}, but the machine "
+                                 f"declares no capacity for it (machine.memory = {self.machine.memory})")
+        if streaming and footprint.get(REGISTERS, 0):
+            raise GraphError(f"streaming op {name!r} cannot hold a register result: streaming ops "
+                             "run ahead on their own group and deliver into SM memory")
+        _positive_int(depth, f"pipeline depth of op {name!r}")
+        _positive_int(transfer_cost, f"transfer cost of op {name!r}", allow_zero=True)
+        op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
+                streaming, depth, transfer_cost, kind)
+        self.ops[name] = op
+        return op
+
+    def add_edge(self, src: str, dst: str, delay: int, distance: int = 0, *, data: bool = True,
+                 blocking: bool = False, transfer: bool | None = None) -> Edge:
+        """Add dependence ``dst[i + distance]`` starts ``>= delay`` cycles after ``src[i]``.
+
+        ``transfer`` defaults to True for data edges whose source has a register result.
+        """
+        for end in (src, dst):
+            if end not in self.ops:
+                raise GraphError(f"edge {src!r} -> {dst!r}: unknown op {end!r} (add_op it first)")
+        if isinstance(delay, bool) or not isinstance(delay, int):
+            raise GraphError(f"edge {src!r} -> {dst!r}: delay must be an integer, got {delay!r}")
+        _positive_int(distance, f"edge {src!r} -> {dst!r}: distance", allow_zero=True)
+        if data and delay < 0:
+            raise GraphError(f"edge {src!r} -> {dst!r}: a data edge cannot have a negative delay "
+                             f"({delay}); use data=False for ordering constraints")
+        if data and self.ops[dst].streaming:
+            raise GraphError(f"edge {src!r} -> {dst!r}: streaming op {dst!r} cannot consume data "
+                             "(streaming ops have no incoming data dependences)")
+        if transfer is None:
+            transfer = data and self.ops[src].registers > 0
+        if transfer and not data:
+            raise GraphError(f"edge {src!r} -> {dst!r}: only data edges can transfer a value")
+        edge = Edge(src, dst, delay, distance, bool(data), bool(blocking), bool(transfer))
+        self.edges.append(edge)
+        return edge
+
+    # ----------------------------------------------------------------------------- queries
+    def op_names(self) -> list[str]:
+        return list(self.ops)
+
+    def in_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.dst == name]
+
+    def out_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.src == name]
+
+    def data_out_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.src == name and e.data]
+
+    def may_block(self, name: str) -> bool:
+        """Whether the op can need a blocking wait (a blocking input, or a transfer input)."""
+        return any(e.blocking or e.transfer for e in self.in_edges(name))
+
+    def always_blocks(self, name: str) -> bool:
+        return any(e.blocking for e in self.in_edges(name))
+
+    def reserved_memory(self) -> dict[str, int]:
+        """SM memory held for the whole loop by streaming ops' ``depth``-deep buffers."""
+        out = {m: 0 for m in self.machine.memory}
+        for op in self.ops.values():
+            if op.streaming:
+                for memory, amount in op.footprint.items():
+                    out[memory] += amount * op.depth
+        return out
+
+    def has_lifetime(self, op: Op, memory: str) -> bool:
+        """Whether the op's result occupies ``memory`` for a schedule-dependent lifetime."""
+        return not op.streaming and op.footprint.get(memory, 0) > 0 and bool(self.data_out_edges(op.name))
+
+    def cycle_costs(self) -> list[int]:
+        """Every cycle count in the graph (usages, edge delays, transfer costs)."""
+        costs = [c for op in self.ops.values() for c in op.usage.values()]
+        costs += [abs(e.delay) for e in self.edges]
+        costs += [op.transfer_cost for op in self.ops.values()]
+        return [c for c in costs if c > 0]
+
+    def validate(self) -> None:
+        """Check whole-graph consistency; raise :class:`GraphError` naming the problem."""
+        if not self.ops:
+            raise GraphError("the graph has no ops")
+        m = self.machine
+        _positive_int(m.max_groups, "machine.max_groups")
+        _positive_int(m.reg_granularity, "machine.reg_granularity")
+        _positive_int(m.threads_per_group, "machine.threads_per_group")
+        _positive_int(m.registers_per_sm, "machine.registers_per_sm")
+        _positive_int(m.registers_per_thread, "machine.registers_per_thread")
+        _positive_int(m.base_registers, "machine.base_registers", allow_zero=True)
+        for memory, cap in m.memory.items():
+            if memory == REGISTERS:
+                raise GraphError("machine.memory must not declare 'registers' (registers are per group)")
+            _positive_int(cap, f"machine.memory[{memory!r}]", allow_zero=True)
+        has_vl = any(op.variable_latency for op in self.ops.values())
+        has_fixed = any(not op.variable_latency for op in self.ops.values())
+        if has_vl and has_fixed and m.max_groups < 2:
+            raise GraphError("variable-latency ops need their own warp group, but machine.max_groups "
+                             f"is {m.max_groups}")
+        for memory, amount in self.reserved_memory().items():
+            if amount > m.memory[memory]:
+                raise GraphError(f"streaming buffers need {amount} of {memory!r} but the machine has "
+                                 f"{m.memory[memory]}")
+
+    # ----------------------------------------------------------------------------- JSON
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: ``{"units", "ops", "edges", "machine", "name"}`` (public contract)."""
+        return {"name": self.name, "units": dict(self.units),
+                "ops": [op.to_json() for op in self.ops.values()],
+                "edges": [e.to_json() for e in self.edges], "machine": self.machine.to_json()}
+
+    def dumps(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_json(), **kwargs)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | str) -> "Graph":
+        """Rebuild a graph from :meth:`to_json` output (a dict or a JSON string)."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        if not isinstance(data, dict) or "ops" not in data or "units" not in data:
+            raise GraphError("graph JSON must be an object with 'units' and 'ops' (and 'edges')")
+        known_machine = set(Machine.__dataclass_fields__)
+        machine_data = data.get("machine", {})
+        unknown = set(machine_data) - known_machine
+        if unknown:
+            raise GraphError(f"unknown machine keys {sorted(unknown)}")
+        graph = cls(dict(data["units"]), Machine(**machine_data), name=data.get("name", ""))
+        for op in data["ops"]:
+            try:
+                graph.add_op(op["name"], op.get("usage", {}), footprint=op.get("footprint"),
+                             variable_latency=op.get("variable_latency", False),
+                             streaming=op.get("streaming", False), depth=op.get("depth", 2),
+                             transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""))
+            except KeyError as exc:
+                raise GraphError(f"op entry {op!r} lacks key {exc}") from None
+        for e in data.get("edges", []):
+            try:
+                graph.add_edge(e["src"], e["dst"], e["delay"], e.get("distance", 0),
+                               data=e.get("data", True), blocking=e.get("blocking", False),
+                               transfer=e.get("transfer"))
+            except KeyError as exc:
+                raise GraphError(f"edge entry {e!r} lacks key {exc}") from None
+        return graph
+
+    def copy(self) -> "Graph":
+        return Graph.from_json(self.to_json())
+
+    def scaled(self, mapping: dict[int, int]) -> "Graph":
+        """A copy with every cycle count ``c`` replaced by ``mapping[c]`` (cost normalization)."""
+        data = self.to_json()
+        for op in data["ops"]:
+            op["usage"] = {u: mapping[c] for u, c in op["usage"].items()}
+            if op.get("transfer_cost"):
+                op["transfer_cost"] = mapping[op["transfer_cost"]]
+        for e in data["edges"]:
+            if e["delay"]:
+                e["delay"] = int(math.copysign(mapping[abs(e["delay"])], e["delay"]))
+        return Graph.from_json(data)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self.ops)} ops, {len(self.edges)} edges, units={self.units})"
+
+
+def ops_using(graph: Graph, units: Iterable[str]) -> list[str]:
+    """Names of ops that occupy any of ``units``."""
+    wanted = set(units)
+    return [op.name for op in graph.ops.values() if wanted & set(op.usage)]

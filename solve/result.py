@@ -1,0 +1,116 @@
+"""Options, progress events and the result type of :func:`solve.solve`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+OPTIMAL = "optimal"
+FEASIBLE_TIMEOUT = "feasible-timeout"
+INFEASIBLE = "infeasible"
+TIMEOUT = "timeout"
+
+INTERVAL = "interval"
+TIME_INDEXED = "time-indexed"
+
+
+@dataclass
+class Progress:
+    """One step of the search, for progress displays.
+
+    ``kind`` is one of ``"bounds"``, ``"try"`` (an II or II range is being solved), ``"infeasible"``,
+    ``"feasible"``, ``"refine"`` (secondary objective at the optimal II), ``"timeout"``, ``"done"``.
+    """
+
+    kind: str
+    ii: int | None
+    lower_bound: int
+    elapsed: float
+    detail: str = ""
+    ii_max: int | None = None
+
+
+@dataclass
+class SolveOptions:
+    """Knobs of the search.  Secondary objectives apply lexicographically at the optimal II.
+
+    ``extra_stages`` widens Algorithm 1's stage bound (``L <= stages * II``), which is otherwise
+    ``ceil(L_min / II)`` of the plain modulo schedule at the first II that has one.
+    """
+
+    encoding: str = INTERVAL
+    time_limit: float = 60.0
+    workers: int = 2
+    deterministic: bool = True
+    extra_stages: int = 0
+    max_ii: int | None = None
+    minimize_length: bool = True
+    fewest_channels: bool = True
+    fewest_mma_waits: bool = True
+    fewest_groups: bool = True
+    lowest_registers: bool = True
+    mma_units: tuple[str, ...] = ("tc",)
+    symmetry_breaking: bool = True
+    explain: bool = True
+    normalize_budget: int = 300
+    progress: Callable[[Progress], None] | None = None
+
+
+@dataclass
+class Infeasibility:
+    """Why the IIs ``ii..ii_max`` admit no schedule.  ``families`` are machine-readable ids."""
+
+    ii: int
+    ii_max: int
+    reasons: list[str]
+    families: list[str]
+    proven: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Schedule:
+    """The answer of the II search.
+
+    ``schedule[op]`` is the start cycle of the op in iteration 0 (``stage * ii + residue``),
+    ``assignment[op]`` its warp group.  ``proven_optimal`` holds only when every smaller II (down to
+    ``lower_bound``) was proven infeasible within the stage bound.
+    """
+
+    status: str
+    ii: int | None
+    lower_bound: int
+    res_mii: int
+    rec_mii: int
+    proven_optimal: bool
+    solve_seconds: float
+    encoding: str
+    length: int | None = None
+    stages: int | None = None
+    stage_bound: int | None = None
+    assignment: dict[str, int] = field(default_factory=dict)
+    schedule: dict[str, int] = field(default_factory=dict)
+    stage: dict[str, int] = field(default_factory=dict)
+    registers: dict[int, int] = field(default_factory=dict)
+    infeasible: list[Infeasibility] = field(default_factory=list)
+    bound_reasons: list[str] = field(default_factory=list)
+    objectives: dict[str, int] = field(default_factory=dict)
+    objectives_proven: bool = False
+    message: str = ""
+    normalization: dict[str, Any] | None = None
+
+    @property
+    def groups(self) -> dict[int, list[str]]:
+        """Ops of each warp group, groups in index order."""
+        out: dict[int, list[str]] = {}
+        for op, g in sorted(self.assignment.items(), key=lambda kv: (kv[1], self.schedule.get(kv[0], 0))):
+            out.setdefault(g, []).append(op)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["infeasible"] = [i.to_json() for i in self.infeasible]
+        data["registers"] = {str(k): v for k, v in self.registers.items()}
+        return data
