@@ -26,3 +26,11 @@ from aref.lang import (Channel, Scalar, TensorArg, Tile, abs, arange, bfloat16, 
                        zeros)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ArefError", "ArefSyntaxError", "ArefTypeError", "ChannelError", "VerifyError", "DType", "KernelFunction",
+    "aref_kernel", "Channel", "Scalar", "TensorArg", "Tile", "abs", "arange", "bfloat16", "cast", "channel",
+    "exp", "exp2", "float8_e4m3", "float8_e5m2", "float16", "float32", "full", "int32", "load", "log", "log2",
+    "maximum", "minimum", "mma", "program_id", "range", "rowmax", "rowmin", "rowsum", "rsqrt", "sqrt", "store",
+    "where", "zeros",
+]

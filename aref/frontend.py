@@ -68,6 +68,15 @@ def _assigned_names(stmts) -> list[str]:
             if isinstance(node.ctx, ast.Store) and node.id not in out:
                 out.append(node.id)
 
+        def visit_Subscript(self, node):
+            # `l[i] = x` rebinds an element of the list `l`: carry `l` like a reassigned name.
+            root = node
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(node.ctx, ast.Store) and isinstance(root, ast.Name) and root.id not in out:
+                out.append(root.id)
+            self.generic_visit(node)
+
         def visit_FunctionDef(self, node):
             if node.name not in out:
                 out.append(node.name)

@@ -13,8 +13,8 @@ so loop-carried values come from plain reassignment, exactly as the Python sourc
 from __future__ import annotations
 
 from aref.errors import ArefSyntaxError, ArefTypeError, SrcInfo
-from aref.ir import ConstAttrs, DType, Loop, OpKind, ScalarType, Value, ChannelAttrs
-from aref.lang import Channel, Scalar, Tile, _Proxy, range as aref_range, wrap
+from aref.ir import ChannelAttrs, DType, Loop, ScalarType, Value
+from aref.lang import Channel, Scalar, _Proxy, _const, range as aref_range, wrap
 from aref.trace import current, user_loc
 
 UNDEF = object()
@@ -65,8 +65,7 @@ def _flatten(obj, loc, name):
     if isinstance(obj, _Proxy):
         return [obj.value], lambda leaves: wrap(leaves[0])
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        dtype = DType.float32 if isinstance(obj, float) else DType.int32
-        v = current().emit(OpKind.CONST, [], [ScalarType(dtype)], ConstAttrs(obj), loc).result
+        v = _const(obj, DType.float32 if isinstance(obj, float) else DType.int32, loc)
         return [v], lambda leaves: wrap(leaves[0])
     if isinstance(obj, (tuple, list)):
         parts = [_flatten(x, loc, name) for x in obj]
@@ -108,15 +107,14 @@ def loop_begin(rng, names: tuple[str, ...], scope: dict, iv_name: str) -> LoopHa
         raise ArefSyntaxError("a kernel has a single aref.range loop; this is a second one", loc,
                               hint="fuse the loops, or write a second kernel")
     h = LoopHandle(rng, names, loc)
-    if isinstance(rng.n, Scalar):
-        h.trip = rng.n.value
-    else:
-        h.trip = tracer.emit(OpKind.CONST, [], [ScalarType(DType.int32)], ConstAttrs(rng.n), loc).result
+    h.trip = rng.n.value if isinstance(rng.n, Scalar) else _const(rng.n, DType.int32, loc, tracer)
     for name in names:
         obj = scope.get(name, UNDEF)
         if obj is UNDEF:
             continue
         leaves, rebuild = _flatten(obj, loc, name)
+        for i, leaf in enumerate(leaves):
+            leaf.name = leaf.name or (name if len(leaves) == 1 else f"{name}{i}")
         h.carried_names.append(name)
         h.rebuild[name], h.sizes[name] = rebuild, len(leaves)
         h.inits.extend(leaves)

@@ -13,7 +13,7 @@ from aref import typing_rules as rules
 from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import (ArangeAttrs, ArefType, CastAttrs, ChannelAttrs, ConstAttrs, DType, ExpandDimsAttrs,
                      FnAttrs, FullAttrs, LoadAttrs, NoAttrs, OpKind, ProgramIdAttrs, ScalarType, StoreAttrs,
-                     TensorType, TileType, TransposeAttrs, Value, Space)
+                     TileType, TransposeAttrs, Value, Space)
 from aref.trace import current, user_loc
 
 float16 = DType.float16
@@ -185,9 +185,15 @@ def wrap(v: Value) -> Tile | Scalar:
 
 
 def _const(x, dtype: DType, loc, tracer=None) -> Value:
+    """A constant, shared by all uses in the current block (the IR stays readable)."""
     tracer = tracer or current()
     value = bool(x) if dtype is DType.bool_ else (float(x) if dtype.is_float else int(x))
-    return tracer.emit(OpKind.CONST, [], [ScalarType(dtype)], ConstAttrs(value), loc).result
+    key = (id(tracer.block), dtype, repr(value))
+    v = tracer.consts.get(key)
+    if v is None:
+        v = tracer.emit(OpKind.CONST, [], [ScalarType(dtype)], ConstAttrs(value), loc).result
+        tracer.consts[key] = v
+    return v
 
 
 def _is_number(x) -> bool:
@@ -228,12 +234,21 @@ def _as_values(xs, loc) -> list[Value]:
 def _arith(fn: str, a, b):
     loc = user_loc()
     a, b = _check_operand(a, fn, loc), _check_operand(b, fn, loc)
+    if isinstance(a, Scalar) and _is_number(b) and (fn, b) in (("add", 0), ("sub", 0), ("mul", 1)):
+        return a                               # x + 0, x - 0, x * 1 fold away (as in `pid * S + i`)
+    if isinstance(b, Scalar) and _is_number(a) and (fn, a) in (("add", 0), ("mul", 1)):
+        return b
     va, vb = _as_values([a, b], loc)
     if isinstance(va.type, ScalarType) and isinstance(vb.type, ScalarType) and not va.type.dtype.is_float \
             and not vb.type.dtype.is_float:
         if fn == "div":
             raise ArefTypeError("`/` on integer scalars", loc, hint="use `//` for integer division")
-        return _emit1(OpKind.SCALAR_BINARY, [va, vb], ScalarType(DType.int32), FnAttrs(fn), loc)
+        tracer = current()
+        key = (id(tracer.block), fn, id(va), id(vb))   # scalar index math repeats a lot: share it
+        if key not in tracer.consts:
+            tracer.consts[key] = _emit1(OpKind.SCALAR_BINARY, [va, vb], ScalarType(DType.int32), FnAttrs(fn),
+                                        loc).value
+        return Scalar(tracer.consts[key])
     if fn in ("floordiv", "mod"):
         raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc)
     dtype = rules.binary_dtype(va.type, vb.type, loc)

@@ -60,6 +60,7 @@ class Tracer:
         self.channels = []           # lang.Channel objects, in creation order
         self.program_ids: dict[int, Value] = {}
         self.stores: list[tuple[Op, tuple]] = []  # store ops with their coordinate proxies (grid inference)
+        self.consts: dict[tuple, Value] = {}       # per-block constants and scalar index math, shared
 
     @property
     def region(self) -> str:

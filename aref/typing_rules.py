@@ -44,7 +44,7 @@ def promote(a: DType, b: DType, loc: SrcInfo) -> DType:
         if ra != rb:
             return a if ra > rb else b
         raise ArefTypeError(f"mixed dtypes {a.name} and {b.name} in one operation", loc,
-                            hint=f"cast one side explicitly, e.g. `.to(aref.float32)`")
+                            hint="cast one side explicitly, e.g. `.to(aref.float32)`")
     return DType.int32
 
 

@@ -1,0 +1,4 @@
+"""`python -m aref` is the `aref` command."""
+from aref.cli import main
+
+raise SystemExit(main())

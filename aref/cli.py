@@ -1,0 +1,161 @@
+"""The `aref` command: `demo`, `ir`, `run` (more subcommands register themselves in `COMMANDS`).
+
+Every subcommand takes `FILE[:KERNEL]`, `--size small|large` and `--set NAME=VALUE` (overrides passed to the
+example's `example_inputs`), plus `--json` for machine-readable output. User errors print the source excerpt
+and exit with status 1, without a Python traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from aref.compiler import ARCHS, STAGES, CompileOptions, lower_to, print_stage
+from aref.errors import ArefError
+from aref.harness import load_example, run_interpreter
+
+COMMANDS: dict[str, tuple] = {}   # name -> (help, add_arguments, handler)
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def command(name: str, help: str, arguments=lambda parser: None):
+    """Register a subcommand: `arguments(parser)` adds its flags, the decorated function runs it."""
+    def register(fn):
+        COMMANDS[name] = (help, arguments, fn)
+        return fn
+    return register
+
+
+def _value(text: str):
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def add_target(p: argparse.ArgumentParser, with_arch: bool = True) -> None:
+    p.add_argument("target", metavar="FILE[:KERNEL]", help="example file, optionally with a kernel name")
+    p.add_argument("--size", default="small", choices=("small", "large"), help="example input sizes")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an example_inputs argument (repeatable), e.g. --set K=0")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    if with_arch:
+        p.add_argument("--arch", default="sm_90a", choices=ARCHS)
+        p.add_argument("--partition", default="heuristic", choices=("heuristic", "optimal"))
+
+
+def example_and_inputs(args):
+    example = load_example(args.target)
+    overrides = {}
+    for item in args.overrides:
+        name, eq, val = item.partition("=")
+        if not eq:
+            raise ArefError(f"--set expects NAME=VALUE, got {item!r}")
+        overrides[name] = _value(val)
+    if example.inputs_fn is None or example.reference_fn is None:
+        raise ArefError(f"{example.path} must define example_inputs() and reference() (see the README)")
+    return example, example.inputs(args.size, **overrides)
+
+
+def options_of(args) -> CompileOptions:
+    return CompileOptions(arch=getattr(args, "arch", "sm_90a"), partition=getattr(args, "partition", "heuristic"))
+
+
+# ------------------------------------------------------------------------------------------ commands
+def _ir_args(p):
+    add_target(p)
+    p.add_argument("--stage", default="tile", choices=STAGES, help="IR level to print")
+
+
+@command("ir", "print a kernel's IR at a stage", _ir_args)
+def cmd_ir(args, console: Console) -> int:
+    example, inputs = example_and_inputs(args)
+    kernel = example.kernel.specialize(**inputs)
+    ir = lower_to(kernel, args.stage, options_of(args))
+    text = print_stage(ir, args.stage)
+    if args.json:
+        print(json.dumps({"kernel": example.name, "stage": args.stage, "ir": text}))
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+
+def _run_args(p):
+    add_target(p)
+    p.add_argument("--backend", default="interpret", choices=("interpret",),
+                   help="interpret: the sequential reference interpreter on the CPU")
+
+
+@command("run", "run a kernel on its example inputs and compare with reference()", _run_args)
+def cmd_run(args, console: Console) -> int:
+    example, inputs = example_and_inputs(args)
+    report = run_interpreter(example, inputs)
+    if args.json:
+        print(json.dumps({"kernel": example.name, "backend": args.backend, **report.to_json()}))
+    else:
+        console.print(results_table(example.name, args.backend, report))
+    return 0 if report.ok else 1
+
+
+
+def results_table(name: str, backend: str, report) -> Table:
+    table = Table(title=f"{name} on {backend}: {'[green]ok' if report.ok else '[red]MISMATCH'}")
+    for col in ("output", "shape", "dtype", "max |err|", "tolerance", "ok"):
+        table.add_column(col)
+    for o in report.outputs:
+        table.add_row(o.name, str(o.shape), o.dtype, f"{o.max_abs_err:.3g}", f"{o.atol:g} + {o.rtol:g}·|ref|",
+                      "[green]yes" if o.ok else "[red]no")
+    return table
+
+
+def _demo_args(p):
+    p.add_argument("--example", default=os.path.join(EXAMPLES_DIR, "gemm.py"), help="example to demonstrate")
+
+
+@command("demo", "run a built-in example end to end on the CPU", _demo_args)
+def cmd_demo(args, console: Console) -> int:
+    ns = argparse.Namespace(target=args.example, size="small", overrides=[], json=False, arch="sm_90a",
+                            partition="heuristic", stage="tile", backend="interpret")
+    example, inputs = example_and_inputs(ns)
+    console.rule(f"[bold]aref demo: {os.path.basename(example.path)}:{example.name}")
+    kernel = example.kernel.specialize(**inputs)
+    console.print("[bold]Tile IR[/bold] (aref ir --stage tile)")
+    console.print(print_stage(lower_to(kernel, "tile"), "tile"), highlight=False, markup=False, soft_wrap=True)
+    report = run_interpreter(example, inputs)
+    console.print(results_table(example.name, "the reference interpreter", report))
+    return 0 if report.ok else 1
+
+
+
+# -------------------------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aref", description="aref: warp-specialized GPU kernels from tile "
+                                                              "programs with explicit arefs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, add_args, _) in COMMANDS.items():
+        add_args(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    try:
+        return COMMANDS[args.command][2](args, console)
+    except ArefError as err:
+        if getattr(args, "json", False):
+            print(json.dumps({"ok": False, "error": err.message, "kind": err.kind,
+                              "file": err.loc.file, "line": err.loc.line}))
+        Console(stderr=True).print(err.render(), style="red", highlight=False, markup=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

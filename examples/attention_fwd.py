@@ -1,0 +1,74 @@
+"""FlashAttention forward with online softmax: O = softmax(Q·Kᵀ·scale)·V per (batch·head).
+
+Q: (BH, Sq, D), K and V: (BH, Sk, D), O like Q. Each CTA owns BM query rows and streams K and V blocks of
+BN rows through two arefs (separate rings, so Q·Kᵀ can start before V lands, as in FA3).
+
+`SUBTILE` (default 2) splits the CTA's BM query rows into independent sub-tiles, each with its own softmax
+state. The FA3 ping-pong schedule (Hopper) and the FA4 schedule (Blackwell) overlap one sub-tile's softmax
+with the other's matrix multiplies; with SUBTILE=1 there is nothing to overlap within a CTA.
+"""
+import math
+
+import torch
+
+import aref
+from aref import aref_kernel
+
+LOG2E = math.log2(math.e)
+
+
+def online_softmax_step(q, k, v, o, m, l, qk_scale, dtype):
+    """One K/V block for one query sub-tile: rescale the running output and add this block's part."""
+    s = aref.mma(q, k.T)                                    # scores, float32
+    m_new = aref.maximum(m, aref.rowmax(s) * qk_scale)      # running row max (log2 domain)
+    p = aref.exp2(s * qk_scale - m_new[:, None])
+    alpha = aref.exp2(m - m_new)                            # rescale factor of the old state
+    l = l * alpha + aref.rowsum(p)
+    o = aref.mma(p.to(dtype), v, o * alpha[:, None])
+    return o, m_new, l
+
+
+@aref_kernel(grid=lambda Q, BM, **_: (-(-Q.shape[1] // BM), Q.shape[0]))
+def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2, sm_scale: float = 0.0):
+    pid_m, bh = aref.program_id(0), aref.program_id(1)
+    D = Q.shape[2]
+    SUB = BM // SUBTILE
+    qk_scale = (sm_scale or 1.0 / math.sqrt(D)) * LOG2E
+    q = [aref.load(Q, (bh, pid_m * SUBTILE + i, 0), (SUB, D)) for i in range(SUBTILE)]
+    o = [aref.zeros((SUB, D), aref.float32) for _ in range(SUBTILE)]
+    m = [aref.full((SUB,), -math.inf, aref.float32) for _ in range(SUBTILE)]
+    l = [aref.zeros((SUB,), aref.float32) for _ in range(SUBTILE)]
+    kc = aref.channel(depth=2)
+    vc = aref.channel(depth=2)
+    for j in aref.range(K.shape[1] // BN):
+        kc.put(aref.load(K, (bh, j, 0), (BN, D)))
+        vc.put(aref.load(V, (bh, j, 0), (BN, D)))
+        k = kc.get()
+        v = vc.get()
+        for i in range(SUBTILE):
+            o[i], m[i], l[i] = online_softmax_step(q[i], k, v, o[i], m[i], l[i], qk_scale, Q.dtype)
+        kc.consumed()
+        vc.consumed()
+    for i in range(SUBTILE):
+        l_safe = aref.where(l[i] == 0.0, 1.0, l[i])         # rows that saw no keys give 0, not NaN
+        aref.store(O, (bh, pid_m * SUBTILE + i, 0), (o[i] / l_safe[:, None]).to(O.dtype))
+
+
+def example_inputs(size: str = "small", BH: int | None = None, Sq: int | None = None, Sk: int | None = None,
+                   D: int | None = None, dtype: str = "float16", seed: int = 0, **constexprs):
+    """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128."""
+    dims = {"small": (2, 256, 256, 64), "large": (16, 4096, 4096, 128)}[size]
+    BH, Sq = BH or dims[0], Sq or dims[1]
+    Sk, D = dims[2] if Sk is None else Sk, D or dims[3]
+    g = torch.Generator().manual_seed(seed)
+    t = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    Q, K, V = (torch.randn(BH, n, D, generator=g).to(t) for n in (Sq, Sk, Sk))
+    return {"Q": Q, "K": K, "V": V, "O": torch.zeros(BH, Sq, D, dtype=t), **constexprs}
+
+
+def reference(Q, K, V, O, sm_scale: float = 0.0, **_):
+    scale = sm_scale or 1.0 / math.sqrt(Q.shape[2])
+    if K.shape[1] == 0:
+        return {"O": torch.zeros_like(O)}
+    p = torch.softmax(Q.float() @ K.float().transpose(1, 2) * scale, dim=-1)
+    return {"O": (p @ V.float()).to(O.dtype)}

@@ -1,0 +1,69 @@
+"""The `aref` command: JSON contracts, readable IR, errors without tracebacks."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLE_NAMES, ROOT, example_path
+
+
+def aref(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "aref", *args], capture_output=True, text=True, cwd=ROOT)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_run_interpret_json(name):
+    out = json.loads(aref("run", example_path(name), "--backend", "interpret", "--json").stdout)
+    assert out["ok"] is True and out["max_abs_err"] < 0.05 and out["kernel"]
+
+
+def test_run_with_overrides_and_kernel_selector():
+    out = json.loads(aref("run", example_path("gemm") + ":gemm", "--set", "K=0", "--json").stdout)
+    assert out["ok"] is True and out["max_abs_err"] == 0.0
+
+
+def test_ir_prints_tile_ir():
+    text = aref("ir", example_path("attention_fwd")).stdout
+    assert text.startswith("kernel @attention_fwd(")
+    assert "for %j in range(" in text and "mma" in text and "# attention_fwd.py:" in text
+
+
+def test_demo_runs():
+    out = aref("demo").stdout
+    assert "Tile IR" in out and "ok" in out
+
+
+def test_user_error_is_reported_without_traceback(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import aref\n"
+        "@aref.aref_kernel(grid=(1,))\n"
+        "def k(A, C):\n"
+        "    a = aref.load(A, (0, 0), (64, 32))\n"
+        "    aref.store(C, (0, 0), aref.mma(a, a))\n"
+        "def example_inputs(size='small'):\n"
+        "    import torch\n"
+        "    return {'A': torch.zeros(64, 32).half(), 'C': torch.zeros(64, 64)}\n"
+        "def reference(A, C):\n"
+        "    return {'C': C}\n")
+    proc = aref("run", str(bad), "--json", check=False)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert f"{bad}:5" in proc.stderr and "mma shape mismatch" in proc.stderr
+    assert json.loads(proc.stdout)["line"] == 5
+
+
+def test_unknown_kernel_name():
+    proc = aref("run", example_path("gemm") + ":nope", check=False)
+    assert proc.returncode == 1 and "has no kernel 'nope'" in proc.stderr
+
+
+def test_console_script_installed():
+    exe = os.path.join(os.path.dirname(sys.executable), "aref")
+    assert os.path.exists(exe)
+    assert subprocess.run([exe, "--help"], capture_output=True, text=True).returncode == 0
