@@ -179,7 +179,10 @@ class KernelSpec:
 
     @property
     def epilogue_aliases_ring(self) -> bool:
-        if self.kind != "gemm" or self.persistent or not self.channels:
+        """Whether output staging reuses a ring: gemm's A/B ring when big enough, attention's Q slot."""
+        if self.kind == "attention":
+            return True  # each consumer stages O (BM×D, 16-bit) in its own Q sub-tile after its last Q·Kᵀ
+        if self.persistent or not self.channels:
             return False
         ring = self.channels[0].depth * self.channels[0].slot_bytes
         return ring >= self.tile.bm * self.tile.bn * DTYPE_BYTES[self.out_dtype]
@@ -196,8 +199,10 @@ class KernelSpec:
         if self.kind == "gemm":
             rows = self.tile.bm // self.num_consumers if self.mode is ConsumerMode.COOPERATIVE else self.tile.bm
             return rows * self.tile.bn // THREADS_PER_WARP_GROUP
-        # attention: S (BM×BN) and O (BM×head_dim) per consumer group
-        return self.tile.bm * (self.tile.bn + self.tile.bk) // THREADS_PER_WARP_GROUP
+        # attention: S (BM×BN fp32), O (BM×head_dim fp32) and P (BM×BN 16-bit, half the registers) are live
+        # together while P·V of the previous tile overlaps Q·Kᵀ of the next.
+        t = self.tile
+        return (t.bm * t.bn + t.bm * t.bk + t.bm * t.bn // 2) // THREADS_PER_WARP_GROUP
 
     def tensor(self, name: str) -> TensorSpec:
         for t in self.tensors:
@@ -268,8 +273,8 @@ class KernelSpec:
         else:
             if self.mode is not ConsumerMode.PINGPONG or self.num_consumers != 2:
                 raise SpecError("attention uses mode=PINGPONG with num_consumers=2 (FA3 structure)")
-            if t.bm != 128 or t.bn != 128:
-                raise SpecError(f"attention tile needs bm=128 (Q rows per consumer) and bn=128; got {t}")
+            if t.bm not in (64, 128) or t.bn != 128:
+                raise SpecError(f"attention tile needs bm in (64, 128) Q rows per consumer and bn=128; got {t}")
             if t.bk not in (64, 128):
                 raise SpecError(f"attention head dim (tile.bk) must be 64 or 128; got {t.bk}")
         if t.bk % k_atom:
@@ -288,6 +293,10 @@ class KernelSpec:
         else:
             names = ("Q", "K", "V", "O")
             extents = {n: (t.bm * self.num_consumers if n in "QO" else t.bn, t.bk) for n in names}
+            for ts in self.tensors:
+                if len(ts.shape) == 2 and ts.shape[1] != t.bk:
+                    raise SpecError(f"tensor {ts.name} has head dim {ts.shape[1]}, but tile.bk (the head dim) is "
+                                    f"{t.bk}; the head dim must be static and equal")
         if tuple(x.name for x in self.tensors) != names:
             raise SpecError(f"{self.kind} tensors must be {names} in that order; got "
                             f"{tuple(x.name for x in self.tensors)}")
@@ -326,6 +335,15 @@ class KernelSpec:
             for p in ch.payloads:
                 if p.dtype not in DTYPE_BYTES:
                     raise SpecError(f"payload {ch.name}.{p.name} dtype {p.dtype!r} is unknown")
+        if self.kind == "attention":
+            if self.mma_depth != 1:
+                raise SpecError(f"attention: mma_depth={self.mma_depth}, but the template keeps exactly one wgmma "
+                                f"group (P·V of the previous tile) in flight under Q·Kᵀ of the next: use 1")
+            if tuple(ch.name for ch in self.channels) != ("q", "k", "v"):
+                raise SpecError("attention channels must be ('q', 'k', 'v')")
+            if self.channels[0].depth != 1:
+                raise SpecError("attention: channel 'q' is loaded once per CTA and has depth 1")
+            return
         ring = self.channels[0]
         if not 0 <= self.mma_depth < ring.depth:
             raise SpecError(
@@ -390,4 +408,35 @@ def gemm_spec(
         a_dtype=in_dtype, b_dtype=in_dtype, acc_dtype="f32", out_dtype=out,
         num_consumers=num_consumers, mode=ConsumerMode.COOPERATIVE,
         channels=(ab,), mma_depth=mma_depth, registers=registers,
+    ).validate()
+
+
+def attention_spec(
+    seq_q: int | None,
+    seq_k: int | None,
+    *,
+    head_dim: int = 128,
+    dtype: str = "f16",
+    bm: int = 64,
+    bn: int = 128,
+    kv_depth: int = 2,
+    registers: RegisterBudget | None = None,
+) -> KernelSpec:
+    """A validated FA3-structure attention-forward spec: O = softmax(Q·Kᵀ·scale)·V, one head.
+
+    Two consumer warp groups in ping-pong each own `bm` rows of a 2·bm-row Q tile; channels `q` (depth 1),
+    `k` and `v` (depth `kv_depth`) are TMA-filled and released by both consumer groups.
+    """
+    both = 2
+    q = ChannelSpec("q", 1, (PayloadSpec("q", (both * bm, head_dim), dtype),), consumer_arrivals=both)
+    k = ChannelSpec("k", kv_depth, (PayloadSpec("k", (bn, head_dim), dtype),), consumer_arrivals=both)
+    v = ChannelSpec("v", kv_depth, (PayloadSpec("v", (bn, head_dim), dtype),), consumer_arrivals=both)
+    return KernelSpec(
+        kind="attention",
+        tensors=(TensorSpec("Q", dtype, (seq_q, head_dim)), TensorSpec("K", dtype, (seq_k, head_dim)),
+                 TensorSpec("V", dtype, (seq_k, head_dim)), TensorSpec("O", dtype, (seq_q, head_dim))),
+        tile=TileShape(bm, bn, head_dim),
+        a_dtype=dtype, b_dtype=dtype, acc_dtype="f32", out_dtype=dtype,
+        num_consumers=both, mode=ConsumerMode.PINGPONG, channels=(q, k, v), mma_depth=1,
+        registers=registers or RegisterBudget(24, 240),
     ).validate()
