@@ -241,6 +241,8 @@ class KernelSpec:
                     f"expected one of {WGMMA_INPUT_DTYPES}"
                 )
         a_bytes, b_bytes = DTYPE_BYTES[self.a_dtype], DTYPE_BYTES[self.b_dtype]
+        if self.kind == "attention" and a_bytes != 2:
+            raise SpecError(f"attention supports 16-bit inputs only; got a_dtype={self.a_dtype!r}")
         if a_bytes == 2 and self.a_dtype != self.b_dtype or a_bytes != b_bytes:
             raise SpecError(
                 f"wgmma needs matching 16-bit operands or two fp8 operands; got a_dtype={self.a_dtype!r}, "
@@ -250,8 +252,6 @@ class KernelSpec:
             raise SpecError(f"acc_dtype={self.acc_dtype!r}: the templates accumulate in 'f32' only")
         if self.out_dtype not in OUTPUT_DTYPES:
             raise SpecError(f"out_dtype={self.out_dtype!r}: the epilogue stores one of {OUTPUT_DTYPES}")
-        if self.kind == "attention" and a_bytes != 2:
-            raise SpecError(f"attention supports 16-bit inputs only; got a_dtype={self.a_dtype!r}")
 
     def _validate_tile(self) -> None:
         t = self.tile
