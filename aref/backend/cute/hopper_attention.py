@@ -177,7 +177,7 @@ def as_operand_a(p: cute.Tensor):
 
 
 @cute.jit
-def online_softmax(s_rc, o_rc, row_max, row_sum, scale_log2):
+def online_softmax(s_rc, row_max, row_sum, scale_log2):
     """Online softmax step: exponentiate S in place against the new running row max, update the row sums.
 
     Works in the log2 domain with the softmax scale folded into one FMA per element. Row sums stay
@@ -328,7 +328,7 @@ def attention_kernel(
         warpgroup.wait_group(0)
         # aref: consumed k slot=0%{KD} arrive empty count=1 per consumer group
         release(k_empty, warp_in_group)
-        online_softmax(s_rc, o_rc, row_max, row_sum, scale_log2)  # O is still zero: no correction needed
+        online_softmax(s_rc, row_max, row_sum, scale_log2)  # O is still zero: no correction needed
         p.store(acc_s.load().to(DTYPE))
 
         for n in cutlass.range(1, n_tiles, unroll=1):
@@ -352,7 +352,7 @@ def attention_kernel(
             warpgroup.wait_group(1)
             # aref: consumed k slot=n%{KD} arrive empty count=1 per consumer group
             release(k_empty + k_slot, warp_in_group)
-            correction = online_softmax(s_rc, o_rc, row_max, row_sum, scale_log2)
+            correction = online_softmax(s_rc, row_max, row_sum, scale_log2)
             # O and P (read by the P·V wgmma) may be rewritten only once that wgmma completed.
             warpgroup.wait_group(0)
             # aref: consumed v slot=(n-1)%{VD} arrive empty count=1 per consumer group
