@@ -1,0 +1,43 @@
+"""Small random graphs (with every constraint family in play) for cross-checking encodings."""
+
+from __future__ import annotations
+
+import random
+
+from solve import Graph, Machine
+
+
+def random_graph(seed: int, n_ops: int | None = None) -> Graph:
+    """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits."""
+    rng = random.Random(seed)
+    n = n_ops or rng.randint(2, 5)
+    machine = Machine(max_groups=rng.randint(1, 3), registers_per_thread=rng.choice([8, 12, 16, 255]),
+                      registers_per_sm=rng.choice([24, 32, 64, 10_000]), threads_per_group=1,
+                      reg_granularity=rng.choice([1, 4]), base_registers=rng.choice([0, 0, 2]),
+                      memory={"smem": rng.choice([4, 6, 100])},
+                      allow_transfers=rng.random() < 0.8)
+    units = {"tc": 1, "mufu": rng.randint(1, 2), "fma": 1}
+    g = Graph(units, machine, name=f"random-{seed}")
+    names = [f"o{i}" for i in range(n)]
+    for i, name in enumerate(names):
+        usage = {u: rng.randint(1, 3) for u in rng.sample(sorted(units), rng.randint(1, 2))}
+        footprint = {}
+        if rng.random() < 0.6:
+            footprint["registers"] = rng.randint(1, 6)
+        if rng.random() < 0.3:
+            footprint["smem"] = rng.randint(1, 3)
+        vl = i == 0 and machine.max_groups > 1 and rng.random() < 0.3
+        g.add_op(name, usage, footprint={} if vl else footprint, variable_latency=vl,
+                 streaming=vl and rng.random() < 0.5, depth=1,
+                 transfer_cost=rng.choice([0, 0, 1, 2]))
+    for j in range(1, n):
+        for i in rng.sample(range(j), rng.randint(1, min(2, j))):
+            if g.ops[names[j]].streaming:
+                continue
+            g.add_edge(names[i], names[j], rng.randint(0, 3), 0, blocking=rng.random() < 0.3)
+    for _ in range(rng.randint(0, 2)):
+        i, j = rng.randint(0, n - 1), rng.randint(0, n - 1)
+        if g.ops[names[j]].streaming:
+            continue
+        g.add_edge(names[i], names[j], rng.randint(0, 4), rng.randint(1, 2), blocking=rng.random() < 0.3)
+    return g
