@@ -88,6 +88,61 @@ def box(tensor_shape, coords, tile_shape):
     return out, lead
 
 
+def evaluate(op: Op, vals: list, cta: tuple[int, ...]):
+    """The value of a compute or memory op (everything but channel ops) given its operand values.
+
+    Shared by the interpreter and the simulator, so both execute the same numerics.
+    """
+    k, a = op.kind, op.attrs
+    if k is OpKind.CONST:
+        return a.value
+    if k is OpKind.PROGRAM_ID:
+        return cta[a.axis] if a.axis < len(cta) else 0
+    if k is OpKind.SCALAR_BINARY:
+        return _SCALAR[a.fn](int(vals[0]), int(vals[1]))
+    if k is OpKind.LOAD:
+        return load_box(vals[0], [int(c) for c in vals[1:]], a.tile_shape)
+    if k is OpKind.STORE:
+        return store_box(vals[0], [int(c) for c in vals[1:-1]], vals[-1], a)
+    if k is OpKind.FULL:
+        return torch.full(a.shape, a.value, dtype=torch.float32)
+    if k is OpKind.ARANGE:
+        return torch.arange(a.n, dtype=torch.int32)
+    if k is OpKind.TRANSPOSE:
+        return vals[0].permute(a.perm)
+    if k is OpKind.EXPAND_DIMS:
+        return vals[0].unsqueeze(a.axis)
+    if k in (OpKind.MMA, OpKind.MMA_ASYNC):
+        prod = vals[0].float() @ vals[1].float()
+        return prod + vals[2] if len(vals) == 3 else prod
+    if k is OpKind.UNARY:
+        return _UNARY[a.fn](_as_tensor(vals[0]).float())
+    if k is OpKind.BINARY:
+        x, y = _as_tensor(vals[0]), _as_tensor(vals[1])
+        if op.result.type.dtype.is_float:
+            x, y = x.float(), y.float()
+        return _BINARY[a.fn](x, y)
+    if k is OpKind.COMPARE:
+        return _COMPARE[a.fn](_as_tensor(vals[0]), _as_tensor(vals[1]))
+    if k is OpKind.WHERE:
+        return torch.where(_as_tensor(vals[0]), _as_tensor(vals[1]).float(), _as_tensor(vals[2]).float())
+    if k is OpKind.REDUCE:
+        x = vals[0].float()
+        if a.fn == "sum":
+            return x.sum(dim=a.axis)
+        return x.amax(dim=a.axis) if a.fn == "max" else x.amin(dim=a.axis)
+    if k is OpKind.CAST:
+        return _as_tensor(vals[0]).float() if op.result.type.dtype.is_float else _as_tensor(vals[0])
+    if k is OpKind.SELECT:
+        return vals[1] if vals[0] else vals[2]
+    raise NotImplementedError(f"no value semantics for {k.value}")
+
+
+def round_result(x, v: Value):
+    """Round a computed result to the dtype of its IR type (tiles) or to a Python number (scalars)."""
+    return _round(x, v)
+
+
 class _CTA:
     def __init__(self, env, cta):
         self.env = env
@@ -108,46 +163,7 @@ class _CTA:
                         env[id(r)] = x
 
     def eval(self, op: Op, vals):
-        k, a = op.kind, op.attrs
-        if k is OpKind.CONST:
-            return a.value
-        if k is OpKind.PROGRAM_ID:
-            return self.cta[a.axis] if a.axis < len(self.cta) else 0
-        if k is OpKind.SCALAR_BINARY:
-            return _SCALAR[a.fn](int(vals[0]), int(vals[1]))
-        if k is OpKind.LOAD:
-            return self.load(vals[0], [int(c) for c in vals[1:]], a.tile_shape, op.result.type)
-        if k is OpKind.STORE:
-            return self.store(vals[0], [int(c) for c in vals[1:-1]], vals[-1], a)
-        if k is OpKind.FULL:
-            return torch.full(a.shape, a.value, dtype=torch.float32)
-        if k is OpKind.ARANGE:
-            return torch.arange(a.n, dtype=torch.int32)
-        if k is OpKind.TRANSPOSE:
-            return vals[0].permute(a.perm)
-        if k is OpKind.EXPAND_DIMS:
-            return vals[0].unsqueeze(a.axis)
-        if k is OpKind.MMA:
-            prod = vals[0].float() @ vals[1].float()
-            return prod + vals[2] if len(vals) == 3 else prod
-        if k is OpKind.UNARY:
-            return _UNARY[a.fn](_as_tensor(vals[0]).float())
-        if k is OpKind.BINARY:
-            x, y = _as_tensor(vals[0]), _as_tensor(vals[1])
-            if op.result.type.dtype.is_float:
-                x, y = x.float(), y.float()
-            return _BINARY[a.fn](x, y)
-        if k is OpKind.COMPARE:
-            return _COMPARE[a.fn](_as_tensor(vals[0]), _as_tensor(vals[1]))
-        if k is OpKind.WHERE:
-            return torch.where(_as_tensor(vals[0]), _as_tensor(vals[1]).float(), _as_tensor(vals[2]).float())
-        if k is OpKind.REDUCE:
-            x = vals[0].float()
-            if a.fn == "sum":
-                return x.sum(dim=a.axis)
-            return x.amax(dim=a.axis) if a.fn == "max" else x.amin(dim=a.axis)
-        if k is OpKind.CAST:
-            return _as_tensor(vals[0]).float() if op.result.type.dtype.is_float else _as_tensor(vals[0])
+        k = op.kind
         if k is OpKind.CHANNEL:
             self.published[id(op.result)] = deque()
             self.borrowed[id(op.result)] = deque()
@@ -168,30 +184,32 @@ class _CTA:
                 raise ChannelError("consumed() without a borrowed slot", op.loc)
             q.popleft()
             return None
-        raise NotImplementedError(f"interpreter: {k}")
+        return evaluate(op, vals, self.cta)
 
-    @staticmethod
-    def load(tensor, coords, tile_shape, rtype: TileType):
-        dims, lead = box(tensor.shape, coords, tile_shape)
-        tile = torch.zeros(tile_shape, dtype=tensor.dtype)
-        if any(hi <= lo for lo, hi, _, _ in dims):
-            return tile
-        src = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
-        src = src.reshape(src.shape[lead:])
-        dst = tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])
-        tile[dst] = src
+
+def load_box(tensor, coords, tile_shape):
+    """TMA load semantics: the box at block `coords`, zeros where it leaves the tensor."""
+    dims, lead = box(tensor.shape, coords, tile_shape)
+    tile = torch.zeros(tile_shape, dtype=tensor.dtype)
+    if any(hi <= lo for lo, hi, _, _ in dims):
         return tile
+    src = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
+    src = src.reshape(src.shape[lead:])
+    dst = tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])
+    tile[dst] = src
+    return tile
 
-    @staticmethod
-    def store(tensor, coords, tile, attrs):
-        dims, lead = box(tensor.shape, coords, attrs.tile_shape)
-        if any(hi <= lo for lo, hi, _, _ in dims):
-            return None
-        part = tile[tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])]
-        view = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
-        part = part.reshape(view.shape)
-        if attrs.reduce == "add":
-            view.copy_((view.float() + part.float()).to(tensor.dtype))
-        else:
-            view.copy_(part)
+
+def store_box(tensor, coords, tile, attrs):
+    """TMA store semantics: write (or reduce-add) the in-bounds part of the box."""
+    dims, lead = box(tensor.shape, coords, attrs.tile_shape)
+    if any(hi <= lo for lo, hi, _, _ in dims):
         return None
+    part = tile[tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])]
+    view = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
+    part = part.reshape(view.shape)
+    if attrs.reduce == "add":
+        view.copy_((view.float() + part.float()).to(tensor.dtype))
+    else:
+        view.copy_(part)
+    return None

@@ -121,6 +121,17 @@ class ArefType:
 
 
 @dataclass(frozen=True)
+class RingType:
+    """The shared-memory buffers of one payload tile of a channel: `depth` slots of `tile`."""
+
+    tile: TileType
+    depth: int
+
+    def __str__(self) -> str:
+        return f"ring<{self.tile}, depth={self.depth}>"
+
+
+@dataclass(frozen=True)
 class BarrierType:
     """An array of `count` mbarriers (one per slot of a ring)."""
 
@@ -130,7 +141,7 @@ class BarrierType:
         return f"mbarrier[{self.count}]"
 
 
-Type = Union[TileType, ScalarType, TensorType, ArefType, BarrierType]
+Type = Union[TileType, ScalarType, TensorType, ArefType, RingType, BarrierType]
 
 _value_ids = itertools.count()
 
@@ -176,6 +187,21 @@ class OpKind(enum.Enum):
     PUT = "put"
     GET = "get"
     CONSUMED = "consumed"
+    # pipelined level: choose between two values of a pipeline step (a skipped step passes state through)
+    SELECT = "select"
+    # Barrier IR (after aref lowering)
+    MBAR_WAIT = "mbarrier_wait"
+    MBAR_ARRIVE = "mbarrier_arrive"
+    MBAR_EXPECT_TX = "mbarrier_arrive_expect_tx"
+    TMA_LOAD = "tma_load"
+    SLOT_STORE = "slot_store"
+    SLOT_READ = "slot_read"
+    FENCE_PROXY_ASYNC = "fence_proxy_async"
+    MMA_ASYNC = "mma_async"
+    MMA_WAIT = "mma_wait"
+    NAMED_BAR_SYNC = "named_barrier_sync"
+    NAMED_BAR_ARRIVE = "named_barrier_arrive"
+    SETMAXNREG = "setmaxnreg"
 
 
 @dataclass(frozen=True)
@@ -256,8 +282,50 @@ class ChannelAttrs:
     user: bool = True  # False for compiler-inserted channels
 
 
+@dataclass(frozen=True)
+class BarrierAttrs:
+    """Which mbarrier ring of which channel an op waits on or arrives at; `count` arrivals per arrive."""
+
+    channel: str
+    which: str            # "full" or "empty"
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class ExpectTxAttrs:
+    channel: str
+    bytes: int            # transaction bytes the TMA copies of one slot deliver
+
+
+@dataclass(frozen=True)
+class SlotAttrs:
+    """A slot access: payload `index` of `channel`'s ring; TMA loads also carry their tile box."""
+
+    channel: str
+    index: int
+    tile_shape: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MmaWaitAttrs:
+    pending: int          # wait until at most this many MMA groups of this warp group are in flight
+
+
+@dataclass(frozen=True)
+class NamedBarrierAttrs:
+    id: int               # 1..15 (0 is __syncthreads)
+    threads: int          # threads that take part: the syncing group's plus the arriving group's
+
+
+@dataclass(frozen=True)
+class SetMaxNRegAttrs:
+    regs: int
+    increase: bool
+
+
 Attrs = Union[NoAttrs, ConstAttrs, ProgramIdAttrs, FnAttrs, LoadAttrs, StoreAttrs, FullAttrs, ArangeAttrs,
-              TransposeAttrs, ExpandDimsAttrs, CastAttrs, ChannelAttrs]
+              TransposeAttrs, ExpandDimsAttrs, CastAttrs, ChannelAttrs, BarrierAttrs, ExpectTxAttrs, SlotAttrs,
+              MmaWaitAttrs, NamedBarrierAttrs, SetMaxNRegAttrs]
 
 # The attribute dataclass each kind must carry; the verifier checks it.
 ATTRS_OF: dict[OpKind, type] = {
@@ -266,23 +334,37 @@ ATTRS_OF: dict[OpKind, type] = {
     OpKind.TRANSPOSE: TransposeAttrs, OpKind.EXPAND_DIMS: ExpandDimsAttrs, OpKind.MMA: NoAttrs,
     OpKind.UNARY: FnAttrs, OpKind.BINARY: FnAttrs, OpKind.COMPARE: FnAttrs, OpKind.WHERE: NoAttrs,
     OpKind.REDUCE: FnAttrs, OpKind.CAST: CastAttrs, OpKind.CHANNEL: ChannelAttrs, OpKind.PUT: NoAttrs,
-    OpKind.GET: NoAttrs, OpKind.CONSUMED: NoAttrs,
+    OpKind.GET: NoAttrs, OpKind.CONSUMED: NoAttrs, OpKind.SELECT: NoAttrs,
+    OpKind.MBAR_WAIT: BarrierAttrs, OpKind.MBAR_ARRIVE: BarrierAttrs, OpKind.MBAR_EXPECT_TX: ExpectTxAttrs,
+    OpKind.TMA_LOAD: SlotAttrs, OpKind.SLOT_STORE: SlotAttrs, OpKind.SLOT_READ: SlotAttrs,
+    OpKind.FENCE_PROXY_ASYNC: NoAttrs, OpKind.MMA_ASYNC: NoAttrs, OpKind.MMA_WAIT: MmaWaitAttrs,
+    OpKind.NAMED_BAR_SYNC: NamedBarrierAttrs, OpKind.NAMED_BAR_ARRIVE: NamedBarrierAttrs,
+    OpKind.SETMAXNREG: SetMaxNRegAttrs,
 }
 
 # Ops whose effect is not captured by their results (never dead-code eliminated; the roots of partitioning).
-SIDE_EFFECTS = frozenset({OpKind.STORE, OpKind.PUT, OpKind.GET, OpKind.CONSUMED, OpKind.CHANNEL})
+SIDE_EFFECTS = frozenset({OpKind.STORE, OpKind.PUT, OpKind.GET, OpKind.CONSUMED, OpKind.CHANNEL,
+                          OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
+                          OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC, OpKind.MMA_ASYNC,
+                          OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
 CHANNEL_OPS = frozenset({OpKind.PUT, OpKind.GET, OpKind.CONSUMED})
 
 
 @dataclass(eq=False)
 class Op:
-    """One operation. `loc` is the user's source line it came from."""
+    """One operation. `loc` is the user's source line it came from.
+
+    From the pipelined level on, an op may be predicated: it runs only when the i1 scalar `pred` is true
+    (prologue and epilogue steps of a pipeline); `stage` records the pipeline stage it was scheduled in.
+    """
 
     kind: OpKind
     operands: tuple[Value, ...]
     results: tuple[Value, ...]
     attrs: Attrs
     loc: SrcInfo = UNKNOWN_LOC
+    pred: "Value | None" = None
+    stage: int | None = None
 
     @property
     def result(self) -> Value:

@@ -1,7 +1,7 @@
 """Readable text for Tile IR (one op per line, source line at the right)."""
 from __future__ import annotations
 
-from aref.ir import Kernel, Op, OpKind, Value
+from aref.ir import Kernel, Op, OpKind, ScalarType, Value
 
 LOC_COLUMN = 78
 
@@ -59,22 +59,56 @@ def _attrs(op: Op, name) -> str:
         return f"to {a.dtype.value}"
     if k is OpKind.CHANNEL:
         return f'"{a.name}" depth={a.depth}' + ("" if a.user else " (compiler)")
+    if k in (OpKind.MBAR_ARRIVE,):
+        return f"count={a.count}" if a.count != 1 else ""
+    if k is OpKind.MBAR_EXPECT_TX:
+        return f"tx={a.bytes}B"
+    if k is OpKind.TMA_LOAD:
+        return f"tile={a.tile_shape}"
+    if k is OpKind.MMA_WAIT:
+        return f"pending={a.pending}"
+    if k in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
+        return f"id={a.id} threads={a.threads}"
+    if k is OpKind.SETMAXNREG:
+        return f"{'inc' if a.increase else 'dec'} {a.regs}"
     return ""
+
+
+def _args(op: Op, name) -> str:
+    """Operands, in a form that reads like the hardware operation for memory and barrier ops."""
+    k, o = op.kind, op.operands
+    if k is OpKind.LOAD:
+        return f"{name(o[0])}[{', '.join(name(v) for v in o[1:])}]"
+    if k is OpKind.STORE:
+        return f"{name(o[0])}[{', '.join(name(v) for v in o[1:-1])}] = {name(o[-1])}"
+    if k is OpKind.PUT:
+        if len(o) > 1 and isinstance(o[1].type, ScalarType):     # warp-specialized levels carry the item
+            return f"{name(o[0])}[item {name(o[1])}]({', '.join(name(v) for v in o[2:])})"
+        return f"{name(o[0])}({', '.join(name(v) for v in o[1:])})"
+    if k in (OpKind.GET, OpKind.CONSUMED) and len(o) == 2:
+        return f"{name(o[0])}[item {name(o[1])}]"
+    if k is OpKind.MBAR_WAIT:
+        return f"{name(o[0])}[{name(o[1])}] parity {name(o[2])}"
+    if k is OpKind.MBAR_ARRIVE:
+        return f"{name(o[0])}[{name(o[1])}]" + (f" item {name(o[2])}" if len(o) > 2 else "")
+    if k is OpKind.MBAR_EXPECT_TX:
+        return f"{name(o[0])}[{name(o[1])}]"
+    if k is OpKind.TMA_LOAD:
+        ring, slot, bar, item = o[-4:]
+        return (f"{name(o[0])}[{', '.join(name(v) for v in o[1:-4])}] -> {name(ring)}[{name(slot)}] "
+                f"bar {name(bar)}[{name(slot)}] item {name(item)}")
+    if k is OpKind.SLOT_STORE:
+        return f"{name(o[3])} -> {name(o[0])}[{name(o[1])}] item {name(o[2])}"
+    if k is OpKind.SLOT_READ:
+        return f"{name(o[0])}[{name(o[1])}] item {name(o[2])}"
+    return ", ".join(name(v) for v in o)
 
 
 def format_op(op: Op, name, extra: str = "") -> str:
     """One op as `%r = kind attrs %operands : types`, with `extra` annotations before the type."""
     res = ", ".join(name(r) for r in op.results)
-    if op.kind is OpKind.LOAD:
-        args = f"{name(op.operands[0])}[{', '.join(name(v) for v in op.operands[1:])}]"
-    elif op.kind is OpKind.STORE:
-        args = (f"{name(op.operands[0])}[{', '.join(name(v) for v in op.operands[1:-1])}] = "
-                f"{name(op.operands[-1])}")
-    else:
-        args = ", ".join(name(v) for v in op.operands)
+    args = _args(op, name)
     attrs = _attrs(op, name)
-    if op.kind is OpKind.PUT:
-        args = f"{name(op.operands[0])}({', '.join(name(v) for v in op.operands[1:])})"
     body = " ".join(x for x in (op.kind.value, args, attrs, extra) if x)
     types = ", ".join(str(r.type) for r in op.results)
     text = (f"{res} = " if res else "") + body + (f" : {types}" if types else "")
