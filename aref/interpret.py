@@ -28,6 +28,8 @@ _COMPARE = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq"
 _SCALAR = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "min": min, "max": max,
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
 }
 
 
@@ -112,6 +114,8 @@ def evaluate(op: Op, vals: list, cta: tuple[int, ...]):
         return vals[0].permute(a.perm)
     if k is OpKind.EXPAND_DIMS:
         return vals[0].unsqueeze(a.axis)
+    if k is OpKind.SLICE:
+        return vals[0].narrow(a.axis, a.start, a.size)
     if k in (OpKind.MMA, OpKind.MMA_ASYNC):
         prod = vals[0].float() @ vals[1].float()
         return prod + vals[2] if len(vals) == 3 else prod

@@ -174,6 +174,7 @@ class OpKind(enum.Enum):
     ARANGE = "arange"
     TRANSPOSE = "transpose"
     EXPAND_DIMS = "expand_dims"
+    SLICE = "slice"
     # compute
     MMA = "mma"
     UNARY = "unary"
@@ -220,6 +221,7 @@ class ProgramIdAttrs:
 
 
 SCALAR_FNS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
+SCALAR_PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")      # i32 × i32 -> i1 (pipeline guards)
 UNARY_FNS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "neg")
 BINARY_FNS = ("add", "sub", "mul", "div", "maximum", "minimum")
 COMPARE_FNS = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -268,6 +270,15 @@ class TransposeAttrs:
 @dataclass(frozen=True)
 class ExpandDimsAttrs:
     axis: int
+
+
+@dataclass(frozen=True)
+class SliceAttrs:
+    """A view of `size` elements starting at `start` along `axis` (cooperative groups' row halves)."""
+
+    axis: int
+    start: int
+    size: int
 
 
 @dataclass(frozen=True)
@@ -324,14 +335,15 @@ class SetMaxNRegAttrs:
 
 
 Attrs = Union[NoAttrs, ConstAttrs, ProgramIdAttrs, FnAttrs, LoadAttrs, StoreAttrs, FullAttrs, ArangeAttrs,
-              TransposeAttrs, ExpandDimsAttrs, CastAttrs, ChannelAttrs, BarrierAttrs, ExpectTxAttrs, SlotAttrs,
+              TransposeAttrs, ExpandDimsAttrs, SliceAttrs, CastAttrs, ChannelAttrs, BarrierAttrs, ExpectTxAttrs, SlotAttrs,
               MmaWaitAttrs, NamedBarrierAttrs, SetMaxNRegAttrs]
 
 # The attribute dataclass each kind must carry; the verifier checks it.
 ATTRS_OF: dict[OpKind, type] = {
     OpKind.CONST: ConstAttrs, OpKind.PROGRAM_ID: ProgramIdAttrs, OpKind.SCALAR_BINARY: FnAttrs,
     OpKind.LOAD: LoadAttrs, OpKind.STORE: StoreAttrs, OpKind.FULL: FullAttrs, OpKind.ARANGE: ArangeAttrs,
-    OpKind.TRANSPOSE: TransposeAttrs, OpKind.EXPAND_DIMS: ExpandDimsAttrs, OpKind.MMA: NoAttrs,
+    OpKind.TRANSPOSE: TransposeAttrs, OpKind.EXPAND_DIMS: ExpandDimsAttrs, OpKind.SLICE: SliceAttrs,
+    OpKind.MMA: NoAttrs,
     OpKind.UNARY: FnAttrs, OpKind.BINARY: FnAttrs, OpKind.COMPARE: FnAttrs, OpKind.WHERE: NoAttrs,
     OpKind.REDUCE: FnAttrs, OpKind.CAST: CastAttrs, OpKind.CHANNEL: ChannelAttrs, OpKind.PUT: NoAttrs,
     OpKind.GET: NoAttrs, OpKind.CONSUMED: NoAttrs, OpKind.SELECT: NoAttrs,

@@ -55,6 +55,8 @@ def _attrs(op: Op, name) -> str:
         return f"perm={a.perm}"
     if k is OpKind.EXPAND_DIMS:
         return f"axis={a.axis}"
+    if k is OpKind.SLICE:
+        return f"axis={a.axis} [{a.start}:{a.start + a.size}]"
     if k is OpKind.CAST:
         return f"to {a.dtype.value}"
     if k is OpKind.CHANNEL:

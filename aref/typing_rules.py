@@ -130,3 +130,12 @@ def load_type(tensor_shape: tuple[int, ...], dtype: DType, tile_shape: tuple[int
             raise ArefTypeError(f"tile sizes must be positive compile-time integers, got {fmt_shape(tile_shape)}",
                                 loc, hint="pass sizes as keyword-only constexpr parameters such as BM: int = 128")
     return TileType(tuple(tile_shape), dtype, Space.SMEM)
+
+
+def slice_type(x: TileType, axis: int, start: int, size: int, loc: SrcInfo) -> TileType:
+    if not isinstance(x, TileType) or not 0 <= axis < len(x.shape):
+        raise ArefTypeError(f"cannot slice axis {axis} of {x}", loc)
+    if start < 0 or size <= 0 or start + size > x.shape[axis]:
+        raise ArefTypeError(f"slice [{start}, {start + size}) is outside axis {axis} of {x}", loc)
+    shape = x.shape[:axis] + (size,) + x.shape[axis + 1:]
+    return TileType(shape, x.dtype, x.space)

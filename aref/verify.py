@@ -6,7 +6,7 @@ from __future__ import annotations
 from aref import typing_rules as rules
 from aref.errors import ChannelError, SrcInfo, VerifyError
 from aref.ir import (ATTRS_OF, ArefType, BINARY_FNS, COMPARE_FNS, DType, Kernel, Op, OpKind, REDUCE_FNS,
-                     SCALAR_FNS, ScalarType, Space, TensorType, TileType, UNARY_FNS, Value)
+                     SCALAR_FNS, SCALAR_PREDICATES, ScalarType, Space, TensorType, TileType, UNARY_FNS, Value)
 
 
 def verify(kernel: Kernel) -> None:
@@ -79,10 +79,14 @@ def expected_result_types(op: Op):
     if k is OpKind.PROGRAM_ID:
         return (i32,)
     if k is OpKind.SCALAR_BINARY:
-        _fn(op, SCALAR_FNS)
+        _fn(op, SCALAR_FNS + SCALAR_PREDICATES)
         if ts != [i32, i32]:
             raise VerifyError(f"scalar {a.fn} needs two i32 operands", loc)
-        return (i32,)
+        return (ScalarType(DType.bool_),) if a.fn in SCALAR_PREDICATES else (i32,)
+    if k is OpKind.SELECT:
+        if ts[0] != ScalarType(DType.bool_) or ts[1] != ts[2]:
+            raise VerifyError("select takes an i1 condition and two values of one type", loc)
+        return (ts[1],)
     if k is OpKind.LOAD:
         t = ts[0]
         if not isinstance(t, TensorType) or any(x != i32 for x in ts[1:]):
@@ -104,6 +108,8 @@ def expected_result_types(op: Op):
         return (rules.transpose_type(ts[0], loc),)
     if k is OpKind.EXPAND_DIMS:
         return (rules.expand_dims_type(ts[0], a.axis, loc),)
+    if k is OpKind.SLICE:
+        return (rules.slice_type(ts[0], a.axis, a.start, a.size, loc),)
     if k is OpKind.MMA:
         if len(ts) not in (2, 3):
             raise VerifyError("mma takes a, b and an optional accumulator", loc)
@@ -145,7 +151,7 @@ def expected_result_types(op: Op):
     return None
 
 
-_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS)
+_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 def check_channel_protocol(kernel: Kernel) -> None:

@@ -1,0 +1,206 @@
+"""Machine models of one SM (H100, B200) and the cost of an op on them.
+
+A `Machine` holds per-SM, per-clock throughputs of the functional units a warp-specialized kernel competes
+for, the register / shared-memory / tensor-memory budgets, and the latency distribution of a TMA copy.
+`op_cost(op, machine)` turns an op's tile shapes into the unit it occupies and for how many cycles; the
+simulator's timing model (`aref.sim.timing`) and the solver integration both use it, so it is a pure
+function of the op's types and attributes.
+
+Units (names shared with `solve/`): "tc" tensor core, "tma" copy engine, "mufu" special-function unit,
+"fma" fp32 pipe, "smem" shared-memory port; "issue" marks ops that occupy only their own warp group's
+instruction stream (scalars, barrier ops, views) and is not a shared resource.
+
+Every figure carries its source. "Datasheet" figures are NVIDIA's published numbers; figures marked
+ASSUMPTION are order-of-magnitude choices of this model, to be calibrated on a GPU.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from aref.ir import DType, Op, OpKind, RingType, TileType
+
+SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem")
+ISSUE = "issue"
+
+# UNARY functions that run on the MUFU (ex2, lg2, sqrt, rsqrt are MUFU instructions; exp/log are an FMA
+# scaling plus the MUFU op, whose throughput dominates).
+MUFU_FNS = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt"})
+# Ops that only rename or re-view data (no instruction cost worth modelling).
+_VIEW_KINDS = frozenset({OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLOT_READ, OpKind.SELECT, OpKind.CHANNEL,
+                         OpKind.GET} | ({OpKind.SLICE} if hasattr(OpKind, "SLICE") else set()))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One SM of a GPU: unit throughputs per clock, on-chip budgets and memory timing."""
+
+    name: str
+    arch: str
+    sms: int
+    clock_ghz: float
+    tensor_flop_per_clk: dict = field(default_factory=dict)   # DType of the A operand -> dense FLOP per clock
+    mufu_per_clk: int = 16
+    fma_per_clk: int = 128
+    smem_bytes_per_clk: int = 128
+    registers: int = 65536                 # 32-bit registers per SM (and per block)
+    max_regs_per_thread: int = 255
+    setmaxnreg_min: int = 24
+    setmaxnreg_max: int = 256
+    setmaxnreg_step: int = 8
+    smem_per_block: int = 227 * 1024
+    tmem_lanes: int = 0
+    tmem_columns: int = 0                  # 32-bit columns per lane; 0: no tensor memory
+    tma_bytes_per_clk: int = 64
+    tma_latency: tuple = (400, 550, 1200)  # (min, mode, max) cycles of a triangular distribution
+    sync_cycles: int = 32                  # issue-to-effect of an mbarrier / named-barrier op
+    mma_issue_cycles: int = 16             # issuing warp group's own cost of an async MMA
+
+    def tma_latency_draw(self, rng: random.Random | None = None) -> int:
+        """One TMA latency in cycles: the distribution's mean without `rng`, a draw with it."""
+        lo, mode, hi = self.tma_latency
+        if rng is None:
+            return round((lo + mode + hi) / 3)
+        return round(rng.triangular(lo, hi, mode))
+
+    def to_json(self) -> dict:
+        out = dict(vars(self))
+        out["tensor_flop_per_clk"] = {d.value: f for d, f in self.tensor_flop_per_clk.items()}
+        out["tma_latency"] = list(self.tma_latency)
+        return out
+
+
+# H100 SXM5. Sources: NVIDIA H100 Tensor Core GPU datasheet / Hopper whitepaper: 132 SMs, 989.4 dense fp16/bf16
+# tensor TFLOP/s and 1978.9 fp8 TFLOP/s, i.e. 4096 and 8192 FLOP per SM per clock at the 1830 MHz those figures
+# use (989.4e12 / (132 * 1830e6) = 4096); 16 SFU (MUFU) and 128 fp32 FMA lanes per SM per clock; 128 B/clk
+# shared memory; 64K 32-bit registers per SM, at most 255 per thread; PTX ISA setmaxnreg: 24..256 in steps
+# of 8; 227 KB of shared memory per block (CUDA programming guide, compute capability 9.0).
+H100 = Machine(
+    name="H100", arch="sm_90a", sms=132, clock_ghz=1.83,
+    tensor_flop_per_clk={DType.float16: 4096, DType.bfloat16: 4096,
+                         DType.float8_e4m3: 8192, DType.float8_e5m2: 8192},
+    # ASSUMPTION: ~64 B/clk per SM from L2 into shared memory through TMA (the HBM3 share alone is
+    # 3.35e12 B/s / (132 * 1.83e9) = 13.9 B/clk; GEMM tiles mostly hit in L2, which delivers several times that).
+    tma_bytes_per_clk=64,
+    # ASSUMPTION: global-memory / L2 latency as commonly measured by microbenchmarks (several hundred cycles,
+    # with a long tail under load).
+    tma_latency=(400, 550, 1200),
+)
+
+# B200. Sources: the issue's figures (from NVIDIA's Blackwell datasheet: 2.25 PFLOP/s dense fp16 over 148 SMs
+# at ~1.86 GHz = 8192 FLOP per SM per clock, fp8 twice that); MUFU and FMA rates as Hopper; tensor memory
+# 128 lanes x 512 columns x 32 bit per SM (PTX ISA, tcgen05); registers, setmaxnreg and shared memory as Hopper.
+B200 = Machine(
+    name="B200", arch="sm_100a", sms=148, clock_ghz=1.86,
+    tensor_flop_per_clk={DType.float16: 8192, DType.bfloat16: 8192,
+                         DType.float8_e4m3: 16384, DType.float8_e5m2: 16384},
+    tmem_lanes=128, tmem_columns=512,
+    # ASSUMPTION: twice Hopper's per-SM L2->SMEM rate (HBM3e 8 TB/s is 2.4x H100's 3.35 TB/s).
+    tma_bytes_per_clk=128,
+    tma_latency=(400, 550, 1200),          # ASSUMPTION: as Hopper
+)
+
+MACHINES = {"sm_90a": H100, "sm_100a": B200}
+
+
+def machine_for(arch: str) -> Machine:
+    """The machine model of an architecture name ("sm_90a" -> H100, "sm_100a" -> B200)."""
+    try:
+        return MACHINES[arch]
+    except KeyError:
+        raise ValueError(f"no machine model for arch {arch!r}; known: {', '.join(MACHINES)}") from None
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _numel(t) -> int:
+    return t.numel if isinstance(t, TileType) else 1
+
+
+def tma_bytes(op: Op) -> int:
+    """Bytes a TMA_LOAD (box from `SlotAttrs.tile_shape`, dtype of its ring) or tile LOAD/STORE moves."""
+    if op.kind is OpKind.TMA_LOAD:
+        ring = op.operands[-4].type
+        assert isinstance(ring, RingType), "tma_load operand -4 must be the ring"
+        n = 1
+        for s in (op.attrs.tile_shape or ring.tile.shape):
+            n *= s
+        return n * ring.tile.dtype.nbytes
+    if op.kind is OpKind.LOAD:
+        return op.result.type.nbytes
+    if op.kind is OpKind.STORE:
+        return op.operands[-1].type.nbytes
+    raise ValueError(f"{op.kind.value} is not a memory copy")
+
+
+def mma_flops(op: Op) -> int:
+    """2·M·N·K of an MMA / MMA_ASYNC from its A operand (.., M, K) and result (.., M, N)."""
+    a, out = op.operands[0].type, op.result.type
+    m, n = out.shape[-2], out.shape[-1]
+    lead = 1
+    for s in out.shape[:-2]:
+        lead *= s
+    return 2 * lead * m * n * a.shape[-1]
+
+
+def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple[str, int]:
+    """`(unit, cycles)`: the functional unit `op` occupies and for how long, from its tile shapes.
+
+    * MMA / MMA_ASYNC: "tc", 2·M·N·K / tensor FLOP per clock of the A operand's dtype.
+    * UNARY exp/exp2/log/log2/sqrt/rsqrt: "mufu", elements / MUFU ops per clock.
+    * other elementwise, reductions, casts, compares, FULL/ARANGE on tiles: "fma", elements / FMA lanes.
+    * SLOT_STORE: "smem", bytes / shared-memory bytes per clock.
+    * TMA_LOAD, LOAD into shared memory: "tma", a latency (the distribution's mean, or drawn from `rng`)
+      plus bytes / TMA bytes per clock — the time until the data has landed. The copy engine itself is
+      busy only for the transfer part: see `unit_busy`.
+    * STORE (a TMA store from registers): "tma", bytes / TMA bytes per clock (fire and forget).
+    * views (TRANSPOSE, EXPAND_DIMS, SLOT_READ, SELECT), scalars and constants: "issue", 0 or 1 cycle.
+    * barrier, fence, MMA-wait and register ops: "issue", `machine.sync_cycles` (any blocking comes on top).
+    Cycles are at least 1 for every op that does work. Pure: same op, machine and rng state, same answer.
+    """
+    k = op.kind
+    if k in (OpKind.MMA, OpKind.MMA_ASYNC):
+        dtype = op.operands[0].type.dtype
+        flop = machine.tensor_flop_per_clk.get(dtype)
+        if flop is None:
+            raise ValueError(f"{machine.name} has no tensor-core rate for {dtype.value}")
+        return "tc", max(1, _ceil_div(mma_flops(op), flop))
+    if k is OpKind.UNARY:
+        n = _numel(op.result.type)
+        if op.attrs.fn in MUFU_FNS:
+            return "mufu", max(1, _ceil_div(n, machine.mufu_per_clk))
+        return "fma", max(1, _ceil_div(n, machine.fma_per_clk))
+    if k is OpKind.REDUCE:
+        return "fma", max(1, _ceil_div(_numel(op.operands[0].type), machine.fma_per_clk))
+    if k in (OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.FULL, OpKind.ARANGE):
+        if not isinstance(op.result.type, TileType):
+            return ISSUE, 1
+        return "fma", max(1, _ceil_div(_numel(op.result.type), machine.fma_per_clk))
+    if k is OpKind.SLOT_STORE:
+        return "smem", max(1, _ceil_div(op.operands[3].type.nbytes, machine.smem_bytes_per_clk))
+    if k is OpKind.TMA_LOAD or (k is OpKind.LOAD and op.result.type.space.value == "smem"):
+        return "tma", machine.tma_latency_draw(rng) + _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk)
+    if k is OpKind.LOAD:            # a register load from global memory: latency plus the transfer
+        return "tma", machine.tma_latency_draw(rng) + _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk)
+    if k is OpKind.STORE:
+        return "tma", max(1, _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk))
+    if k in _VIEW_KINDS:
+        return ISSUE, 0
+    if k in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY):
+        return ISSUE, 1
+    if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.FENCE_PROXY_ASYNC,
+             OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
+             OpKind.PUT, OpKind.CONSUMED):
+        return ISSUE, machine.sync_cycles
+    raise ValueError(f"no cost model for {k.value}")
+
+
+def unit_busy(op: Op, machine: Machine) -> int:
+    """Cycles `op` keeps its unit busy: `op_cost`'s cycles, except that a TMA copy occupies the copy engine
+    only for its transfer (the memory latency overlaps other copies)."""
+    k = op.kind
+    if k is OpKind.TMA_LOAD or (k is OpKind.LOAD and isinstance(op.result.type, TileType)):
+        return max(1, _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk))
+    return op_cost(op, machine)[1]

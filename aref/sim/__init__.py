@@ -1,0 +1,18 @@
+"""`aref.sim`: executes Barrier IR with every warp group as its own execution context.
+
+* `simulate(kernel, tensors, seed=...)` — every CTA under one seeded random interleaving, real numbers.
+* `explore(kernel, tensors, cta=..., max_states=...)` — every interleaving of the control state (DFS with
+  state hashing), for small trip counts.
+* `check(kernel, inputs, reference_fn, seeds=50, exhaustive=False)` — outputs vs reference over many
+  interleavings; `SimReport.to_json()` has `ok`, `max_abs_err`, `deadlocks`, `interleavings`, `violations`.
+* `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.machine`.
+
+mbarriers, slots, TMA and MMA follow the contract in `aref.ws`'s docstring; violations name the op, the
+user's source line, the warp group and the CTA (see `aref.sim.values.KINDS`).
+"""
+from aref.sim.program import MalformedIR
+from aref.sim.run import ExploreResult, SimReport, SimResult, check, explore, simulate
+from aref.sim.values import KINDS, Violation
+
+__all__ = ["simulate", "explore", "check", "SimResult", "ExploreResult", "SimReport", "Violation", "KINDS",
+           "MalformedIR"]

@@ -1,0 +1,304 @@
+"""Schedulers over the engine: seeded random interleavings (`simulate`), exhaustive search (`explore`) and
+the comparison against a reference (`check`)."""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from aref.harness import compare
+from aref.sim.checks import check_finished, diagnose_stuck
+from aref.sim.engine import GROUP, MMA, TMA, Engine
+from aref.sim.program import Prog
+from aref.sim.values import SimViolation, Violation
+
+DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
+
+
+@dataclass
+class SimResult:
+    """Outcome of one `simulate` call (every CTA under one seeded interleaving)."""
+
+    ok: bool
+    violations: list = field(default_factory=list)
+    steps: int = 0
+    ctas: int = 0
+    deadlocked: bool = False
+    seconds: float = 0.0
+
+
+@dataclass
+class ExploreResult:
+    """Outcome of `explore`: distinct control states visited, whether the search covered every reachable
+    state (`completed`) or stopped at `max_states`, and the number of complete schedules the visited state
+    graph contains (`interleavings`; a lower bound when not completed)."""
+
+    completed: bool
+    states: int
+    interleavings: int
+    violations: list = field(default_factory=list)
+    ctas: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def _ctas(kernel, cta=None) -> list[tuple]:
+    if cta is not None:
+        return [tuple(cta)]
+    return list(itertools.product(*(range(n) for n in kernel.grid)))
+
+
+def _violation(prog: Prog, exc: SimViolation, cta, trace=()) -> Violation:
+    op = exc.op
+    loc = op.loc if op is not None else None
+    group = prog.groups[exc.group].name if exc.group is not None else ""
+    return Violation(exc.kind, exc.message, prog.op_text(op), loc.file if loc else "", loc.line if loc else 0,
+                     group, tuple(cta), exc.blocked, list(trace))
+
+
+def _check_tensors(kernel, tensors, need_all: bool) -> None:
+    for p in kernel.params:
+        t = tensors.get(p.name)
+        if t is None:
+            if need_all:
+                raise ValueError(f"no tensor for parameter {p.name}")
+            continue
+        if tuple(t.shape) != p.value.type.shape or t.device.type != "cpu":
+            raise ValueError(f"argument {p.name} does not match the specialization {p.value.type} on the CPU")
+
+
+def _terminal(eng: Engine, st) -> SimViolation | None:
+    return check_finished(eng, st) if eng.finished(st) else diagnose_stuck(eng, st)
+
+
+@contextlib.contextmanager
+def _one_torch_thread():
+    """Tiles are small: torch's intra-op threads cost ~10x more than they save (and fight over the cores
+    with other processes), so simulation runs single-threaded and restores the setting afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _run_random(eng: Engine, rng: random.Random):
+    """One interleaving. Per run, a bias for async completions and per-group weights are drawn, so the seeds
+    cover schedules where copies land late or early and where one group runs far ahead of another."""
+    p_async = rng.choice((0.1, 0.3, 0.5, 0.7, 0.9))
+    weights = [rng.random() + 0.05 for _ in eng.prog.groups]
+    st = None
+    try:
+        st = eng.initial()
+        while True:
+            steps, asyncs = eng.actions(st)
+            if not steps and not asyncs:
+                break
+            if asyncs and (not steps or rng.random() < p_async):
+                act = asyncs[rng.randrange(len(asyncs))]
+            else:
+                act = rng.choices(steps, [weights[a[1]] for a in steps])[0] if len(steps) > 1 else steps[0]
+            eng.apply(st, act)
+        return _terminal(eng, st), st.steps
+    except SimViolation as exc:
+        return exc, st.steps if st is not None else 0
+
+
+def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = True) -> SimResult:
+    """Run a barrier-level `WSKernel` on every CTA of its grid under a seeded random interleaving.
+
+    `tensors` maps parameter names to CPU torch tensors; stores write into them in place. Each CTA gets its
+    own generator derived from `seed`. The run stops at its first violation.
+    """
+    t0 = time.perf_counter()
+    _check_tensors(kernel, tensors, need_all=compute_values)
+    prog = Prog(kernel)
+    res = SimResult(ok=True)
+    for ci, cta in enumerate(_ctas(kernel)):
+        eng = Engine(prog, tensors, cta, compute_values)
+        with _one_torch_thread():
+            exc, steps = _run_random(eng, random.Random(seed * 1_000_003 + ci))
+        res.steps += steps
+        res.ctas += 1
+        if exc is not None:
+            res.ok = False
+            res.violations.append(_violation(prog, exc, cta))
+            res.deadlocked = exc.kind in DEADLOCK_KINDS
+            break
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _describe(eng: Engine, st, act) -> str:
+    kind, x = act
+    if kind == GROUP:
+        g = st.groups[x]
+        return f"{eng.prog.groups[x].name}: {eng.prog.op_text(eng.prog.programs[x][g.pc].op)}"
+    if kind == TMA:
+        c, r, slot, item = st.tmas[x][:4]
+        return f"TMA lands: payload {r} of item {item} in slot {slot} of channel {eng.prog.chans[c].name}"
+    return f"MMA #{st.groups[x].completed} of {eng.prog.groups[x].name} completes"
+
+
+def _explore_cta(eng: Engine, max_states: int):
+    """Depth-first search over every enabled action of every state, merging states with equal `key()`.
+    Returns (violation or None, trace, states, schedules, completed)."""
+    try:
+        root = eng.initial()
+    except SimViolation as exc:
+        return exc, [], 1, 0, True
+    seen: dict = {}
+
+    def actions(st):
+        steps, asyncs = eng.actions(st)
+        return steps + asyncs
+
+    acts = actions(root)
+    if not acts:
+        exc = _terminal(eng, root)
+        return exc, [], 1, 0 if exc else 1, True
+    stack = [[root, acts, 0, 0, root.key(), None]]   # state, actions, next action, schedules, key, action in
+    while stack:
+        frame = stack[-1]
+        st, acts, i = frame[0], frame[1], frame[2]
+        if i == len(acts):
+            stack.pop()
+            seen[frame[4]] = frame[3]
+            if stack:
+                stack[-1][3] += frame[3]
+            continue
+        frame[2] += 1
+        act = acts[i]
+        child = st.copy()
+        try:
+            eng.apply(child, act)
+            key = child.key()
+            if key in seen:
+                frame[3] += seen[key]
+                continue
+            if len(seen) + len(stack) >= max_states:
+                return None, [], len(seen) + len(stack), sum(f[3] for f in stack), False
+            cacts = actions(child)
+            if not cacts:
+                exc = _terminal(eng, child)
+                if exc is not None:
+                    raise exc
+                seen[key] = 1
+                frame[3] += 1
+                continue
+        except SimViolation as exc:
+            trace = [_describe(eng, f[0], g[5]) for f, g in zip(stack, stack[1:])] + [_describe(eng, st, act)]
+            return exc, trace, len(seen) + len(stack), sum(f[3] for f in stack), False
+        stack.append([child, cacts, 0, 0, key, act])
+    return None, [], len(seen), seen[root.key()], True
+
+
+def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 200_000,
+            compute_values: bool = False) -> ExploreResult:
+    """Exhaustively explore the interleavings of one CTA (`cta`) or of every CTA of the grid (`cta=None`).
+
+    States are hashed on their control state (`CTAState.key`), so interleavings that reach the same state
+    are explored once. Tile values are not computed unless `compute_values`; scalars always are. Stops at
+    the first violation (with the schedule that reaches it in `Violation.trace`) or after `max_states`
+    states per CTA.
+    """
+    t0 = time.perf_counter()
+    tensors = tensors or {}
+    _check_tensors(kernel, tensors, need_all=compute_values)
+    prog = Prog(kernel)
+    res = ExploreResult(completed=True, states=0, interleavings=0)
+    for c in _ctas(kernel, cta):
+        eng = Engine(prog, tensors, c, compute_values)
+        exc, trace, states, schedules, completed = _explore_cta(eng, max_states)
+        res.states += states
+        res.interleavings += schedules
+        res.ctas += 1
+        res.completed = res.completed and completed
+        if exc is not None:
+            res.violations.append(_violation(prog, exc, c, trace))
+            break
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+@dataclass
+class SimReport:
+    """`check`'s verdict: outputs vs reference over many interleavings, plus any violations."""
+
+    ok: bool
+    max_abs_err: float
+    deadlocks: int
+    interleavings: int
+    runs: int
+    mismatches: int = 0
+    violations: list = field(default_factory=list)
+    explored: ExploreResult | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        out = {"ok": self.ok, "max_abs_err": self.max_abs_err, "deadlocks": self.deadlocks,
+               "interleavings": self.interleavings, "runs": self.runs, "mismatches": self.mismatches}
+        if self.explored is not None:
+            out["exhaustive"] = {"completed": self.explored.completed, "states": self.explored.states,
+                                 "interleavings": self.explored.interleavings}
+        if not self.ok:
+            out["violations"] = [{k: v.to_json()[k] for k in ("kind", "op", "line", "group", "message")}
+                                 for v in self.violations]
+        return out
+
+
+def _clone(inputs: dict) -> dict:
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+
+
+def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaustive: bool = False,
+          max_states: int = 200_000, tolerance: dict | None = None) -> SimReport:
+    """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
+    every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
+    With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
+    Violations are deduplicated by (kind, op, line, group)."""
+    t0 = time.perf_counter()
+    expected = reference_fn(**_clone(example_inputs))
+    report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0)
+    seen = set()
+
+    def add(v):
+        key = (v.kind, v.op, v.line, v.group)
+        if key not in seen:
+            seen.add(key)
+            report.violations.append(v)
+
+    for seed in range(seeds):
+        args = _clone(example_inputs)
+        res = simulate(kernel, args, seed=seed)
+        report.runs += 1
+        report.interleavings += 1
+        if not res.ok:
+            report.ok = False
+            report.deadlocks += res.deadlocked
+            for v in res.violations:
+                add(v)
+            continue
+        cmp = compare(args, expected, tolerance)
+        report.max_abs_err = max(report.max_abs_err, cmp.max_abs_err)
+        if not cmp.ok:
+            report.ok = False
+            report.mismatches += 1
+    if exhaustive:
+        ex = explore(kernel, _clone(example_inputs), max_states=max_states)
+        report.explored = ex
+        report.interleavings += ex.interleavings
+        for v in ex.violations:
+            report.ok = False
+            report.deadlocks += v.kind in DEADLOCK_KINDS
+            add(v)
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,96 @@
+"""The state of one CTA under simulation: groups as explicit state machines, mbarriers, slots, async units.
+
+Everything the explorer must copy is either an immutable value (tuples, frozensets, tensors that are never
+mutated in place) or one of the small mutable records below with a `copy()`, so copying a state is cheap.
+
+`key()` is the control state the explorer hashes. A group's environment is deliberately not part of it:
+groups exchange only tiles (through slots), never scalars, so every scalar a group holds — slots, items,
+parities, predicates, trip counts — is a function of the group's own (pc, loop counter); and tile data is
+not simulated during exploration. Slot views and pending MMA results are likewise numbered by the group's
+own history.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Slot(NamedTuple):
+    """One slot of a channel's ring: which item it holds and how far that item got."""
+
+    item: object = None          # item index held (None: never written)
+    written: int = 0             # bit r: payload ring r was written (TMA issued or slot_store done)
+    landed: int = 0              # bit r: payload ring r's data is in shared memory
+    published: bool = False      # the full barrier completed a phase with every payload ring landed
+    rel_count: int = 0           # arrivals on `empty` that released this item
+    rel_groups: int = 0          # bit g: group g released this item
+    readers: frozenset = frozenset()   # (group, mma seq) of incomplete mma_async reading the slot
+    data: tuple = ()             # per payload ring: tensor / OPAQUE / None
+    last_read: object = None     # last slot_read op (for messages)
+    writer: object = None        # last op that wrote into the slot (for messages)
+
+    def key(self) -> tuple:
+        return self[:7]
+
+
+class Group:
+    """A warp group's execution context: position, loop counter, values, MMA queue, registers."""
+
+    __slots__ = ("pc", "k", "trip", "env", "done", "rest", "nb", "regs", "issued", "completed", "retired",
+                 "mma_reads", "unfenced", "waits", "nsteps")
+
+    def __init__(self, env: dict, regs: int):
+        self.pc = 0
+        self.k = 0
+        self.trip = 0
+        self.env = env
+        self.done = False
+        self.rest = None        # blocking condition of the visible op the group rests at (derived from env)
+        self.nb = None          # named-barrier generation this group waits to see completed
+        self.regs = regs
+        self.issued = 0         # mma_async issued
+        self.completed = 0      # ... completed by the tensor core (in issue order)
+        self.retired = 0        # ... retired by mma_wait (results readable)
+        self.mma_reads = ()     # ((seq, ((chan, slot), ...)), ...) for issued, un-retired MMAs
+        self.unfenced = frozenset()   # (chan, slot) written by slot_store and not yet fenced
+        self.waits = {}         # (chan, which, slot) -> last mbarrier_wait op on it (for messages)
+        self.nsteps = 0
+
+    def copy(self) -> "Group":
+        g = Group.__new__(Group)
+        g.pc, g.k, g.trip, g.env, g.done, g.rest, g.nb = self.pc, self.k, self.trip, dict(self.env), \
+            self.done, self.rest, self.nb
+        g.regs, g.issued, g.completed, g.retired = self.regs, self.issued, self.completed, self.retired
+        g.mma_reads, g.unfenced, g.waits, g.nsteps = self.mma_reads, self.unfenced, dict(self.waits), self.nsteps
+        return g
+
+    def key(self) -> tuple:
+        return (self.pc, self.k, self.done, self.nb, self.regs, self.issued, self.completed, self.retired,
+                self.unfenced)
+
+
+class CTAState:
+    """One CTA: its groups, mbarriers (pending, tx, phase, completed phases), slots, TMAs in flight and
+    named barriers (id -> (arrived threads, generation))."""
+
+    __slots__ = ("groups", "bars", "bar_last", "slots", "tmas", "nbars", "steps")
+
+    def __init__(self, groups, bars, slots):
+        self.groups = groups
+        self.bars = bars
+        self.bar_last = [None] * len(bars)     # (op, group) that last arrived / completed tx on each barrier
+        self.slots = slots
+        self.tmas = ()                         # ((chan, ring, slot, item, bar index, bytes, data, op, group),)
+        self.nbars = {}
+        self.steps = 0
+
+    def copy(self) -> "CTAState":
+        s = CTAState.__new__(CTAState)
+        s.groups = [g.copy() for g in self.groups]
+        s.bars, s.bar_last, s.slots = list(self.bars), list(self.bar_last), list(self.slots)
+        s.tmas, s.nbars, s.steps = self.tmas, dict(self.nbars), self.steps
+        return s
+
+    def key(self) -> tuple:
+        return (tuple(g.key() for g in self.groups), tuple(self.bars),
+                tuple(s.key() for s in self.slots), tuple(sorted(t[:4] for t in self.tmas)),
+                tuple(sorted(self.nbars.items())))

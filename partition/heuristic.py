@@ -1,0 +1,206 @@
+"""The heuristic (Tawa, task-aware) partitioner.
+
+Walking use-def chains back from the side-effecting sinks (stores), the loads — TMA address/iteration work —
+form the producer, tile statements form the consumers, and the epilogue goes with a consumer:
+
+Hopper (sm_90a), following FA3 and CUTLASS:
+  * producer warp group: every `load` (TMA) and the user channel puts that publish loads;
+  * consumers, one of three knobs (`HeuristicOptions.consumers`):
+      - "plain":        one consumer warp group does all tile work;
+      - "cooperative":  K consumer groups split the tile rows (see `partition.rowsplit`) and share every
+                        channel of the producer;
+      - "pingpong":     one consumer group per independent sub-tile (e.g. attention with SUBTILE=2); they take
+                        turns on the tensor core, ordered by named barriers;
+      - "auto":         pingpong if the loop has ≥ 2 independent sub-tiles with MMAs, else cooperative when
+                        the rows split into ≥ 64-row halves, else plain.
+Blackwell (sm_100a), following FA4 and Triton's Blackwell warp specialization: one load warp, one MMA-issue
+warp (all MMAs), a softmax/compute warp group per sub-tile, a correction warp group (accumulator rescaling and
+the final normalization) when there is such work, and an epilogue warp for the stores.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aref.errors import ArefError
+from aref.ir import Kernel, Op, OpKind, Value
+from partition.model import Partition, REPLICATED, check_partition, split_budget
+
+CONSUMER_MODES = ("auto", "plain", "cooperative", "pingpong")
+
+
+@dataclass(frozen=True)
+class HeuristicOptions:
+    """Knobs of the heuristic partitioner (see the module docstring)."""
+
+    consumers: str = "auto"
+    num_consumers: int = 2
+
+    def __post_init__(self):
+        if self.consumers not in CONSUMER_MODES:
+            raise ArefError(f"unknown consumer mode {self.consumers!r}", hint=f"use one of {CONSUMER_MODES}")
+        if self.num_consumers < 1:
+            raise ArefError("num_consumers must be at least 1")
+
+
+def producers_of(kernel: Kernel) -> dict[int, Op]:
+    """Value id → the op producing it, for every op of the kernel."""
+    return {id(r): op for op in kernel.all_ops() for r in op.results}
+
+
+def is_load_put(op: Op, prod: dict[int, Op]) -> bool:
+    return op.kind is OpKind.PUT and all(
+        prod.get(id(v)) is not None and prod[id(v)].kind is OpKind.LOAD for v in op.operands[1:])
+
+
+def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
+    """Independent sub-tiles: ops connected by data flow, not counting values every group can have
+    (constants, views, channel gets) — those are shared, not a link between sub-tiles."""
+    prod = producers_of(kernel)
+    member = set(ops)
+    parent = {op: op for op in ops}
+
+    def find(x):
+        while parent[x] is not x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a, b):
+        ra, rb = find(a), find(b)
+        if ra is not rb:
+            parent[rb] = ra
+
+    # loop-carried values link the op that yields to the ops that read the carried value
+    alias: dict[int, Value] = {}
+    if kernel.loop is not None:
+        for c, y, r, i in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results, kernel.loop.inits):
+            alias[id(c)] = y
+            alias[id(r)] = y
+
+    def source(v: Value, seen=0):
+        if id(v) in alias and seen < 8:
+            return source(alias[id(v)], seen + 1)
+        op = prod.get(id(v))
+        if op is None or op.kind in (OpKind.GET, OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY,
+                                     OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL):
+            return None
+        if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
+            return source(op.operands[0], seen)
+        return op
+
+    for op in ops:
+        for v in op.operands:
+            src = source(v)
+            if src is not None and src in member:
+                union(op, src)
+    groups: dict[Op, list[Op]] = {}
+    for op in ops:
+        groups.setdefault(find(op), []).append(op)
+    return list(groups.values())
+
+
+def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | None = None
+                        ) -> tuple[Kernel, Partition]:
+    """Assign every op to a warp group. Returns the kernel (row-split for cooperative consumers) and the
+    partition."""
+    options = options or HeuristicOptions()
+    if arch == "sm_100a":
+        part = _blackwell(kernel)
+    else:
+        kernel, part = _hopper(kernel, options)
+    check_partition(kernel, part)
+    return kernel, part
+
+
+def _assignable(kernel: Kernel) -> list[Op]:
+    return [op for op in kernel.all_ops() if op.kind not in REPLICATED]
+
+
+def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partition]:
+    prod = producers_of(kernel)
+    work = [op for op in _assignable(kernel) if not (op.kind is OpKind.LOAD or is_load_put(op, prod))]
+    comps = [c for c in components(kernel, work) if any(op.kind is OpKind.MMA for op in c)]
+    mode = options.consumers
+    if mode == "auto":
+        if len(comps) >= 2:
+            mode = "pingpong"
+        else:
+            from partition.rowsplit import can_row_split
+            mode = "cooperative" if can_row_split(kernel, options.num_consumers) is None else "plain"
+    if mode == "pingpong":
+        if len(comps) < 2:
+            raise ArefError(f"ping-pong consumers need two independent sub-tiles; @{kernel.name} has "
+                            f"{len(comps)} with tensor-core work", kernel.loc,
+                            hint="split the rows into sub-tiles (e.g. attention's SUBTILE=2), or use "
+                                 "consumers='cooperative' or 'plain'")
+        n = min(len(comps), max(2, options.num_consumers))
+        groups = split_budget([("producer", "producer", 4, 24)],
+                              [(f"consumer{i}", "consumer", 4) for i in range(n)])
+        assign = _producer_assign(kernel, prod)
+        comp_of = {op: i % n for i, c in enumerate(comps) for op in c}
+        for op in work:
+            assign[op] = 1 + comp_of.get(op, 0)
+        return kernel, Partition(groups, assign, "pingpong", tuple(range(1, n + 1)))
+    if mode == "cooperative":
+        from partition.rowsplit import row_split
+        kernel, replica = row_split(kernel, options.num_consumers)
+        prod = producers_of(kernel)
+        groups = split_budget([("producer", "producer", 4, 40)],
+                              [(f"consumer{i}", "consumer", 4) for i in range(options.num_consumers)])
+        assign = _producer_assign(kernel, prod)
+        for op in _assignable(kernel):
+            if op not in assign:
+                assign[op] = 1 + replica.get(op, 0)
+        return kernel, Partition(groups, assign, "cooperative")
+    groups = split_budget([("producer", "producer", 4, 40)], [("consumer", "consumer", 4)])
+    assign = _producer_assign(kernel, prod)
+    for op in work:
+        assign[op] = 1
+    return kernel, Partition(groups, assign, "plain")
+
+
+def _producer_assign(kernel: Kernel, prod) -> dict[Op, int]:
+    return {op: 0 for op in _assignable(kernel) if op.kind is OpKind.LOAD or is_load_put(op, prod)}
+
+
+def _blackwell(kernel: Kernel) -> Partition:
+    """FA4 / Triton-Blackwell roles: load warp, MMA warp, softmax groups, correction group, epilogue."""
+    prod = producers_of(kernel)
+    loop_ops = set(kernel.loop.body.ops) if kernel.loop is not None else set()
+    post_ops = set(kernel.post.ops)
+    role: dict[Op, str] = {}
+    for op in _assignable(kernel):
+        if op.kind is OpKind.LOAD or is_load_put(op, prod):
+            role[op] = "load"
+        elif op.kind is OpKind.MMA:
+            role[op] = "mma"
+        elif op.kind is OpKind.STORE and op in post_ops:
+            role[op] = "epilogue"
+    # correction: in-loop rescaling of an MMA accumulator (the `o * alpha` that feeds PV's accumulator)
+    for op in loop_ops:
+        if op.kind is OpKind.MMA and len(op.operands) == 3:
+            acc_src = prod.get(id(op.operands[2]))
+            if acc_src is not None and acc_src in loop_ops and acc_src.kind is OpKind.BINARY:
+                role[acc_src] = "correction"
+    has_correction = "correction" in role.values()
+    compute = [op for op in _assignable(kernel) if op not in role and op not in post_ops]
+    comps = components(kernel, compute) if compute else []
+    post_compute = [op for op in _assignable(kernel) if op in post_ops and op not in role]
+    fixed = [("load", "load", 1, 48), ("mma", "mma", 1, 48)]
+    epi_warps = 1 if (has_correction or comps) else 4      # GEMM: the epilogue also converts the accumulator
+    fixed.append(("epilogue", "epilogue", epi_warps, 48 if epi_warps == 1 else 168))
+    if has_correction:
+        fixed.append(("correction", "correction", 4, 80))
+    names = [("softmax" if any(op.kind is OpKind.UNARY and op.attrs.fn in ("exp", "exp2") for op in c)
+              else "compute") for c in comps]
+    flexible = [(f"{n}{i}", n, 4) for i, n in enumerate(names)]
+    groups = split_budget(fixed, flexible, cap=192)
+    gid = {g.name: g.id for g in groups}
+    assign = {op: gid[r] for op, r in role.items()}
+    for i, c in enumerate(comps):
+        for op in c:
+            assign[op] = gid[flexible[i][0]]
+    tail = gid["correction"] if has_correction else (gid[flexible[-1][0]] if flexible else gid["epilogue"])
+    for op in post_compute:
+        assign[op] = tail
+    return Partition(groups, assign, "blackwell")

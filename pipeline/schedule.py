@@ -1,0 +1,298 @@
+"""Stage assignment for each warp group's loop, and channel depths.
+
+A schedule gives every op of a group's loop body a stage: the op of iteration i runs in pipeline step
+i + stage. Step order within a step (`order`) respects same-step dependences. Two sources:
+
+* `heuristic_schedule`: Tawa's multi-granularity pipelining.
+  - coarse (T/C/U): when a group's MMAs feed CUDA-core work (softmax), the tensor-core stage T (MMAs that
+    depend on no CUDA-core work of the iteration) runs one step ahead of the CUDA-core stage C and the second
+    tensor-core stage U, so T of iteration j overlaps C/U of iteration j−1 (FA3's intra-warpgroup overlap);
+  - fine (MMA issue depth P): a channel slot read by MMAs is released P steps after the last MMA reading it,
+    so up to P MMA groups stay in flight (wgmma wait_group semantics); the lowering inserts the exact waits.
+* `from_modulo_schedule`: a solver's start cycles and II (stage = cycle // II, order by cycle % II).
+
+`choose_depths` sizes every channel from the schedule: at least the number of steps a consumer holds a slot,
+plus one; a user's depth that is too small is an error naming the channel.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from aref.errors import ArefError, ChannelError
+from aref.ir import Op, OpKind
+from aref.ws import GroupProgram, WSKernel
+
+VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
+CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """`mma_depth`: MMA groups kept in flight (None: 1, limited by user channel depths);
+    `coarse`: T/C/U pipelining of groups whose MMAs feed CUDA-core work."""
+
+    mma_depth: int | None = None
+    coarse: bool = True
+
+
+@dataclass
+class GroupSchedule:
+    stage: dict[Op, int] = field(default_factory=dict)
+    order: list[Op] = field(default_factory=list)
+    mma_depth: int = 0
+
+    @property
+    def stages(self) -> int:
+        return max(self.stage.values(), default=0)
+
+
+# --------------------------------------------------------------------------------------- dependences
+def body_edges(gp: GroupProgram) -> list[tuple[Op, Op, int]]:
+    """(u, v, distance) for the group's loop body: data edges, loop-carried edges, and the releases of a
+    channel slot after every use of the tiles it handed out."""
+    lp = gp.loop
+    prod = {id(r): op for op in lp.body.ops for r in op.results}
+    carried_src = {}
+    for c, y in zip(lp.carried, lp.yields):
+        if id(y) in prod:
+            carried_src[id(c)] = prod[id(y)]
+    edges = []
+    got_users: dict[tuple[int, int], list[Op]] = {}
+    derived: dict[int, Op] = {}        # value id -> the GET it borrows from (through views)
+    for op in lp.body.ops:
+        for v in op.operands:
+            if id(v) in prod:
+                edges.append((prod[id(v)], op, 0))
+            elif id(v) in carried_src:
+                edges.append((carried_src[id(v)], op, 1))
+            if id(v) in derived:
+                got_users.setdefault(id(derived[id(v)]), []).append(op)
+        if op.kind is OpKind.GET:
+            for r in op.results:
+                derived[id(r)] = op
+        elif op.kind in VIEWS and id(op.operands[0]) in derived:
+            derived[id(op.result)] = derived[id(op.operands[0])]
+    gets = {}
+    for op in lp.body.ops:
+        key = (id(op.operands[0]),) if op.kind in (OpKind.GET, OpKind.CONSUMED) else None
+        if op.kind is OpKind.GET:
+            gets.setdefault(key, []).append(op)
+        elif op.kind is OpKind.CONSUMED:
+            pending = gets.get(key, [])
+            if pending:
+                get = pending.pop(0)
+                for user in got_users.get(id(get), []):
+                    edges.append((user, op, 0))
+                edges.append((get, op, 0))
+    return edges
+
+
+def _reaches(edges, sources: set[Op], through=lambda op: True) -> set[Op]:
+    """Ops reachable from `sources` by same-iteration edges."""
+    succ: dict[Op, list[Op]] = {}
+    for u, v, d in edges:
+        if d == 0:
+            succ.setdefault(u, []).append(v)
+    seen, stack = set(), list(sources)
+    while stack:
+        u = stack.pop()
+        for v in succ.get(u, []):
+            if v not in seen and through(v):
+                seen.add(v)
+                stack.append(v)
+    return seen
+
+
+def step_order(ops: list[Op], stage: dict[Op, int], edges) -> list[Op]:
+    """Topological order of one pipeline step: u before v when both run in the same step; otherwise
+    earlier stages first, then program order (so the tensor-core stage of the next iteration issues first)."""
+    index = {op: i for i, op in enumerate(ops)}
+    succ: dict[Op, list[Op]] = {op: [] for op in ops}
+    indeg = {op: 0 for op in ops}
+    for u, v, d in edges:
+        if stage[u] == stage[v] + d:
+            succ[u].append(v)
+            indeg[v] += 1
+    heap = [(stage[op], index[op]) for op in ops if indeg[op] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        op = ops[i]
+        out.append(op)
+        for v in succ[op]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, (stage[v], index[v]))
+    if len(out) != len(ops):
+        raise ArefError("internal: the schedule's same-step dependences form a cycle")
+    return out
+
+
+def validate(gp: GroupProgram, sched: GroupSchedule) -> None:
+    """Every dependence is honoured: u of iteration i runs no later than v of iteration i+distance."""
+    pos = {op: i for i, op in enumerate(sched.order)}
+    for u, v, d in body_edges(gp):
+        su, sv = sched.stage[u], sched.stage[v]
+        if su > sv + d or (su == sv + d and pos[u] > pos[v]):
+            raise ArefError(f"schedule of group {gp.group.name} runs {v.kind.value} (stage {sv}) before the "
+                            f"{u.kind.value} it depends on (stage {su}, distance {d})", v.loc)
+
+
+# ------------------------------------------------------------------------------------ heuristic (Tawa)
+def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOptions) -> GroupSchedule:
+    """T/C/U stages plus MMA issue depth P, shrunk (P first, then the coarse stages) until every user
+    channel's slots fit its depth; an explicit `mma_depth` that cannot fit is an error."""
+    ops = list(gp.loop.body.ops)
+    edges = body_edges(gp)
+    explicit = options.mma_depth is not None
+    depth = options.mma_depth if explicit else 1
+    for coarse in ((True, False) if options.coarse else (False,)):
+        stage = _coarse_stages(ops, edges) if coarse else {op: 0 for op in ops}
+        span = _held_span(gp, kernel, edges, stage)
+        fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
+        if fit >= depth or (fit >= 0 and not explicit):
+            depth = max(0, min(depth, fit))
+            break
+    else:
+        ch, held = min(span, key=lambda x: x[0].depth - 1 - x[1])
+        need = held + depth + 1
+        raise ChannelError(
+            f"channel '{ch.name}' (depth {ch.depth}) is too shallow for this schedule: its slots are held "
+            f"{held} step(s) by the pipeline plus {depth} for MMAs in flight, which needs depth ≥ {need}",
+            ch.loc, hint=f"deepen it (aref.channel(depth={need})) or lower mma_depth")
+    _place_channel_ops(gp, edges, stage, depth)
+    _propagate(ops, edges, stage)
+    order = step_order(ops, stage, edges)
+    sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
+    validate(gp, sched)
+    return sched
+
+
+def _coarse_stages(ops: list[Op], edges) -> dict[Op, int]:
+    """T (MMAs that depend on no CUDA-core work of the iteration) at stage 0; what they feed at stage 1 —
+    when that includes CUDA-core work, else everything at stage 0."""
+    stage = {op: 0 for op in ops}
+    mmas = [op for op in ops if op.kind is OpKind.MMA]
+    compute = {op for op in ops if op.kind in CUDA_CORE}
+    if mmas and compute:
+        after_compute = _reaches(edges, compute)
+        tensor_stage = {op for op in mmas if op not in after_compute}
+        c_and_u = _reaches(edges, tensor_stage) - tensor_stage
+        if any(op in compute for op in c_and_u):
+            for op in c_and_u:
+                stage[op] = 1
+    _propagate(ops, edges, stage)
+    return stage
+
+
+def _held_span(gp, kernel, edges, stage) -> list[tuple]:
+    """(user channel, steps between its get and its last non-release use) for channels this group reads."""
+    out = []
+    for ch in kernel.channels:
+        if not ch.user or gp.group.id not in ch.consumers:
+            continue
+        gets = [op for op in gp.loop.body.ops if op.kind is OpKind.GET and op.operands[0] is ch.value]
+        users = [v for g in gets for v in _users_of_get(edges, g)]
+        if users:
+            out.append((ch, max(stage[u] for u in users) - min(stage[u] for u in users)))
+    return out
+
+
+def _users_of_get(edges, op: Op) -> list[Op]:
+    """Ops that read what `op` (a get) handed out, through views (not the release itself)."""
+    direct = [v for u, v, d in edges if u is op and d == 0 and v.kind is not OpKind.CONSUMED]
+    out = []
+    for v in direct:
+        if v.kind in VIEWS:
+            out.extend(_users_of_get(edges, v))
+        else:
+            out.append(v)
+    return out
+
+
+def _place_channel_ops(gp, edges, stage, depth) -> None:
+    preds: dict[Op, list[Op]] = {}
+    for u, v, d in edges:
+        if d == 0:
+            preds.setdefault(v, []).append(u)
+    by_channel: dict[int, list[Op]] = {}
+    for op in gp.loop.body.ops:
+        if op.kind is OpKind.GET:
+            users = _users_of_get(edges, op)
+            stage[op] = min((stage[u] for u in users), default=0)
+            by_channel.setdefault(id(op.operands[0]), []).append(op)
+    for ch, gets in by_channel.items():          # one stage per channel and kind keeps items in order
+        s = min(stage[g] for g in gets)
+        for g in gets:
+            stage[g] = s
+    for op in gp.loop.body.ops:
+        if op.kind is OpKind.CONSUMED:
+            users = [u for u in preds.get(op, []) if u.kind is not OpKind.GET]
+            last_mma = max((stage[u] for u in users if u.kind is OpKind.MMA), default=None)
+            last_other = max((stage[u] for u in users if u.kind is not OpKind.MMA), default=0)
+            gets = [u for u in preds.get(op, []) if u.kind is OpKind.GET]
+            base = max([last_other] + [stage[g] for g in gets])
+            stage[op] = max(base, last_mma + depth) if last_mma is not None else base
+
+
+def _propagate(ops, edges, stage) -> None:
+    """Everything else runs as early as its operands allow (ASAP over same-iteration edges)."""
+    changed = True
+    while changed:
+        changed = False
+        for u, v, d in edges:
+            need = stage[u] - d
+            if need > stage[v]:
+                stage[v] = need
+                changed = True
+
+
+# ------------------------------------------------------------------------------------ from a solver
+def from_modulo_schedule(gp: GroupProgram, cycle: dict[Op, int], ii: int) -> GroupSchedule:
+    """Stages and step order from start cycles of a modulo schedule with initiation interval `ii`."""
+    ops = list(gp.loop.body.ops)
+    stage = {op: cycle[op] // ii for op in ops}
+    index = {op: i for i, op in enumerate(ops)}
+    order = sorted(ops, key=lambda op: (cycle[op] % ii, index[op]))
+    sched = GroupSchedule(stage, order)
+    validate(gp, sched)
+    return sched
+
+
+# ------------------------------------------------------------------------------------- channel depth
+def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> dict[str, int]:
+    """Per loop channel: 1 + the most steps any consumer holds a slot (get stage to consumed stage)."""
+    need: dict[str, int] = {}
+    for gp in kernel.groups:
+        sched = schedules.get(gp.group.id)
+        if gp.loop is None or sched is None:
+            continue
+        for op in gp.loop.body.ops:
+            if op.kind is OpKind.CONSUMED:
+                ch = kernel.channel_of(op.operands[0])
+                gets = [g for g in gp.loop.body.ops if g.kind is OpKind.GET and g.operands[0] is op.operands[0]]
+                held = sched.stage[op] - min(sched.stage[g] for g in gets)
+                need[ch.name] = max(need.get(ch.name, 1), held + 1)
+    return need
+
+
+def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_depth: int = 2) -> None:
+    """Set every channel's depth: user channels keep theirs (an error if too small), compiler channels get
+    what the schedule needs (TMA rings at least `tma_depth`, to hide load latency)."""
+    need = required_depths(kernel, schedules)
+    for ch in kernel.channels:
+        req = need.get(ch.name, 1)
+        if ch.user:
+            if ch.depth < req:
+                raise ChannelError(
+                    f"channel '{ch.name}' has depth {ch.depth}, but the schedule holds its slots across {req - 1} "
+                    f"pipeline step(s): with fewer than {req} slots the producer would wait for a slot the "
+                    f"consumer releases only later, and the pipeline deadlocks", ch.loc,
+                    hint=f"use aref.channel(depth={req})")
+            continue
+        if ch.region == "loop":
+            ch.depth = max(req, tma_depth if ch.kind == "tma" else 1)
+        else:
+            ch.depth = 1
