@@ -54,7 +54,7 @@ class Machine:
     tma_bytes_per_clk: int = 64
     tma_latency: tuple = (400, 550, 1200)  # (min, mode, max) cycles of a triangular distribution
     sync_cycles: int = 32                  # issue-to-effect of an mbarrier / named-barrier op
-    mma_issue_cycles: int = 16             # issuing warp group's own cost of an async MMA
+    async_issue_cycles: int = 16           # issuing warp group's own cost of an async MMA or TMA copy
 
     def tma_latency_draw(self, rng: random.Random | None = None) -> int:
         """One TMA latency in cycles: the distribution's mean without `rng`, a draw with it."""

@@ -46,6 +46,8 @@ class Engine:
         # block size gets (capped per thread, rounded down to the allocation step).
         self.launch_regs = min(m.max_regs_per_thread, m.registers // max(total, 1)) // m.setmaxnreg_step \
             * m.setmaxnreg_step
+        # (group, Instr) of every executed op and loop marker, in order, when a list (the timing model's view)
+        self.trace: list | None = None
 
     # ------------------------------------------------------------------------------------ state set-up
     def initial(self) -> CTAState:
@@ -72,6 +74,8 @@ class Engine:
         if kind == GROUP:
             g = st.groups[x]
             g.nsteps += 1
+            if self.trace is not None:
+                self.trace.append((x, self.prog.programs[x][g.pc]))
             if self._visible(st, x, g, self.prog.programs[x][g.pc]):
                 g.pc += 1
                 self._advance(st, x)
@@ -144,6 +148,8 @@ class Engine:
         while g.pc < len(prog):
             ins = prog[g.pc]
             if ins.kind == LOOP_ENTER or ins.kind == LOOP_END:
+                if self.trace is not None:
+                    self.trace.append((gi, ins))
                 self._loop(g, gi, ins)
                 continue
             if ins.pred is not None:
@@ -158,6 +164,8 @@ class Engine:
             if ins.visible:
                 g.rest = self._rest(st, gi, g, ins)
                 return
+            if self.trace is not None:
+                self.trace.append((gi, ins))
             self._compute(st, gi, g, ins)
             g.pc += 1
         g.done, g.rest = True, None

@@ -1,0 +1,199 @@
+"""Discrete-event timing of one CTA of a barrier-level kernel on a machine model (`aref.machine`).
+
+The functional engine decides what may happen (the same mbarrier, slot and MMA semantics as `simulate`);
+this module decides when. Each warp group issues its ops in order; an op occupies its functional unit
+("tc", "tma", "mufu", "fma", "smem": one each per SM, first come first served) for `op_cost` cycles, and
+the group waits for it, except for the asynchronous ones: an `mma_async` costs the group
+`async_issue_cycles` and completes when the tensor core finishes it; a `tma_load` costs the group the same
+and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
+busy only for the transfer). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
+at the event that enables it. No tile values are computed.
+
+The report: total cycles, steady-state cycles per loop iteration (from the middle half of the iterations),
+utilization per unit, and a per-group timeline of (group, op, unit, start, end, line) entries, including
+"wait" entries for the time a group spent blocked — the data a Gantt chart needs.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+
+from aref.ir import OpKind
+from aref.machine import ISSUE, SHARED_UNITS, Machine, op_cost, unit_busy
+from aref.sim.checks import check_finished, diagnose_stuck
+from aref.sim.engine import GROUP, MMA, TMA, Engine
+from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
+from aref.sim.run import _violation
+from aref.sim.values import SimViolation
+
+
+@dataclass
+class TimelineEntry:
+    group: str
+    op: str
+    unit: str          # a shared unit, "issue" (the group's own instruction stream) or "wait" (blocked)
+    start: int
+    end: int
+    line: int
+
+    def to_json(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass
+class TimingReport:
+    """Cycles of one CTA. `cycles_per_iter` is the steady-state period (the slowest group's); `utilization`
+    is busy cycles / total cycles per shared unit."""
+
+    machine: str
+    total_cycles: int
+    cycles_per_iter: float
+    iterations: int
+    utilization: dict
+    group_cycles_per_iter: dict
+    timeline: list = field(default_factory=list)
+    violations: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self) -> dict:
+        return {"machine": self.machine, "total_cycles": self.total_cycles, "cycles_per_iter": self.cycles_per_iter,
+                "iterations": self.iterations, "utilization": self.utilization,
+                "group_cycles_per_iter": self.group_cycles_per_iter,
+                "timeline": [e.to_json() for e in self.timeline],
+                "violations": [v.to_json() for v in self.violations]}
+
+
+def _steady(starts: list[int]) -> float | None:
+    """Cycles per iteration from iteration start times (plus the loop's end): the middle half's average,
+    so pipeline fill and drain do not count."""
+    n = len(starts) - 1
+    if n < 1:
+        return None
+    lo, hi = (n // 4, n - n // 4) if n >= 4 else (0, n)
+    return (starts[hi] - starts[lo]) / (hi - lo)
+
+
+class _Clock:
+    def __init__(self, eng: Engine, machine: Machine, rng: random.Random):
+        self.eng, self.m, self.rng = eng, machine, rng
+        self.prog = eng.prog
+        n = len(self.prog.groups)
+        self.ready = [0] * n                 # when each group can issue its next op
+        self.free = dict.fromkeys(SHARED_UNITS, 0)
+        self.busy = dict.fromkeys(SHARED_UNITS, 0)
+        self.tma_done: dict[int, int] = {}   # id(tma entry) -> landing time
+        self.mma_done = [[] for _ in range(n)]
+        self.iters = [[] for _ in range(n)]
+        self.timeline: list[TimelineEntry] = []
+
+    def entry(self, gi, op, unit, start, end):
+        if end > start:
+            self.timeline.append(TimelineEntry(self.prog.groups[gi].name, self.prog.op_text(op), unit, start, end,
+                                               op.loc.line))
+
+    def occupy(self, unit, start, cycles) -> int:
+        begin = max(start, self.free[unit])
+        self.free[unit] = begin + cycles
+        self.busy[unit] += cycles
+        return begin
+
+    def run_ops(self, st, gi, items) -> None:
+        """Account the ops group gi just executed (in order), starting at its ready time."""
+        cur = self.ready[gi]
+        for ins in items:
+            if ins.kind == LOOP_ENTER or ins.kind == LOOP_END:
+                self.iters[gi].append(cur)
+                continue
+            op = ins.op
+            k = op.kind
+            if k is OpKind.MMA_ASYNC:
+                _, cycles = op_cost(op, self.m)
+                begin = self.occupy("tc", cur + self.m.async_issue_cycles, cycles)
+                self.mma_done[gi].append(begin + cycles)
+                self.entry(gi, op, "tc", begin, begin + cycles)
+                cur += self.m.async_issue_cycles
+            elif k is OpKind.TMA_LOAD:
+                _, cycles = op_cost(op, self.m, self.rng)
+                transfer = unit_busy(op, self.m)
+                begin = self.occupy("tma", cur + self.m.async_issue_cycles, transfer)
+                # the copy's bytes arrive after its latency; the engine appended it last to the in-flight list
+                self.tma_done[id(st.tmas[-1])] = begin + cycles
+                self.entry(gi, op, "tma", begin, begin + cycles)
+                cur += self.m.async_issue_cycles
+            else:
+                unit, cycles = op_cost(op, self.m, self.rng)
+                if unit == ISSUE:
+                    self.entry(gi, op, ISSUE, cur, cur + cycles)
+                    cur += cycles
+                else:
+                    busy = unit_busy(op, self.m)
+                    begin = self.occupy(unit, cur, busy)
+                    self.entry(gi, op, unit, begin, begin + cycles)
+                    cur = begin + cycles
+        self.ready[gi] = cur
+
+
+def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None) -> TimingReport:
+    """Time one CTA (`cta`, default the first) of a barrier-level kernel on `machine`; `seed` drives the TMA
+    latency draws. Tile values are not computed, so `tensors` may be None (it is only checked for shapes).
+    A schedule bug stops the run; the report then carries the violation."""
+    prog = Prog(kernel)
+    cta = tuple(cta) if cta is not None else tuple(0 for _ in kernel.grid)
+    eng = Engine(prog, tensors or {}, cta, compute_values=False, machine=machine)
+    clock = _Clock(eng, machine, random.Random(seed))
+    eng.trace = []
+    violations = []
+    now = 0
+    st = None
+    try:
+        st = eng.initial()
+        for gi, items in itertools.groupby(eng.trace, key=lambda t: t[0]):
+            clock.run_ops(st, gi, [ins for _, ins in items])
+        while True:
+            steps, asyncs = eng.actions(st)
+            if not steps and not asyncs:
+                break
+            best = None
+            for act in asyncs:
+                t = clock.tma_done[id(st.tmas[act[1]])] if act[0] == TMA else clock.mma_done[act[1]][0]
+                if best is None or t < best[0]:
+                    best = (t, act)
+            for act in steps:
+                t = max(clock.ready[act[1]], now)
+                if best is None or t < best[0]:
+                    best = (t, act)
+            now, act = best
+            if act[0] == TMA:
+                del clock.tma_done[id(st.tmas[act[1]])]
+            elif act[0] == MMA:
+                clock.mma_done[act[1]].pop(0)
+            else:
+                gi = act[1]
+                waited_since = clock.ready[gi]
+                if now > waited_since:
+                    ins = prog.programs[gi][st.groups[gi].pc]
+                    clock.entry(gi, ins.op, "wait", waited_since, now)
+                clock.ready[gi] = now
+                eng.trace = []
+            eng.apply(st, act)
+            if act[0] == GROUP:
+                clock.run_ops(st, act[1], [ins for _, ins in eng.trace])
+        exc = check_finished(eng, st) if eng.finished(st) else diagnose_stuck(eng, st)
+        if exc is not None:
+            raise exc
+    except SimViolation as exc:
+        violations.append(_violation(prog, exc, cta))
+    total = max([now, *clock.ready, *clock.free.values()])
+    per_group = {}
+    for gi, starts in enumerate(clock.iters):
+        period = _steady(starts)
+        if period is not None:
+            per_group[prog.groups[gi].name] = period
+    iterations = max((len(s) - 1 for s in clock.iters), default=0)
+    return TimingReport(machine.name, total, max(per_group.values(), default=0.0), iterations,
+                        {u: (clock.busy[u] / total if total else 0.0) for u in SHARED_UNITS}, per_group,
+                        sorted(clock.timeline, key=lambda e: (e.start, e.group)), violations)
