@@ -1,8 +1,9 @@
 """The compiler driver: the ordered list of passes from Tile IR down, steered by `CompileOptions`.
 
-Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow). Later
-stages (partitioned, pipelined, barrier) are appended here as they land; the CLI lists `STAGES` from this
-module, so a new stage shows up in `aref ir --stage` without touching the CLI.
+    tile ──partition + loop distribution──▶ partitioned ──pipeline──▶ pipelined ──aref lowering──▶ barrier
+
+Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow); with
+`verify_each_stage` the matching verifier runs after every step. The CLI lists `STAGES` from here.
 """
 from __future__ import annotations
 
@@ -12,16 +13,28 @@ from aref.errors import ArefError
 from aref.ir import Kernel
 from aref.printer import print_kernel
 from aref.verify import verify
+from aref.ws import print_ws
 
 ARCHS = ("sm_90a", "sm_100a")
 
 
 @dataclass(frozen=True)
 class CompileOptions:
-    """Everything that steers compilation; no environment variable or global state does."""
+    """Everything that steers compilation; no environment variable or global state does.
+
+    consumers:      Hopper consumer organisation: "auto", "plain", "cooperative" or "pingpong"
+    num_consumers:  consumer warp groups for cooperative / ping-pong
+    mma_depth:      MMA groups kept in flight (None: 1, limited by user channel depths)
+    coarse:         T/C/U pipelining of groups whose MMAs feed CUDA-core work
+    """
 
     arch: str = "sm_90a"
     partition: str = "heuristic"      # "heuristic" (Tawa) or "optimal" (Twill solver)
+    consumers: str = "auto"
+    num_consumers: int = 2
+    mma_depth: int | None = None
+    coarse: bool = True
+    solver_time_limit: float = 60.0
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):
@@ -29,6 +42,8 @@ class CompileOptions:
             raise ArefError(f"unsupported arch {self.arch!r}", hint=f"choose one of {', '.join(ARCHS)}")
         if self.partition not in ("heuristic", "optimal"):
             raise ArefError(f"unknown partition mode {self.partition!r}", hint="use 'heuristic' or 'optimal'")
+        if self.mma_depth is not None and self.mma_depth < 0:
+            raise ArefError("mma_depth must be ≥ 0")
 
 
 def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
@@ -37,9 +52,44 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
     return kernel
 
 
+def _partition(kernel: Kernel, options: CompileOptions):
+    from partition.distribute import distribute
+    if options.partition == "optimal":
+        from partition.optimal import optimal_partition
+        kernel, part, _ = optimal_partition(kernel, options)
+    else:
+        from partition.heuristic import HeuristicOptions, heuristic_partition
+        kernel, part = heuristic_partition(kernel, options.arch,
+                                           HeuristicOptions(options.consumers, options.num_consumers))
+    if options.verify_each_stage:
+        verify(kernel)
+    return _checked(distribute(kernel, part, options.arch), options)
+
+
+def _pipeline(ws, options: CompileOptions):
+    from pipeline import PipelineOptions, pipeline_kernel
+    schedules = getattr(ws, "schedules", None)
+    return _checked(pipeline_kernel(ws, PipelineOptions(options.mma_depth, options.coarse), schedules), options)
+
+
+def _lower(ws, options: CompileOptions):
+    from aref.lower import lower
+    return _checked(lower(ws), options)
+
+
+def _checked(ws, options: CompileOptions):
+    if options.verify_each_stage:
+        from aref.ws_verify import verify_ws
+        verify_ws(ws)
+    return ws
+
+
 # (stage name, pass producing it from the previous stage's IR, printer of that stage)
 STEPS = [
     ("tile", _tile, print_kernel),
+    ("partitioned", _partition, print_ws),
+    ("pipelined", _pipeline, print_ws),
+    ("barrier", _lower, print_ws),
 ]
 STAGES = tuple(name for name, _, _ in STEPS)
 

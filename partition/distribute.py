@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from aref.errors import ArefError
 from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, NoAttrs, Op,
                      OpKind, ScalarType, Space, Value)
+from aref.verify import expected_result_types
 from aref.ws import Channel, GroupProgram, WSKernel
 from partition.model import Partition
 
@@ -306,7 +307,10 @@ class _Builder:
 
     def clone(self, op: Op, out: list[Op], operands=None) -> Op:
         ops_ = tuple(self.val(v) for v in op.operands) if operands is None else operands
-        res = tuple(Value(r.type, r.name) for r in op.results)
+        types = [r.type for r in op.results]
+        if op.kind in VIEWS:        # a view of a tile received through a channel lives in shared memory
+            types = list(expected_result_types(Op(op.kind, ops_, op.results, op.attrs, op.loc)))
+        res = tuple(Value(t, r.name) for t, r in zip(types, op.results))
         for a, b in zip(op.results, res):
             self.m[id(a)] = b
         new = Op(op.kind, ops_, res, op.attrs, op.loc)

@@ -162,7 +162,7 @@ class _Expander:
                        Block(body), tuple(after[k] for k in keys), tuple(results[k] for k in keys), lp.loc)
         state = dict(results)
         for e in range(S):
-            t = self.scalar("add", n, self.const(e, epilogue), epilogue)
+            t = n if e == 0 else self.scalar("add", n, self.const(e, epilogue), epilogue)
             guard = self.scalar("ge", t, self.const(S, epilogue), epilogue)
             stages = range(e + 1, S + 1)
             iteration = {s: self.scalar("sub", t, self.const(s, epilogue), epilogue) for s in stages}

@@ -1,0 +1,399 @@
+"""Aref lowering: the pipelined level → Barrier IR (explicit mbarriers with phase parity).
+
+Per channel: a ring of `depth` slots, each with a buffer per payload tile (`rings`) and two mbarriers,
+`full[slot]` and `empty[slot]`. Item k uses slot k mod depth; a waiter passes the phase bit
+(k div depth) mod 2, and producers wait on `empty` with the opposite bit so the first pass does not block.
+
+  put(k)       wait empty[slot] (parity ^ 1), then
+                 TMA payload:      arrive.expect_tx(full[slot], bytes) and the TMA loads into the slot
+                                   (they complete the transaction bytes);
+                 register payload: store the tiles into the slot, fence.proxy.async when an async-proxy
+                                   reader (an MMA) consumes it, arrive on full[slot] with every producer thread
+  get(k)       wait full[slot] (parity), read the slot's tiles
+  consumed(k)  arrive on empty[slot] (one elected thread per consumer group)
+
+MMAs become asynchronous (`mma_async`); `mma_wait(n)` is placed before any read of an MMA result by other
+work and before releasing a slot an MMA still reads, with n the exact number of later MMAs in the steady
+state (0 in prologue and epilogue). Ping-pong consumers take turns on the tensor core through named
+barriers; each group's register budget is set with setmaxnreg at its start.
+"""
+from __future__ import annotations
+
+import copy
+
+from aref.errors import ArefError, UNKNOWN_LOC
+from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
+                     NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
+                     Value)
+from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
+from partition.model import REGISTERS_PER_SM
+
+I32 = ScalarType(DType.int32)
+VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
+
+
+def lower(kernel: WSKernel) -> WSKernel:
+    """The Barrier IR of a pipelined kernel (a new kernel; the input is left as it was)."""
+    out = copy.deepcopy(kernel)
+    for ch in out.channels:
+        _resources(ch, out)
+    for gp in out.groups:
+        _Lowering(out, gp).run()
+        _insert_mma_waits(gp)
+    _pingpong(out)
+    _registers(out)
+    out.level = "barrier"
+    return out
+
+
+def _resources(ch: Channel, kernel: WSKernel) -> None:
+    ch.full = Value(BarrierType(ch.depth), f"{ch.name}.full")
+    ch.empty = Value(BarrierType(ch.depth), f"{ch.name}.empty")
+    ch.rings = tuple(Value(RingType(t, ch.depth), f"{ch.name}.ring{j}") for j, t in enumerate(ch.payload))
+    producer = next(g.group for g in kernel.groups if g.group.id == ch.producer)
+    ch.full_count = 1 if ch.kind == "tma" else producer.threads
+    ch.empty_count = len(ch.consumers)
+    ch.tx_bytes = ch.slot_bytes if ch.kind == "tma" else 0
+    ch.async_read = any(_feeds_mma(gp, ch) for gp in kernel.groups if gp.group.id in ch.consumers)
+
+
+def _feeds_mma(gp: GroupProgram, ch: Channel) -> bool:
+    got: set[int] = set()
+    for op in gp.all_ops():
+        if op.kind is OpKind.GET and op.operands[0] is ch.value:
+            got |= {id(r) for r in op.results}
+        elif op.kind in VIEWS and id(op.operands[0]) in got:
+            got.add(id(op.result))
+        elif op.kind is OpKind.MMA and any(id(v) in got for v in op.operands[:2]):
+            return True
+    # values got in one block may be read through loop-carried chains: follow block arguments
+    if gp.loop is not None:
+        for init, c in zip(gp.loop.inits, gp.loop.carried):
+            if id(init) in got:
+                got.add(id(c))
+        for op in gp.loop.body.ops:
+            if op.kind is OpKind.MMA and any(id(v) in got for v in op.operands[:2]):
+                return True
+    return False
+
+
+class _Lowering:
+    def __init__(self, kernel: WSKernel, gp: GroupProgram):
+        self.kernel, self.gp = kernel, gp
+        self.chans = {id(c.value): c for c in kernel.channels}
+        self.loads: dict[int, Op] = {}
+        self.cache: dict[tuple, Value] = {}
+        self.consts: dict[int, int] = {}          # value id -> integer, for constant items
+
+    def run(self) -> None:
+        gp = self.gp
+        for _, block in gp.regions():
+            for op in block.ops:
+                for r in op.results:
+                    if op.kind is OpKind.LOAD:
+                        self.loads[id(r)] = op
+                if op.kind is OpKind.CONST and op.results[0].type == I32:
+                    self.consts[id(op.result)] = int(op.attrs.value)
+        for _, block in gp.regions():
+            block.ops = self.block(block.ops)
+
+    def const(self, x: int, out: list[Op], loc) -> Value:
+        key = (id(out), "const", x)
+        if key not in self.cache:
+            v = Value(I32)
+            out.append(Op(OpKind.CONST, (), (v,), ConstAttrs(x), loc))
+            self.cache[key] = v
+        return self.cache[key]
+
+    def scalar(self, fn: str, a: Value, b: int, out: list[Op], loc, name=None) -> Value:
+        if id(a) in self.consts:                     # fold index math on constant items (prologue, pre, post)
+            x = self.consts[id(a)]
+            v = self.const({"mod": x % b, "floordiv": x // b}[fn], out, loc)
+            self.consts[id(v)] = self.consts.get(id(v), {"mod": x % b, "floordiv": x // b}[fn])
+            return v
+        key = (id(out), fn, id(a), b)
+        if key not in self.cache:
+            v = Value(I32, name)
+            out.append(Op(OpKind.SCALAR_BINARY, (a, self.const(b, out, loc)), (v,), FnAttrs(fn), loc))
+            self.cache[key] = v
+        return self.cache[key]
+
+    def slot(self, ch: Channel, item: Value, out: list[Op], loc) -> Value:
+        """slot = item mod depth."""
+        return self.scalar("mod", item, ch.depth, out, loc, f"{ch.name}.slot")
+
+    def phase(self, ch: Channel, item: Value, out: list[Op], loc) -> Value:
+        """The waiter's parity: (item div depth) mod 2."""
+        return self.scalar("mod", self.scalar("floordiv", item, ch.depth, out, loc), 2, out, loc,
+                           f"{ch.name}.phase")
+
+    def flipped(self, phase: Value, out: list[Op], loc) -> Value:
+        """The producer's parity on `empty`: 1 − phase."""
+        if id(phase) in self.consts:
+            v = self.const(1 - self.consts[id(phase)], out, loc)
+            self.consts[id(v)] = 1 - self.consts[id(phase)]
+            return v
+        key = (id(out), "flip", id(phase))
+        if key not in self.cache:
+            flip = Value(I32, (phase.name or "phase") + "^1")
+            out.append(Op(OpKind.SCALAR_BINARY, (self.const(1, out, loc), phase), (flip,), FnAttrs("sub"), loc))
+            self.cache[key] = flip
+        return self.cache[key]
+
+    def block(self, ops: list[Op]) -> list[Op]:
+        out: list[Op] = []
+        uses: dict[int, int] = {}
+        for op in ops:
+            for v in op.operands:
+                uses[id(v)] = uses.get(id(v), 0) + 1
+        for op in ops:
+            k = op.kind
+            if k is OpKind.LOAD:
+                continue                      # issued as a TMA copy by the put that publishes it
+            if k is OpKind.PUT:
+                self.put(op, out)
+            elif k is OpKind.GET:
+                self.get(op, out)
+            elif k is OpKind.CONSUMED:
+                ch = self.chans[id(op.operands[0])]
+                slot = self.slot(ch, op.operands[1], out, op.loc)
+                self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.empty, slot, op.operands[1]), (),
+                          BarrierAttrs(ch.name, "empty", 1))
+            elif k is OpKind.MMA:
+                self.emit(out, op, OpKind.MMA_ASYNC, op.operands, op.results, NoAttrs())
+            else:
+                out.append(op)
+        return out
+
+    def emit(self, out, like: Op, kind, operands, results, attrs) -> Op:
+        new = Op(kind, tuple(operands), tuple(results), attrs, like.loc, pred=like.pred, stage=like.stage)
+        out.append(new)
+        return new
+
+    def put(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        item, tiles = op.operands[1], op.operands[2:]
+        slot = self.slot(ch, item, out, op.loc)
+        flip = self.flipped(self.phase(ch, item, out, op.loc), out, op.loc)
+        self.emit(out, op, OpKind.MBAR_WAIT, (ch.empty, slot, flip), (), BarrierAttrs(ch.name, "empty"))
+        if ch.kind == "tma":
+            self.emit(out, op, OpKind.MBAR_EXPECT_TX, (ch.full, slot), (), ExpectTxAttrs(ch.name, ch.tx_bytes))
+            for j, t in enumerate(tiles):
+                load = self.loads.get(id(t))
+                if load is None:
+                    raise ArefError(f"internal: TMA channel '{ch.name}' publishes a tile that is not a load", op.loc)
+                self.emit(out, load, OpKind.TMA_LOAD, (*load.operands, ch.rings[j], slot, ch.full, item), (),
+                          SlotAttrs(ch.name, j, load.attrs.tile_shape)).pred = op.pred
+        else:
+            for j, t in enumerate(tiles):
+                self.emit(out, op, OpKind.SLOT_STORE, (ch.rings[j], slot, item, t), (), SlotAttrs(ch.name, j))
+            if ch.async_read:
+                self.emit(out, op, OpKind.FENCE_PROXY_ASYNC, (), (), NoAttrs())
+            self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.full, slot, item), (),
+                      BarrierAttrs(ch.name, "full", ch.full_count))
+
+    def get(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        item = op.operands[1]
+        slot, phase = self.slot(ch, item, out, op.loc), self.phase(ch, item, out, op.loc)
+        self.emit(out, op, OpKind.MBAR_WAIT, (ch.full, slot, phase), (), BarrierAttrs(ch.name, "full"))
+        for j, r in enumerate(op.results):
+            self.emit(out, op, OpKind.SLOT_READ, (ch.rings[j], slot, item), (r,), SlotAttrs(ch.name, j))
+
+
+# ------------------------------------------------------------------------------------- MMA waits
+def _insert_mma_waits(gp: GroupProgram) -> None:
+    """Straight-line code (pre, prologue, epilogue, post) waits for everything (its MMAs may be predicated
+    off, so counts are unknown); the steady state gets exact counts; nothing is in flight entering it."""
+    if not any(op.kind is OpKind.MMA_ASYNC for op in gp.all_ops()):
+        return
+    slot_readers = _slot_mma_readers(gp)
+    prod = _producers(gp)
+    issued = False
+    for region, block in gp.regions():
+        if region == "loop":
+            gp.loop.body.ops = _steady_waits(gp, slot_readers)
+            issued = issued or any(op.kind is OpKind.MMA_ASYNC for op in gp.loop.body.ops)
+            continue
+        out: list[Op] = []
+        for op in block.ops:
+            if issued and _needs_retired(op, prod, slot_readers):
+                out.append(_wait(0, op.loc))
+                issued = False
+            out.append(op)
+            issued = issued or op.kind is OpKind.MMA_ASYNC
+        if issued and (region == "post" or (region == "prologue" and gp.loop is not None)):
+            out.append(_wait(0, gp.loop.loc if gp.loop is not None else None))
+            issued = False
+        block.ops = out
+
+
+def _wait(n: int, loc) -> Op:
+    return Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(n), loc or UNKNOWN_LOC)
+
+
+def _slot_mma_readers(gp: GroupProgram) -> dict[str, list[Op]]:
+    """Channel name → MMA ops that read its slots (through views and loop-carried chains)."""
+    src: dict[int, str] = {}
+    readers: dict[str, list[Op]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for region, block in gp.regions():
+            for op in block.ops:
+                if op.kind is OpKind.SLOT_READ:
+                    for r in op.results:
+                        if id(r) not in src:
+                            src[id(r)] = op.attrs.channel
+                            changed = True
+                elif op.kind in VIEWS + (OpKind.SELECT,):
+                    for v in op.operands:
+                        if id(v) in src and id(op.result) not in src:
+                            src[id(op.result)] = src[id(v)]
+                            changed = True
+                elif op.kind is OpKind.MMA_ASYNC:
+                    for v in op.operands[:2]:
+                        if id(v) in src and op not in readers.setdefault(src[id(v)], []):
+                            readers[src[id(v)]].append(op)
+        if gp.loop is not None:
+            for a, b in list(zip(gp.loop.inits, gp.loop.carried)) + list(zip(gp.loop.yields, gp.loop.carried)):
+                if id(a) in src and id(b) not in src:
+                    src[id(b)] = src[id(a)]
+                    changed = True
+    return readers
+
+
+def _needs_retired(op: Op, prod: dict[int, Op], slot_readers) -> bool:
+    """Does `op` read an MMA result with non-MMA work, or release a slot an MMA reads?"""
+    if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty":
+        return bool(slot_readers.get(op.attrs.channel))
+    if op.kind in (OpKind.MMA_ASYNC, OpKind.MMA_WAIT):
+        return False
+    return any(_mma_origin(v, prod) for v in op.operands)
+
+
+def _mma_origin(v: Value, prod: dict[int, Op], depth: int = 0) -> bool:
+    op = prod.get(id(v))
+    if op is None or depth > 64:
+        return False
+    if op.kind is OpKind.MMA_ASYNC:
+        return True
+    if op.kind in VIEWS:
+        return _mma_origin(op.operands[0], prod, depth + 1)
+    if op.kind is OpKind.SELECT:
+        return any(_mma_origin(x, prod, depth + 1) for x in op.operands[1:])
+    return False
+
+
+def _producers(gp: GroupProgram) -> dict[int, Op]:
+    """Value id → producing op; a loop-carried value maps to its yield's producer (and its init's)."""
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+    if gp.loop is not None:
+        for c, y, i in zip(gp.loop.carried, gp.loop.yields, gp.loop.inits):
+            src = prod.get(id(y)) or prod.get(id(i))
+            if src is not None:
+                prod[id(c)] = src
+        for r, y in zip(gp.loop.results, gp.loop.yields):
+            if id(y) in prod:
+                prod[id(r)] = prod[id(y)]
+    return prod
+
+
+def _steady_waits(gp: GroupProgram, slot_readers) -> list[Op]:
+    """Exact wait counts in the steady-state body: the number of MMAs issued after the one that must
+    retire, counting around the loop for values and slots from earlier iterations."""
+    body = gp.loop.body.ops
+    pos = {op: i for i, op in enumerate(body)}
+    mma_at = [i for i, op in enumerate(body) if op.kind is OpKind.MMA_ASYNC]
+    total = len(mma_at)
+    carried_from = {}
+    for c, y in zip(gp.loop.carried, gp.loop.yields):
+        carried_from[id(c)] = y
+    prod = {id(r): op for op in body for r in op.results}
+
+    def origins(v: Value, dist: int, seen=0):
+        """(MMA op, how many steps ago) for every MMA result `v` may be."""
+        if seen > 64:
+            return []
+        if id(v) in prod:
+            op = prod[id(v)]
+            if op.kind is OpKind.MMA_ASYNC:
+                return [(op, dist)]
+            if op.kind in VIEWS + (OpKind.SELECT,):
+                return [o for x in op.operands for o in origins(x, dist, seen + 1)]
+            return []
+        if id(v) in carried_from:
+            return origins(carried_from[id(v)], dist + 1, seen + 1)
+        return []
+
+    def later(m: Op, dist: int, at: int) -> int:
+        if dist == 0:
+            return sum(1 for i in mma_at if pos[m] < i < at)
+        return sum(1 for i in mma_at if i > pos[m]) + (dist - 1) * total + sum(1 for i in mma_at if i < at)
+
+    out: list[Op] = []
+    last_wait = None            # pending bound established by the last wait, if no MMA issued since
+    for at, op in enumerate(body):
+        need = None
+        if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty" and slot_readers.get(op.attrs.channel):
+            for m in slot_readers[op.attrs.channel]:
+                if m in pos:           # readers outside the body were retired before the steady state
+                    dist = max(0, (op.stage or 0) - (m.stage or 0))
+                    n = later(m, dist, at)
+                    need = n if need is None else min(need, n)
+        elif op.kind is not OpKind.MMA_ASYNC:
+            for v in op.operands:
+                for m, dist in origins(v, 0):
+                    n = later(m, dist, at)
+                    need = n if need is None else min(need, n)
+        if need is not None and (last_wait is None or need < last_wait):
+            out.append(_wait(need, op.loc))
+            last_wait = need
+        out.append(op)
+        if op.kind is OpKind.MMA_ASYNC:
+            last_wait = None if last_wait is None else last_wait + 1
+    return out
+
+
+# ------------------------------------------------------------------------------ ping-pong, registers
+def _pingpong(kernel: WSKernel) -> None:
+    """Ping-pong consumers take turns on the tensor core: each waits for its turn (named barrier) before
+    its first MMA of a section and passes the turn on after its last MMA issue."""
+    order = list(kernel.pingpong)
+    if len(order) < 2:
+        return
+    groups = {gp.group.id: gp for gp in kernel.groups}
+    threads = 2 * groups[order[0]].group.threads
+    ids = {g: i + 1 for i, g in enumerate(order)}
+    kernel.named_barriers = [NamedBarrier(ids[g], threads, f"tensor-core turn of {groups[g].group.name}")
+                             for g in order]
+    for k, g in enumerate(order):
+        gp = groups[g]
+        mine, nxt = ids[g], ids[order[(k + 1) % len(order)]]
+        for _, block in gp.regions():
+            mmas = [i for i, op in enumerate(block.ops) if op.kind is OpKind.MMA_ASYNC]
+            if not mmas:
+                continue
+            ops = block.ops
+            loc = ops[mmas[0]].loc
+            ops.insert(mmas[-1] + 1, Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(nxt, threads), loc))
+            ops.insert(mmas[0], Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), loc))
+        if k == len(order) - 1:       # the last group hands the first its first turn
+            gp.pre.ops.append(Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(ids[order[0]], threads),
+                                 kernel.loc))
+
+
+def launch_registers(kernel: WSKernel) -> int:
+    """Registers per thread at launch (before setmaxnreg): the file split evenly, a multiple of 8."""
+    return min(248, REGISTERS_PER_SM // max(1, kernel.total_threads) // 8 * 8)
+
+
+def _registers(kernel: WSKernel) -> None:
+    base = launch_registers(kernel)
+    for gp in kernel.groups:
+        regs = gp.group.regs
+        if regs != base:
+            gp.pre.ops.insert(0, Op(OpKind.SETMAXNREG, (), (), SetMaxNRegAttrs(regs, regs > base), kernel.loc))
+
+
+__all__ = ["lower", "launch_registers"]
