@@ -378,9 +378,11 @@ def _pingpong(kernel: WSKernel) -> None:
             loc = ops[mmas[0]].loc
             ops.insert(mmas[-1] + 1, Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(nxt, threads), loc))
             ops.insert(mmas[0], Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), loc))
-        if k == len(order) - 1:       # the last group hands the first its first turn
+        if k == len(order) - 1:       # the last group hands the first its first turn ...
             gp.pre.ops.append(Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(ids[order[0]], threads),
                                  kernel.loc))
+        if k == 0:                    # ... so the first takes one turn more at the end, balancing the barrier
+            gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), kernel.loc))
 
 
 def launch_registers(kernel: WSKernel) -> int:
