@@ -1,6 +1,7 @@
 """Whole-state checks: why a stuck CTA is stuck, and what a finished CTA left unbalanced."""
 from __future__ import annotations
 
+from aref.ir import OpKind
 from aref.sim.engine import Engine
 from aref.sim.state import CTAState
 from aref.sim.values import SimViolation
@@ -13,7 +14,7 @@ def diagnose_stuck(eng: Engine, st: CTAState) -> SimViolation:
     wait's barrier can only be completed by groups that have all finished (or by none), else "deadlock".
     The violation names that op — for a plain deadlock, the first wait on a barrier caught mid-phase (some
     arrivals or transaction bytes of its phase came, others never will: the likeliest place a missing arrive
-    starves), else the first blocked group's — and lists every blocked group with the op it waits at and the
+    or a wrong thread count starves), else the first blocked group's — and lists every blocked group with the op it waits at and the
     state of what it waits for.
     """
     p = eng.prog
@@ -44,6 +45,8 @@ def diagnose_stuck(eng: Engine, st: CTAState) -> SimViolation:
             others = p.nb_users.get(a.id, set()) - {gi}
             dead = all(st.groups[o].done for o in others)
             waiting = f"waits at named barrier {a.id}: {count} of {a.threads} threads arrived"
+            if partial is None and count:
+                partial = gi
         elif tag == "reg":
             held = sum(o.regs * eng.threads[j] for j, o in enumerate(st.groups) if j != gi)
             waiting = (f"setmaxnreg.inc {g.rest[1]} needs {g.rest[1] * eng.threads[gi]} registers; other groups "
@@ -71,7 +74,7 @@ def diagnose_stuck(eng: Engine, st: CTAState) -> SimViolation:
 
 def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
     """At the end of a CTA every mbarrier is back at its initial arrival count with no transaction bytes,
-    every item written to a slot was released by all its consumers, every MMA was retired and every
+    every MMA was retired, every item written to a slot was released by all its consumers and every
     named-barrier generation completed."""
     p = eng.prog
     for i, (pending, tx, phase, done) in enumerate(st.bars):
@@ -83,6 +86,12 @@ def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
                 f"{which}[{slot}] of channel {p.chans[c].name}: phase {done} started but {pending} of "
                 f"{p.bar_init[i]} arrivals" + (f" and {tx} transaction bytes" if tx else "") +
                 " never came; the op shown arrived last", last[0], last[1])
+    for gi, g in enumerate(st.groups):
+        if g.retired < g.issued:
+            last = next(ins.op for ins in reversed(p.programs[gi]) if ins.kind is OpKind.MMA_ASYNC)
+            return SimViolation("mma-in-flight-at-exit", f"{g.issued - g.retired} mma_async of this group were "
+                                                         f"never retired by an mma_wait (the op shown is its last "
+                                                         f"mma_async)", last, gi)
     for c, ch in enumerate(p.chans):
         for slot in range(ch.depth):
             s = st.slots[p.slot_base[c] + slot]
@@ -93,12 +102,9 @@ def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
                     f"item {s.item} in slot {slot} of channel {ch.name} got {s.rel_count} of {ch.empty_count} "
                     f"releases on the empty barrier by the end (a consumed()/arrive on empty is missing); the op "
                     f"shown {'read' if s.last_read else 'wrote'} it last", op, gi)
-    for gi, g in enumerate(st.groups):
-        if g.retired < g.issued:
-            return SimViolation("mma-in-flight-at-exit", f"{g.issued - g.retired} mma_async of this group were "
-                                                         f"never retired by an mma_wait", None, gi)
     for nb, (count, gen) in sorted(st.nbars.items()):
         if count:
+            op, gi = st.nb_last[nb]
             return SimViolation("arrive-underflow", f"named barrier {nb}: {count} threads arrived in a generation "
-                                                    f"that never completed", None, None)
+                                                    f"that never completed; the op shown arrived last", op, gi)
     return None

@@ -493,6 +493,7 @@ class Engine:
             return True
         count, gen = st.nbars.get(a.id, (0, 0))
         count += self.threads[gi]
+        st.nb_last[a.id] = (ins.op, gi)
         if count > a.threads:
             self._fail("arrive-overflow", f"named barrier {a.id}: {count} threads arrived, it expects {a.threads}",
                        ins, gi)

@@ -72,7 +72,7 @@ class CTAState:
     """One CTA: its groups, mbarriers (pending, tx, phase, completed phases), slots, TMAs in flight and
     named barriers (id -> (arrived threads, generation))."""
 
-    __slots__ = ("groups", "bars", "bar_last", "slots", "tmas", "nbars", "steps")
+    __slots__ = ("groups", "bars", "bar_last", "slots", "tmas", "nbars", "nb_last", "steps")
 
     def __init__(self, groups, bars, slots):
         self.groups = groups
@@ -81,13 +81,14 @@ class CTAState:
         self.slots = slots
         self.tmas = ()                         # ((chan, ring, slot, item, bar index, bytes, data, op, group),)
         self.nbars = {}
+        self.nb_last = {}                      # named barrier id -> (op, group) that arrived last
         self.steps = 0
 
     def copy(self) -> "CTAState":
         s = CTAState.__new__(CTAState)
         s.groups = [g.copy() for g in self.groups]
         s.bars, s.bar_last, s.slots = list(self.bars), list(self.bar_last), list(self.slots)
-        s.tmas, s.nbars, s.steps = self.tmas, dict(self.nbars), self.steps
+        s.tmas, s.nbars, s.nb_last, s.steps = self.tmas, dict(self.nbars), dict(self.nb_last), self.steps
         return s
 
     def key(self) -> tuple:

@@ -1,0 +1,106 @@
+"""Machine figures, op costs from tile shapes, and the discrete-event timing model."""
+import random
+
+import pytest
+
+from aref.errors import SrcInfo
+from aref.ir import DType, FnAttrs, NoAttrs, Op, OpKind, Space, TileType, Value
+from aref.machine import B200, H100, machine_for, op_cost, unit_busy
+from aref.sim.timing import simulate_timing
+
+from sim_kernels import gemm_ws
+
+
+def mma(m, n, k, dtype=DType.float16):
+    a = Value(TileType((m, k), dtype, Space.SMEM))
+    b = Value(TileType((k, n), dtype, Space.SMEM))
+    return Op(OpKind.MMA_ASYNC, (a, b), (Value(TileType((m, n), DType.float32)),), NoAttrs(), SrcInfo("x", 1))
+
+
+def unary(fn, shape):
+    x = Value(TileType(shape, DType.float32))
+    return Op(OpKind.UNARY, (x,), (Value(TileType(shape, DType.float32)),), FnAttrs(fn), SrcInfo("x", 1))
+
+
+def test_machine_figures():
+    assert machine_for("sm_90a") is H100 and machine_for("sm_100a") is B200
+    with pytest.raises(ValueError):
+        machine_for("sm_80")
+    assert H100.tensor_flop_per_clk[DType.float16] == 4096 and H100.tensor_flop_per_clk[DType.float8_e4m3] == 8192
+    assert B200.tensor_flop_per_clk[DType.bfloat16] == 8192 and B200.tensor_flop_per_clk[DType.float8_e5m2] == 16384
+    for m in (H100, B200):
+        assert (m.mufu_per_clk, m.fma_per_clk, m.smem_bytes_per_clk, m.registers) == (16, 128, 128, 65536)
+        assert (m.max_regs_per_thread, m.setmaxnreg_min, m.setmaxnreg_max, m.setmaxnreg_step) == (255, 24, 256, 8)
+        assert m.smem_per_block == 227 * 1024
+    assert (B200.tmem_lanes, B200.tmem_columns, H100.tmem_columns) == (128, 512, 0)
+    # the datasheet's 989.4 dense fp16 TFLOP/s follows from the per-SM figure
+    assert abs(H100.sms * H100.clock_ghz * 1e9 * 4096 / 1e12 - 989.4) < 1
+
+
+def test_op_costs_from_tile_shapes():
+    assert op_cost(mma(128, 128, 128), H100) == ("tc", 1024)      # Twill's "roughly 1000 cycles"
+    assert op_cost(mma(128, 128, 64), B200) == ("tc", 256)
+    assert op_cost(mma(64, 128, 64, DType.float8_e4m3), H100) == ("tc", 128)
+    assert op_cost(unary("exp2", (128, 128)), H100) == ("mufu", 1024)
+    assert op_cost(unary("abs", (128, 128)), H100) == ("fma", 128)
+    x = Value(TileType((128, 128), DType.float32))
+    red = Op(OpKind.REDUCE, (x,), (Value(TileType((128,), DType.float32)),), FnAttrs("max", 1), SrcInfo("x", 1))
+    assert op_cost(red, H100) == ("fma", 128)
+
+
+def test_tma_cost_is_latency_plus_transfer_and_busy_is_transfer():
+    kernel = gemm_ws(BM=128, BN=128, K=64)
+    tma = next(op for op in kernel.groups[0].all_ops() if op.kind is OpKind.TMA_LOAD)
+    unit, cycles = op_cost(tma, H100)
+    assert unit == "tma" and cycles == H100.tma_latency_draw() + 128 * 64 * 2 // 64
+    assert unit_busy(tma, H100) == 256
+    lo, _, hi = H100.tma_latency
+    draws = {op_cost(tma, H100, random.Random(s))[1] - 256 for s in range(50)}
+    assert len(draws) > 10 and all(lo <= d <= hi for d in draws)
+    assert op_cost(tma, H100, random.Random(3)) == op_cost(tma, H100, random.Random(3))    # pure
+
+
+def _timing(depth, mma_depth, machine=H100, K=4096):
+    return simulate_timing(gemm_ws(M=128, N=128, K=K, BM=128, BN=128, BK=64, depth=depth, mma_depth=mma_depth),
+                           None, machine, seed=0)
+
+
+def test_deeper_rings_approach_the_tensor_core_bound():
+    reports = {d: _timing(d, 1 if d > 1 else 0) for d in (1, 2, 4)}
+    per_iter = [reports[d].cycles_per_iter for d in (1, 2, 4)]
+    assert per_iter == sorted(per_iter, reverse=True)
+    mma_cycles = 2 * 128 * 128 * 64 // 4096
+    transfer = 2 * 128 * 64 * 2 // H100.tma_bytes_per_clk
+    bound = max(mma_cycles, transfer)
+    assert bound <= per_iter[-1] < 1.25 * bound
+    assert reports[1].cycles_per_iter > 2 * bound           # one slot: every load's latency is exposed
+    r = reports[4]
+    assert r.iterations == 64 and r.ok
+    assert 0.75 < r.utilization["tc"] <= 1.0 and r.utilization["mufu"] == 0.0
+    assert r.total_cycles >= 64 * bound
+
+
+def test_blackwell_halves_the_mma_time():
+    h, b = _timing(4, 1, H100, K=1024), _timing(4, 1, B200, K=1024)
+    tc_h = sum(e.end - e.start for e in h.timeline if e.unit == "tc")
+    tc_b = sum(e.end - e.start for e in b.timeline if e.unit == "tc")
+    assert tc_h == 2 * tc_b
+
+
+def test_timeline_is_a_consistent_gantt_chart():
+    r = _timing(3, 1, K=512)
+    assert {e.group for e in r.timeline} == {"producer", "consumer"}
+    assert all(e.start <= e.end <= r.total_cycles for e in r.timeline)
+    tc = sorted((e.start, e.end) for e in r.timeline if e.unit == "tc")
+    assert len(tc) == 8 and all(a[1] <= b[0] for a, b in zip(tc, tc[1:]))      # one tensor core
+    waits = [e for e in r.timeline if e.unit == "wait"]
+    assert any(e.group == "consumer" and e.op.startswith("mbarrier_wait %full") for e in waits)
+    assert all(e.line > 0 for e in r.timeline)
+    js = r.to_json()
+    assert set(js) >= {"total_cycles", "cycles_per_iter", "utilization", "timeline"}
+    assert js["timeline"][0].keys() == {"group", "op", "unit", "start", "end", "line"}
+
+
+def test_timing_reports_schedule_bugs():
+    r = simulate_timing(gemm_ws(depth=1, mma_depth=1), None, H100)
+    assert not r.ok and r.violations[0].kind == "deadlock"
