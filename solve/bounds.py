@@ -33,10 +33,13 @@ class Bounds:
     res_unit: str | None = None
     rec_cycle: list[str] = field(default_factory=list)
     rec_ratio: Fraction | None = None
+    rec_exclusive_mii: int = 0
+    rec_exclusive_cycle: list[str] = field(default_factory=list)
+    rec_exclusive_ratio: Fraction | None = None
 
     @property
     def lower_bound(self) -> int:
-        return max(self.res_mii, self.rec_mii, 1)
+        return max(self.res_mii, self.rec_mii, self.rec_exclusive_mii, 1)
 
     def reasons(self, graph: Graph) -> list[str]:
         """Human-readable justification of the lower bound."""
@@ -49,12 +52,18 @@ class Bounds:
         if self.rec_cycle:
             out.append(f"RecMII {self.rec_mii}: recurrence {' -> '.join(self.rec_cycle + self.rec_cycle[:1])} "
                        f"has delay/distance ratio {self.rec_ratio}")
+        if self.rec_exclusive_cycle:
+            cyc = " -> ".join(self.rec_exclusive_cycle + self.rec_exclusive_cycle[:1])
+            out.append(f"II >= {self.rec_exclusive_mii}: recurrence {cyc} has ratio "
+                       f"{self.rec_exclusive_ratio} once ops sharing a one-instance unit wait for "
+                       "each other")
         return out
 
     def to_json(self) -> dict:
         return {"res_mii": self.res_mii, "rec_mii": self.rec_mii, "res_unit": self.res_unit,
                 "rec_cycle": self.rec_cycle,
-                "rec_ratio": None if self.rec_ratio is None else str(self.rec_ratio)}
+                "rec_ratio": None if self.rec_ratio is None else str(self.rec_ratio),
+                "rec_exclusive_mii": self.rec_exclusive_mii, "rec_exclusive_cycle": self.rec_exclusive_cycle}
 
 
 def res_mii(graph: Graph) -> tuple[int, str | None]:
@@ -109,10 +118,18 @@ def _cycle_totals(cycle: list[str], arcs: list[tuple[str, str, int, int]], ii: i
     return total_d, total_delta
 
 
-def rec_mii(graph: Graph) -> tuple[int, list[str], Fraction | None]:
-    """RecMII, a binding recurrence (op names) and its exact ratio; raises :class:`RecurrenceError`."""
-    nodes = list(graph.ops)
-    arcs = [(e.src, e.dst, e.delay, e.distance) for e in graph.edges]
+def exclusive_delay(graph: Graph, src: str, dst: str, delay: int) -> int:
+    """Delay of an edge tightened by unit exclusivity.
+
+    When both ends occupy a unit with one instance, ``dst`` cannot start while ``src`` still holds
+    it (the dependence already orders them), so the edge effectively needs ``src``'s occupancy.
+    """
+    a, b = graph.ops[src].usage, graph.ops[dst].usage
+    shared = [a[u] for u in a if u in b and graph.units[u] == 1]
+    return max([delay, *shared])
+
+
+def _max_ratio(nodes: list[str], arcs: list[tuple[str, str, int, int]]) -> tuple[int, list[str], Fraction | None]:
     if not arcs:
         return 0, [], None
     # At a huge II every cycle with distance >= 1 is negative, so a positive one has distance 0.
@@ -134,8 +151,24 @@ def rec_mii(graph: Graph) -> tuple[int, list[str], Fraction | None]:
     return hi, cycle, Fraction(d, delta)
 
 
+def rec_mii(graph: Graph) -> tuple[int, list[str], Fraction | None]:
+    """RecMII, a binding recurrence (op names) and its exact ratio; raises :class:`RecurrenceError`."""
+    return _max_ratio(list(graph.ops), [(e.src, e.dst, e.delay, e.distance) for e in graph.edges])
+
+
+def rec_mii_exclusive(graph: Graph) -> tuple[int, list[str], Fraction | None]:
+    """RecMII with edge delays tightened by :func:`exclusive_delay` (still a lower bound on II)."""
+    arcs = [(e.src, e.dst, exclusive_delay(graph, e.src, e.dst, e.delay), e.distance) for e in graph.edges]
+    return _max_ratio(list(graph.ops), arcs)
+
+
 def compute_bounds(graph: Graph) -> Bounds:
-    """Both lower bounds of ``graph``; raises :class:`RecurrenceError` if no II can work."""
+    """All lower bounds of ``graph``; raises :class:`RecurrenceError` if no II can work."""
     res, unit = res_mii(graph)
     rec, cycle, ratio = rec_mii(graph)
-    return Bounds(res, rec, unit if res > 0 else None, cycle, ratio)
+    excl, excl_cycle, excl_ratio = rec_mii_exclusive(graph)
+    bounds = Bounds(res, rec, unit if res > 0 else None, cycle, ratio)
+    if excl > rec:
+        bounds.rec_exclusive_mii, bounds.rec_exclusive_cycle = excl, excl_cycle
+        bounds.rec_exclusive_ratio = excl_ratio
+    return bounds

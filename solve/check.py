@@ -12,6 +12,9 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
 * SM memories: live footprints at every residue plus streaming buffers fit the capacity;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
   another op of its group is in flight (``[start, start + duration)`` modulo II).
+
+It also measures the objectives: ``channels`` (distinct (value, consuming group) pairs across
+groups) and ``mma_waits`` (blocking consumers times the ``mma_units`` their group issues ops on).
 """
 
 from __future__ import annotations
@@ -144,13 +147,12 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         if rep.memory_peak[memory] > cap:
             bad.append(f"memory {memory} over capacity ({rep.memory_peak[memory]} > {cap})")
 
-    mma_groups = {group[n] for n, op in graph.ops.items() if set(mma_units) & set(op.usage)}
+    feeds = {u: {group[n] for n, op in graph.ops.items() if u in op.usage} for u in mma_units}
     for v in graph.ops:
         blocks = any(e.blocking or (e.transfer and crosses(e)) for e in graph.in_edges(v))
         if not blocks:
             continue
-        if group[v] in mma_groups:
-            rep.mma_waits += 1
+        rep.mma_waits += sum(group[v] in groups for groups in feeds.values())
         for o, op in graph.ops.items():
             if o != v and group[o] == group[v] and (start[v] - start[o]) % ii < op.duration:
                 bad.append(f"blocking op {v} starts while {o} of the same group is in flight")

@@ -19,7 +19,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from .graph import REGISTERS, Graph
+from .bounds import exclusive_delay
+from .graph import Graph
 
 # Family ids (machine-readable); explain.py turns them into sentences.
 STAGES = "stages"
@@ -56,6 +57,18 @@ class JointModel:
     def __init__(self, graph: Graph, ii: int | tuple[int, int], stages: int, *, warp: bool = True,
                  groups: int | None = None, guarded: bool = False, symmetry: bool = True,
                  min_length: int = 0, mma_units: tuple[str, ...] = ("tc",)):
+        self.source = graph
+        self.quantum = 1
+        if isinstance(ii, int):
+            # With II and every cycle count multiples of q, rounding any schedule's start times
+            # down to multiples of q keeps it valid (all constraints compare differences against
+            # multiples of q), so solving in units of q is exact and shrinks every domain.
+            self.quantum = math.gcd(ii, *graph.cycle_costs())
+            if self.quantum > 1:
+                q = self.quantum
+                graph = graph.scaled({c: c // q for c in graph.cycle_costs()})
+                ii //= q
+                min_length = -(-min_length // q)
         self.graph = graph
         self.model = cp_model.CpModel()
         self.guarded = guarded
@@ -123,7 +136,10 @@ class JointModel:
             m.add(self.length >= self.start[name] + g.ops[name].duration)
         m.add(self.length <= self.stages * self.II).only_enforce_if(self.guard(STAGES))
         for e in g.edges:
-            m.add(self.start[e.dst] + e.distance * self.II >= self.start[e.src] + e.delay)
+            # Unit exclusivity tightens the delay; the unit constraint implies it, but stated
+            # linearly it propagates long before the no-overlap reasoning does.
+            delay = exclusive_delay(g, e.src, e.dst, e.delay)
+            m.add(self.start[e.dst] + e.distance * self.II >= self.start[e.src] + delay)
 
     def _shifted(self, var, k: int, size_hi: int, name: str):
         """``var + k * II`` as something CP-SAT accepts as an interval start (one variable)."""
@@ -145,12 +161,22 @@ class JointModel:
             return m.new_interval_var(start, size, end, name)
         return m.new_optional_interval_var(start, size, end, presence, name)
 
-    def _copies(self, start_var, size: int, count: int, name: str, presence=None) -> list:
-        out = []
-        for k in range(count):
-            s = self._shifted(start_var, k, size, f"{name}@{k}")
-            out.append(self._interval(s, size, f"{name}#{k}", presence))
-        return out
+    def _fold(self, items: list[tuple]) -> tuple[list, list]:
+        """Interval copies for a modulo resource; items are (start, size, size_hi, presence, demand, name).
+
+        Copies sit ``k * II`` apart and every item's last copy has the same index ``K - 1``, so the
+        window ``[(K-1) II, K II)`` sees every wrap of every item: there the count is the modulo
+        count, everywhere else it is a part of it.  So bounding the whole timeline is exact.
+        """
+        counts = [max(1, -(-size_hi // self.ii_lo) + 1) for _, _, size_hi, _, _, _ in items]
+        top = max(counts, default=0)
+        intervals, demands = [], []
+        for (start, size, size_hi, presence, demand, name), count in zip(items, counts):
+            for k in range(top - count, top):
+                s = self._shifted(start, k, size_hi, f"{name}@{k}")
+                intervals.append(self._interval(s, size, f"{name}#{k}", presence, size_hi))
+                demands.append(demand)
+        return intervals, demands
 
     def _build_units(self) -> None:
         m, g = self.model, self.graph
@@ -160,14 +186,12 @@ class JointModel:
                 continue
             lit = self.guard(unit_family(unit))
             presence = lit[0] if lit else None
-            intervals = []
-            for name, cycles in users:
-                count = math.ceil(cycles / self.ii_lo) + 1
-                intervals += self._copies(self.res[name], cycles, count, f"{unit}[{name}]", presence)
+            intervals, demands = self._fold([(self.res[n], c, c, presence, 1, f"{unit}[{n}]")
+                                             for n, c in users])
             if cap == 1:
                 m.add_no_overlap(intervals)
             else:
-                m.add_cumulative(intervals, [1] * len(intervals), cap)
+                m.add_cumulative(intervals, demands, cap)
 
     # ------------------------------------------------------------------------------ groups
     def _build_groups(self, symmetry: bool) -> None:
@@ -248,49 +272,24 @@ class JointModel:
 
     # ------------------------------------------------------------------------------ liveness
     def _build_lifetimes(self) -> None:
-        """Lifetime ``[s, max consumer start)`` of each value with a footprint, split as q*II + rho."""
+        """Lifetime ``[s, max consumer start)`` of each value with a footprint."""
         m, g = self.model, self.graph
-        self.life: dict[str, tuple[Any, Any, int]] = {}
+        top = self.horizon_stages * self.ii_hi
+        self.life: dict[str, tuple[Any, int]] = {}
         for n in self.ops:
             op = g.ops[n]
             outs = g.data_out_edges(n)
             if op.streaming or not outs or not any(op.footprint.values()):
                 continue
-            top_distance = max(e.distance for e in outs)
-            turns = self.horizon_stages + top_distance
-            end = m.new_int_var(0, turns * self.ii_hi + self.horizon_stages * self.ii_hi, f"end[{n}]")
+            longest = max(top - g.ops[e.dst].duration + e.distance * self.ii_hi for e in outs)
+            life = m.new_int_var(0, max(0, longest), f"life[{n}]")
             for e in outs:
-                m.add(end >= self.start[e.dst] + e.distance * self.II)
-            m.add(end >= self.start[n])
-            q = m.new_int_var(0, turns, f"q[{n}]")
-            rho = m.new_int_var(0, self.ii_hi - 1, f"rho[{n}]")
-            if not self.fixed_ii:
-                m.add(rho <= self.II - 1)
-            m.add(end - self.start[n] == self._mul_ii(q, turns, f"qII[{n}]") + rho)
-            self.life[n] = (q, rho, turns)
+                m.add(self.start[n] + life >= self.start[e.dst] + e.distance * self.II)
+            self.life[n] = (life, max(0, longest))
 
-    def _value_intervals(self, n: str, presence, tag: str) -> tuple[list, list]:
-        """Intervals and demands of value ``n`` per unit footprint (demands scaled by caller)."""
-        m = self.model
-        q, rho, turns = self.life[n]
-        intervals, demands = [], []
-        for k in range(2):
-            s = self._shifted(self.res[n], k, self.ii_hi, f"{tag}[{n}]@{k}")
-            intervals.append(self._interval(s, rho, f"{tag}[{n}]#{k}", presence, self.ii_hi))
-            demands.append(1)
-        if turns:
-            intervals.append(self._interval(0, 3 * self.II, f"{tag}[{n}]#turns", presence)
-                             if self.fixed_ii else
-                             self._interval(0, self._whole(), f"{tag}[{n}]#turns", presence, 3 * self.ii_hi))
-            demands.append(q)
-        return intervals, demands
-
-    def _whole(self):
-        """A variable equal to ``3 * II``: the timeline length the folded intervals live on."""
-        if not hasattr(self, "_whole_var"):
-            self._whole_var = self.model.new_int_var(3 * self.ii_lo, 3 * self.ii_hi, "3II")
-            self.model.add(self._whole_var == 3 * self.II)
-        return self._whole_var
+    def _value_item(self, n: str, presence, demand: int, tag: str) -> tuple:
+        life, longest = self.life[n]
+        return (self.res[n], life, longest, presence, demand, f"{tag}[{n}]")
 
     def _build_registers(self) -> None:
         m, g, mach = self.model, self.graph, self.graph.machine
@@ -303,11 +302,8 @@ class JointModel:
         self.alloc = [m.new_int_var(0, top // mach.reg_granularity, f"alloc8[{k}]") for k in range(G)]
         values = [n for n in self.life if g.ops[n].registers > 0]
         for k in range(G):
-            intervals, demands = [], []
-            for n in values:
-                ivs, dem = self._value_intervals(n, self.x[n][k], f"reg{k}")
-                intervals += ivs
-                demands += [d * g.ops[n].registers for d in dem]
+            intervals, demands = self._fold([self._value_item(n, self.x[n][k], g.ops[n].registers, f"reg{k}")
+                                             for n in values])
             if intervals:
                 m.add_cumulative(intervals, demands, self.peak[k])
             alloc = self.alloc[k] * mach.reg_granularity
@@ -323,23 +319,26 @@ class JointModel:
             values = [n for n in self.life if g.ops[n].footprint.get(memory, 0) > 0]
             if not values:
                 continue
-            intervals, demands = [], []
-            for n in values:
-                ivs, dem = self._value_intervals(n, None, memory)
-                intervals += ivs
-                demands += [d * g.ops[n].footprint[memory] for d in dem]
+            intervals, demands = self._fold([self._value_item(n, None, g.ops[n].footprint[memory], memory)
+                                             for n in values])
             room = cap - reserved[memory]  # >= 0: Graph.validate checks the streaming buffers
             lit = self.guard(memory_family(memory))
             if lit:
                 # Switched off, the capacity exceeds any possible demand.
-                relax = sum(g.ops[n].footprint[memory] * (2 + self.life[n][2]) for n in values)
+                relax = sum(demands)
                 m.add_cumulative(intervals, demands, room + relax * (1 - lit[0]))
             else:
                 m.add_cumulative(intervals, demands, room)
 
     # ------------------------------------------------------------------------------ blocking
     def _build_blocking(self) -> None:
-        """A blocking consumer cannot start while another op of its group is in flight."""
+        """A blocking consumer cannot start while another op of its group is in flight.
+
+        Per group, one cumulative holds every op's in-flight window (demand 1) and a one-cycle
+        "start point" of every blocking op (demand D = number of windows) under capacity D + 1:
+        a point can only coexist with its own window.  A blocking op that outlasts II overlaps its
+        own next iteration, which the rule ignores, so those use pairwise disjunctions instead.
+        """
         m, g = self.model, self.graph
         self.blk: dict[str, Any] = {}
         for v in self.ops:
@@ -353,19 +352,46 @@ class JointModel:
                     if e.dst == v and idx in self.cross:
                         m.add_implication(self.cross[idx], lit)
                 self.blk[v] = lit
-            for o in self.ops:
-                if o == v or (self.vl_group is not None and not self.guarded
-                              and g.ops[o].variable_latency != g.ops[v].variable_latency):
-                    continue
-                enforce = [self.same_group(v, o), *self.guard(blocking_family(v))]
+        if not self.blk:
+            return
+        long_ops = [v for v in self.blk if g.ops[v].duration >= self.ii_lo]
+        for v in long_ops:
+            self._pairwise_blocking(v)
+        points_of = [v for v in self.blk if v not in long_ops]
+        if not points_of:
+            return
+        for k in range(self.groups):
+            windows = [(self.res[o], g.ops[o].duration, g.ops[o].duration, self.x[o][k], 1, f"flight{k}[{o}]")
+                       for o in self.ops]
+            big = sum(-(-g.ops[o].duration // self.ii_lo) + 1 for o in self.ops)
+            points = []
+            for v in points_of:
+                conds = [self.x[v][k], *self.guard(blocking_family(v))]
                 if self.blk[v] is not None:
-                    enforce.append(self.blk[v])
-                dur = g.ops[o].duration
-                after = m.new_bool_var(f"after[{v},{o}]")
-                rv, ro = self.res[v], self.res[o]
-                m.add(rv >= ro + dur).only_enforce_if([*enforce, after])
-                m.add(rv <= ro - 1).only_enforce_if([*enforce, after.Not()])
-                m.add(rv + self.II >= ro + dur).only_enforce_if([*enforce, after.Not()])
+                    conds.append(self.blk[v])
+                if len(conds) == 1:
+                    present = conds[0]
+                else:
+                    present = m.new_bool_var(f"blocks{k}[{v}]")
+                    m.add_bool_or([c.Not() for c in conds] + [present])
+                points.append((self.res[v], 1, 1, present, big, f"point{k}[{v}]"))
+            intervals, demands = self._fold(windows + points)
+            m.add_cumulative(intervals, demands, big + 1)
+
+    def _pairwise_blocking(self, v: str) -> None:
+        m, g = self.model, self.graph
+        for o in self.ops:
+            if o == v:
+                continue
+            enforce = [self.same_group(v, o), *self.guard(blocking_family(v))]
+            if self.blk[v] is not None:
+                enforce.append(self.blk[v])
+            dur = g.ops[o].duration
+            after = m.new_bool_var(f"after[{v},{o}]")
+            rv, ro = self.res[v], self.res[o]
+            m.add(rv >= ro + dur).only_enforce_if([*enforce, after])
+            m.add(rv <= ro - 1).only_enforce_if([*enforce, after.Not()])
+            m.add(rv + self.II >= ro + dur).only_enforce_if([*enforce, after.Not()])
 
     # ------------------------------------------------------------------------------ objectives
     def _build_objectives(self, mma_units: tuple[str, ...]) -> None:
@@ -381,32 +407,52 @@ class JointModel:
                     chans[key] = m.new_bool_var(f"chan[{e.src},{k}]")
                 m.add_bool_or([self.x[e.dst][k].Not(), self.x[e.src][k], chans[key]])
         self.channels = sum(chans.values()) if chans else 0
-        mma_ops = [n for n in self.ops if set(mma_units) & set(g.ops[n].usage)]
-        issues = []
-        for k in range(G):
-            lit = m.new_bool_var(f"mma_group[{k}]")
-            for n in mma_ops:
-                m.add_implication(self.x[n][k], lit)
-            issues.append(lit)
+        self.n_channels = len(chans)
+        # A blocking wait stalls every critical unit its group feeds: count (wait, unit) pairs.
         waits = []
-        for v, blk in self.blk.items():
-            w = m.new_bool_var(f"mma_wait[{v}]")
+        for unit in mma_units:
+            users = [n for n in self.ops if unit in g.ops[n].usage]
+            if not users:
+                continue
+            issues = []
             for k in range(G):
-                lits = [self.x[v][k].Not(), issues[k].Not(), w]
-                if blk is not None:
-                    lits.append(blk.Not())
-                m.add_bool_or(lits)
-            waits.append(w)
+                lit = m.new_bool_var(f"issues[{unit},{k}]")
+                for n in users:
+                    m.add_implication(self.x[n][k], lit)
+                issues.append(lit)
+            for v, blk in self.blk.items():
+                w = m.new_bool_var(f"wait[{v},{unit}]")
+                for k in range(G):
+                    lits = [self.x[v][k].Not(), issues[k].Not(), w]
+                    if blk is not None:
+                        lits.append(blk.Not())
+                    m.add_bool_or(lits)
+                waits.append(w)
         self.mma_waits = sum(waits) if waits else 0
+        self.n_waits = len(waits)
         self.groups_used = sum(self.used)
         self.peak_registers = m.new_int_var(0, self.register_top, "peak_registers")
         for k in range(G):
             m.add(self.peak_registers >= self.peak[k])
 
     def objective(self, name: str):
-        """Expression of a named objective: length, channels, mma_waits, groups, registers."""
+        """Expression of a named objective: length (in quanta), channels, mma_waits, groups, registers."""
         return {"length": self.length, "channels": self.channels, "mma_waits": self.mma_waits,
                 "groups": self.groups_used, "registers": self.peak_registers}[name]
+
+    def lexicographic(self, order: tuple[str, ...]):
+        """One expression whose minimum is the lexicographic minimum of the named objectives.
+
+        Each objective is bounded, so weighting it by the product of the later objectives' ranges
+        orders them strictly; one solve is much cheaper than one per objective.
+        """
+        ranges = {"length": self.horizon_stages * (self.ii_hi if self.fixed_ii else 1) + 1,
+                  "mma_waits": self.n_waits + 1, "channels": self.n_channels + 1,
+                  "groups": self.groups + 1, "registers": self.register_top + 1}
+        expr = 0
+        for name in order:
+            expr = expr * ranges[name] + self.objective(name)
+        return expr
 
     # ------------------------------------------------------------------------------ reading
     def decision_vars(self) -> list:
@@ -419,13 +465,14 @@ class JointModel:
         return out
 
     def extract(self, run) -> dict[str, Any]:
-        """II, length, start/stage/group per op from a solved run."""
-        ii = self.II if self.fixed_ii else run.value(self.II)
-        start = {n: run.value(self.start[n]) for n in self.ops}
+        """II, length, start/stage/group per op from a solved run (in cycles)."""
+        q = self.quantum
+        ii = q * (self.II if self.fixed_ii else run.value(self.II))
+        start = {n: q * run.value(self.start[n]) for n in self.ops}
         group = {}
         if self.groups:
             for n in self.ops:
                 group[n] = next(k for k in range(self.groups) if run.value(self.x[n][k]))
-        length = max(start[n] + self.graph.ops[n].duration for n in self.ops)
+        length = max(start[n] + self.source.ops[n].duration for n in self.ops)
         return {"ii": ii, "length": length, "start": start, "group": group,
                 "stage": {n: start[n] // ii for n in self.ops}}

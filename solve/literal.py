@@ -31,11 +31,11 @@ from .bounds import RecurrenceError, compute_bounds
 from .check import check
 from .cpsat import run
 from .explain import explain
-from .graph import REGISTERS, Graph
+from .graph import Graph
 from .normalize import normalize_graph
-from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, OPTIMAL, TIME_INDEXED, TIMEOUT, Infeasibility,
-                     Progress, Schedule, SolveOptions)
-from .search import default_max_ii
+from .result import (INFEASIBLE, OPTIMAL, TIME_INDEXED, TIMEOUT, Infeasibility, Progress, Schedule,
+                     SolveOptions)
+from .search import critical_units, default_max_ii
 
 
 class TimeIndexedModel:
@@ -359,7 +359,7 @@ def _found(result, tm: TimeIndexedModel, res, graph: Graph, norm_graph: Graph, s
     start_n, group = tm.extract(res)
     start = {v: int(s * scale) for v, s in start_n.items()}
     ii = int(tm.ii * scale) if exact else round(tm.ii * scale)
-    report = check(norm_graph, tm.ii, start_n, group, options.mma_units)
+    report = check(norm_graph, tm.ii, start_n, group, critical_units(graph, options))
     if not report.ok:
         raise AssertionError(f"internal error: time-indexed schedule fails the checker: {report.violations}")
     length = max(start[v] + op.duration for v, op in graph.ops.items())

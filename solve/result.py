@@ -32,24 +32,30 @@ class Progress:
 
 @dataclass
 class SolveOptions:
-    """Knobs of the search.  Secondary objectives apply lexicographically at the optimal II.
+    """Knobs of the search.
 
-    ``extra_stages`` widens Algorithm 1's stage bound (``L <= stages * II``), which is otherwise
-    ``ceil(L_min / II)`` of the plain modulo schedule at the first II that has one.
+    ``objectives`` are minimized lexicographically, in the given order, at the optimal II (drop a
+    name to switch it off): ``length`` (Algorithm 1 returns the shortest schedule), ``mma_waits``
+    (blocking waits in warp groups that issue ops on ``mma_units``: such a wait stalls the unit the
+    loop is bound by), ``channels`` (cross-group channels, one per value and consuming group),
+    ``groups`` (warp groups used), ``registers`` (peak live registers per thread of any group).
+    ``mma_units=None`` means the ``"tc"`` unit plus every unit as busy as the ResMII-binding one.
+
+    ``extra_stages`` widens Algorithm 1's stage bound ``L <= stages * II``, where stages is
+    ``ceil(L_min / II)`` of the shortest plain modulo schedule at the first II that has one, plus
+    ``extra_stages``.  Zero is the paper's search; the default 1 leaves room for the extra
+    prologue stage that warp specialization often needs (FA3 hoists a GEMM), which the shortest
+    plain schedule need not have.
     """
 
     encoding: str = INTERVAL
     time_limit: float = 60.0
     workers: int = 2
     deterministic: bool = True
-    extra_stages: int = 0
+    extra_stages: int = 1
     max_ii: int | None = None
-    minimize_length: bool = True
-    fewest_channels: bool = True
-    fewest_mma_waits: bool = True
-    fewest_groups: bool = True
-    lowest_registers: bool = True
-    mma_units: tuple[str, ...] = ("tc",)
+    objectives: tuple[str, ...] = ("length", "mma_waits", "channels", "groups", "registers")
+    mma_units: tuple[str, ...] | None = None
     symmetry_breaking: bool = True
     explain: bool = True
     normalize_budget: int = 300

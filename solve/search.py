@@ -1,14 +1,13 @@
 """The II search (Twill's Algorithm 1) over the exact-cycle interval model.
 
-1. II starts at ``max(ResMII, RecMII)``.
+1. II starts at the lower bound (ResMII, RecMII, and RecMII with unit exclusivity).
 2. Plain modulo scheduling (no warp groups) gives the first II with any modulo schedule and its
    shortest length ``L_min``; the stage bound is ``ceil(L_min / II) + extra_stages`` (Algorithm 1
    keeps ``ceil(L / II)`` fixed while it grows ``L``).
-3. The joint model is solved at that II with ``L`` minimized inside the stage bound: the first
-   feasible point is optimal.  When an II is infeasible, one model with II as a variable proves the
-   following IIs infeasible at once and lands on the next feasible one, so a register-bound loop does
-   not need one solve per cycle.
-4. At the optimal II, secondary objectives are optimized lexicographically.
+3. The joint model is solved at that II with the objectives (``length`` first: Algorithm 1's first
+   feasible ``L``) minimized lexicographically inside the stage bound.  When an II is infeasible,
+   one model with II as a variable proves the following IIs infeasible at once and lands on the
+   next feasible one, so a register-bound loop does not need one solve per cycle.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import time
 from typing import Any
 
 from . import explain as explain_mod
-from .bounds import RecurrenceError, compute_bounds
+from .bounds import Bounds, RecurrenceError, compute_bounds
 from .check import check
 from .cpsat import run, set_hint
 from .graph import Graph
@@ -26,8 +25,7 @@ from .joint import JointModel
 from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIMEOUT, Infeasibility,
                      Progress, Schedule, SolveOptions)
 
-SECONDARY = [("channels", "fewest_channels"), ("mma_waits", "fewest_mma_waits"),
-             ("groups", "fewest_groups"), ("registers", "lowest_registers")]
+OBJECTIVES = ("length", "mma_waits", "channels", "groups", "registers")
 
 
 def default_max_ii(graph: Graph, lower_bound: int) -> int:
@@ -38,10 +36,30 @@ def default_max_ii(graph: Graph, lower_bound: int) -> int:
     return max(lower_bound, seq)
 
 
+def critical_units(graph: Graph, options: SolveOptions) -> tuple[str, ...]:
+    """Units whose issuing groups should not block: ``options.mma_units`` or the bottleneck."""
+    if options.mma_units is not None:
+        return tuple(options.mma_units)
+    load = {u: sum(op.usage.get(u, 0) for op in graph.ops.values()) / cap for u, cap in graph.units.items()}
+    top = max(load.values(), default=0)
+    units = {u for u, v in load.items() if top and v == top}
+    if "tc" in graph.units:
+        units.add("tc")
+    return tuple(sorted(units))
+
+
+def plain_horizon(graph: Graph, ii: int) -> int:
+    """Stages allowed to the plain modulo schedule: enough for one iteration run sequentially."""
+    return math.ceil(default_max_ii(graph, 1) / ii) + 2
+
+
 class _Search:
     """State of one search: clock, progress reporting, proofs collected so far."""
 
     def __init__(self, graph: Graph, options: SolveOptions):
+        unknown = set(options.objectives) - set(OBJECTIVES)
+        if unknown:
+            raise ValueError(f"unknown objectives {sorted(unknown)}; choose from {OBJECTIVES}")
         self.graph = graph
         self.opt = options
         self.t0 = time.perf_counter()
@@ -49,6 +67,7 @@ class _Search:
         self.infeasible: list[Infeasibility] = []
         self.proven = True
         self.lower_bound = 0
+        self.bounds: Bounds | None = None
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -58,17 +77,13 @@ class _Search:
             self.opt.progress(Progress(kind, ii, self.lower_bound, time.perf_counter() - self.t0,
                                        detail, ii_max))
 
-    def solve(self, jm: JointModel, objective=None):
-        if objective is not None:
-            jm.model.minimize(objective)
+    def solve(self, jm: JointModel, objective):
+        jm.model.minimize(objective)
         return run(jm.model, self.left(), self.opt.workers, self.opt.deterministic)
 
-    def record(self, lo: int, hi: int, stages: int, warp: bool, proven: bool = True) -> None:
-        """Store why IIs ``lo..hi`` fail, with an explanation when asked for."""
-        if not proven:
-            self.proven = False
-            self.infeasible.append(Infeasibility(lo, hi, ["solver time-out: not proven"], [], False))
-            return
+    def record(self, lo: int, hi: int, stages: int, warp: bool) -> None:
+        """Store why IIs ``lo..hi`` (proven infeasible) fail, explained when asked for."""
+        reasons, families = ["infeasible (not explained)"], []
         if self.opt.explain and self.left() > 0:
             ii: Any = lo if lo == hi else (lo, hi)
             why = explain_mod.explain(self.graph, ii, stages, warp=warp,
@@ -77,21 +92,19 @@ class _Search:
             reasons, families = why.reasons, why.families
             if not warp:
                 reasons = ["no modulo schedule even on one warp group: " + r for r in reasons]
-        else:
-            reasons, families = ["infeasible (not explained)"], []
         self.infeasible.append(Infeasibility(lo, hi, reasons, families, True))
         self.emit("infeasible", lo, "; ".join(reasons), hi)
 
-    # ------------------------------------------------------------------------------ phases
-    def first_ii(self, lo: int, hi: int, build) -> tuple[str, int | None, Any]:
-        """Smallest feasible II in ``lo..hi`` (fixed-II solve at ``lo``, then one ranged solve).
+    def first_ii(self, lo: int, hi: int, build, objective) -> tuple[str, int | None, Any]:
+        """Smallest feasible II in ``lo..hi``: a fixed-II solve at ``lo``, then one ranged solve.
 
-        Returns (status, ii, run) with status in optimal / infeasible / unknown / feasible; the
-        infeasible prefix is recorded by the caller.
+        Returns ``(status, ii, (model, run))``; status is ``"optimal"`` (the II is the smallest),
+        ``"feasible"`` (a schedule, minimality not proven in time), ``"infeasible"`` (none in the
+        range) or ``"unknown"`` (time-out before any answer).
         """
         self.emit("try", lo)
         jm = build(lo)
-        first = self.solve(jm, jm.length)
+        first = self.solve(jm, objective(jm))
         if first.has_solution:
             return "optimal", lo, (jm, first)
         if first.status != "infeasible":
@@ -105,18 +118,19 @@ class _Search:
             return "infeasible", None, None
         if not ranged.has_solution:
             return "unknown", None, None
-        return ("optimal" if ranged.status == "optimal" else "feasible"), ranged.value(jr.II), (jr, ranged)
+        status = "optimal" if ranged.status == "optimal" else "feasible"
+        return status, ranged.value(jr.II), (jr, ranged)
 
+    def result(self, status: str, **kw) -> Schedule:
+        b = self.bounds
+        return Schedule(status=status, lower_bound=self.lower_bound, res_mii=b.res_mii if b else 0,
+                        rec_mii=b.rec_mii if b else 0, solve_seconds=time.perf_counter() - self.t0,
+                        encoding=INTERVAL, infeasible=self.infeasible,
+                        bound_reasons=b.reasons(self.graph) if b else [], **kw)
 
-def _plain_horizon(graph: Graph, ii: int) -> int:
-    return math.ceil(default_max_ii(graph, 1) / ii) + 2
-
-
-def _result(search: _Search, status: str, bounds, **kw) -> Schedule:
-    return Schedule(status=status, lower_bound=search.lower_bound, res_mii=bounds.res_mii if bounds else 0,
-                    rec_mii=bounds.rec_mii if bounds else 0, solve_seconds=time.perf_counter() - search.t0,
-                    encoding=INTERVAL, infeasible=search.infeasible,
-                    bound_reasons=bounds.reasons(search.graph) if bounds else [], **kw)
+    def timeout(self, message: str, stages: int | None = None) -> Schedule:
+        self.emit("timeout", None, message)
+        return self.result(TIMEOUT, ii=None, proven_optimal=False, stage_bound=stages, message=message)
 
 
 def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
@@ -124,106 +138,94 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
     graph.validate()
     s = _Search(graph, options)
     try:
-        bounds = compute_bounds(graph)
+        s.bounds = compute_bounds(graph)
     except RecurrenceError as err:
         s.infeasible.append(Infeasibility(0, 0, [str(err)], ["recurrence"], True))
-        return _result(s, INFEASIBLE, None, ii=None, proven_optimal=False, message=str(err))
-    lb = s.lower_bound = bounds.lower_bound
+        return s.result(INFEASIBLE, ii=None, proven_optimal=False, message=str(err))
+    lb = s.lower_bound = s.bounds.lower_bound
     hi = max(lb, options.max_ii) if options.max_ii else default_max_ii(graph, lb)
-    s.emit("bounds", lb, "; ".join(bounds.reasons(graph)))
+    s.emit("bounds", lb, "; ".join(s.bounds.reasons(graph)))
 
-    # Phase 1: first II with a plain modulo schedule, and its shortest length.
+    # Phase 1: the first II with a plain modulo schedule, and its shortest length.
     def plain(ii):
-        lo = ii if isinstance(ii, int) else ii[0]
-        return JointModel(graph, ii, _plain_horizon(graph, lo), warp=False)
+        return JointModel(graph, ii, plain_horizon(graph, ii if isinstance(ii, int) else ii[0]), warp=False)
 
-    status, ii_plain, found = s.first_ii(lb, hi, plain)
-    if status in ("unknown", "feasible"):
-        return _timeout(s, bounds, "time limit hit while looking for a plain modulo schedule")
+    status, ii_plain, found = s.first_ii(lb, hi, plain, lambda jm: jm.length)
+    if status == "unknown":
+        return s.timeout("time limit hit while looking for a plain modulo schedule")
     if status == "infeasible":
-        s.record(lb, hi, _plain_horizon(graph, lb), warp=False)
-        return _result(s, INFEASIBLE, bounds, ii=None, proven_optimal=False,
-                       message=f"no modulo schedule for II in {lb}..{hi}")
+        s.record(lb, hi, plain_horizon(graph, lb), warp=False)
+        return s.result(INFEASIBLE, ii=None, proven_optimal=False,
+                        message=f"no modulo schedule for II in {lb}..{hi}")
     if ii_plain > lb:
-        s.record(lb, ii_plain - 1, _plain_horizon(graph, lb), warp=False)
+        if status == "optimal":
+            s.record(lb, ii_plain - 1, plain_horizon(graph, lb), warp=False)
+        else:
+            s.proven = False
     jm, res = found
-    if not jm.fixed_ii:  # the ranged model proved the II; get the shortest length at that II
+    if not jm.fixed_ii:  # the ranged model found the II; get the shortest length at that II
         jm = plain(ii_plain)
         res = s.solve(jm, jm.length)
         if not res.has_solution:
-            return _timeout(s, bounds, "time limit hit while computing the plain schedule length")
-    min_len = res.value(jm.length)
+            return s.timeout("time limit hit while computing the plain schedule length")
+    min_len = res.value(jm.length) * jm.quantum
     stages = math.ceil(min_len / ii_plain) + options.extra_stages
 
-    # Phase 2: joint model from the first plain-feasible II upward.
+    # Phase 2: the joint model from the first plain-feasible II upward.
+    units = critical_units(graph, options)
+
     def joint(ii):
         return JointModel(graph, ii, stages, symmetry=options.symmetry_breaking,
-                          min_length=min_len if ii == ii_plain else 0, mma_units=options.mma_units)
+                          min_length=min_len if ii == ii_plain else 0, mma_units=units)
 
-    status, ii, found = s.first_ii(ii_plain, hi, joint)
+    order = tuple(options.objectives)
+    status, ii, found = s.first_ii(ii_plain, hi, joint, lambda jm: jm.lexicographic(order))
     if status == "unknown":
-        return _timeout(s, bounds, "time limit hit before any schedule was found", stages)
+        return s.timeout("time limit hit before any schedule was found", stages)
     if status == "infeasible":
         s.record(ii_plain, hi, stages, warp=True)
-        return _result(s, INFEASIBLE, bounds, ii=None, proven_optimal=False, stage_bound=stages,
-                       message=f"no schedule with at most {stages} stages for II in {lb}..{hi}")
+        return s.result(INFEASIBLE, ii=None, proven_optimal=False, stage_bound=stages,
+                        message=f"no schedule with at most {stages} stages for II in {lb}..{hi}")
     if ii > ii_plain:
         s.record(ii_plain, ii_plain, stages, warp=True)
         if ii > ii_plain + 1:
-            s.record(ii_plain + 1, ii - 1, stages, warp=True, proven=(status == "optimal"))
+            if status == "optimal":
+                s.record(ii_plain + 1, ii - 1, stages, warp=True)
+            else:
+                s.proven = False
+                s.infeasible.append(Infeasibility(ii_plain + 1, ii - 1, ["solver time-out: not proven"],
+                                                  [], False))
     s.emit("feasible", ii, f"stage bound {stages}")
-    return _refine(s, bounds, ii, stages, found, joint)
+    return _finish(s, ii, stages, found, joint, order, units)
 
 
-def _timeout(s: _Search, bounds, message: str, stages: int | None = None) -> Schedule:
-    s.emit("timeout", None, message)
-    return _result(s, TIMEOUT, bounds, ii=None, proven_optimal=False, stage_bound=stages, message=message)
-
-
-def _refine(s: _Search, bounds, ii: int, stages: int, found, joint) -> Schedule:
-    """Lexicographic secondary objectives at the optimal II, then package the answer."""
+def _finish(s: _Search, ii: int, stages: int, found, joint, order, units) -> Schedule:
+    """Optimize the objectives at the chosen II (if the ranged model found it) and package it."""
     jm, res = found
-    if not jm.fixed_ii:  # re-solve the fixed-II model, hinted with the ranged solution
+    if not jm.fixed_ii:
         hint = jm.extract(res)
         jm = joint(ii)
         _hint(jm, hint)
-        res = s.solve(jm, jm.length)
+        s.emit("refine", ii, "objectives")
+        res = s.solve(jm, jm.lexicographic(order))
         if not res.has_solution:
-            return _timeout(s, bounds, f"time limit hit at II {ii}", stages)
+            return s.timeout(f"time limit hit at II {ii}", stages)
     best = jm.extract(res)
-    settled = res.status == "optimal"
-    objectives = {"length": best["length"]}
-    previous = "length"
-    for name, flag in SECONDARY:
-        if not getattr(s.opt, flag) or s.left() <= 0:
-            continue
-        value = res.value(jm.objective(previous))
-        if previous != "length" or s.opt.minimize_length:
-            jm.model.add(jm.objective(previous) <= value)
-        _hint(jm, best)
-        s.emit("refine", ii, name)
-        nxt = s.solve(jm, jm.objective(name))
-        if not nxt.has_solution:
-            settled = False
-            break
-        res, best, previous = nxt, jm.extract(nxt), name
-        settled = settled and nxt.status == "optimal"
-    report = check(s.graph, ii, best["start"], best["group"], s.opt.mma_units)
+    report = check(s.graph, ii, best["start"], best["group"], units)
     if not report.ok:
         raise AssertionError(f"internal error: solver schedule fails the checker: {report.violations}")
-    groups = _renumber(best["group"], s.graph)
-    objectives.update(channels=report.channels, mma_waits=report.mma_waits,
-                      groups=len(set(groups.values())),
-                      registers=max(report.register_peak.values(), default=0))
+    mapping = _group_map(best["group"], s.graph)
+    groups = {n: mapping[g] for n, g in best["group"].items()}
+    objectives = {"length": best["length"], "mma_waits": report.mma_waits, "channels": report.channels,
+                  "groups": len(mapping), "registers": max(report.register_peak.values(), default=0)}
     status = OPTIMAL if s.proven else FEASIBLE_TIMEOUT
     s.emit("done", ii, status)
-    return _result(s, status, bounds, ii=ii, proven_optimal=s.proven, length=best["length"],
-                   stages=math.ceil(best["length"] / ii), stage_bound=stages, assignment=groups,
-                   schedule=best["start"], stage=best["stage"],
-                   registers={new: report.register_alloc[old] for old, new in
-                              _group_map(best["group"], s.graph).items()},
-                   objectives=objectives, objectives_proven=settled,
-                   message=f"II {ii} ({'proven optimal' if s.proven else 'not proven optimal'})")
+    return s.result(status, ii=ii, proven_optimal=s.proven, length=best["length"],
+                    stages=math.ceil(best["length"] / ii), stage_bound=stages, assignment=groups,
+                    schedule=best["start"], stage=best["stage"],
+                    registers={mapping[g]: a for g, a in report.register_alloc.items()},
+                    objectives=objectives, objectives_proven=res.status == "optimal",
+                    message=f"II {ii} ({'proven optimal' if s.proven else 'not proven optimal'})")
 
 
 def _group_map(group: dict[str, int], graph: Graph) -> dict[int, int]:
@@ -236,16 +238,11 @@ def _group_map(group: dict[str, int], graph: Graph) -> dict[int, int]:
     return {g: i for i, g in enumerate(order)}
 
 
-def _renumber(group: dict[str, int], graph: Graph) -> dict[str, int]:
-    mapping = _group_map(group, graph)
-    return {n: mapping[g] for n, g in group.items()}
-
-
 def _hint(jm: JointModel, sol: dict[str, Any]) -> None:
     variables, values = [], []
     for n in jm.ops:
         variables.append(jm.start[n])
-        values.append(sol["start"][n])
+        values.append(sol["start"][n] // jm.quantum)
         if jm.groups and sol["group"]:
             for k in range(jm.groups):
                 variables.append(jm.x[n][k])
