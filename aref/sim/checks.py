@@ -94,14 +94,14 @@ def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
                                                          f"mma_async)", last, gi)
     for c, ch in enumerate(p.chans):
         for slot in range(ch.depth):
-            s = st.slots[p.slot_base[c] + slot]
+            s, d = st.slots[p.slot_base[c] + slot], st.sdata[p.slot_base[c] + slot]
             if s.item is not None and s.rel_count < ch.empty_count:
-                op, gi = s.last_read or s.writer
+                op, gi = d.last_read or d.writer
                 return SimViolation(
                     "arrive-underflow",
                     f"item {s.item} in slot {slot} of channel {ch.name} got {s.rel_count} of {ch.empty_count} "
                     f"releases on the empty barrier by the end (a consumed()/arrive on empty is missing); the op "
-                    f"shown {'read' if s.last_read else 'wrote'} it last", op, gi)
+                    f"shown {'read' if d.last_read else 'wrote'} it last", op, gi)
     for nb, (count, gen) in sorted(st.nbars.items()):
         if count:
             op, gi = st.nb_last[nb]

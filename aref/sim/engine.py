@@ -15,15 +15,18 @@ Every rule of the contract in `aref.ws` is checked where it can first be seen, r
 """
 from __future__ import annotations
 
+import torch
+
 from aref.interpret import evaluate, load_box, round_result
-from aref.ir import OpKind, TileType
+from aref.ir import OpKind
 from aref.machine import machine_for, tma_bytes
 from aref.sim.program import LOOP_END, LOOP_ENTER, MalformedIR, Prog
-from aref.sim.state import CTAState, Group, Slot
+from aref.sim.state import CTAState, Group, Slot, SlotData
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 from aref.dtypes import to_torch
 
 GROUP, TMA, MMA = 0, 1, 2
+_PLAIN = (int, float, bool, torch.Tensor)
 # ops whose result is a view of their operand: a view of a slot stays tied to the slot
 _VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS) + ((OpKind.SLICE,) if hasattr(OpKind, "SLICE") else ())
 
@@ -54,8 +57,9 @@ class Engine:
         p = self.prog
         groups = [Group(dict(self.glob), self.launch_regs) for _ in p.programs]
         bars = [(init, 0, 0, 0) for init in p.bar_init]
-        slots = [Slot(data=(None,) * p.nrings[c]) for c, ch in enumerate(p.chans) for _ in range(ch.depth)]
-        st = CTAState(groups, bars, slots)
+        slots = [Slot() for ch in p.chans for _ in range(ch.depth)]
+        sdata = [SlotData((None,) * p.nrings[c]) for c, ch in enumerate(p.chans) for _ in range(ch.depth)]
+        st = CTAState(groups, bars, slots, sdata)
         for gi in range(len(groups)):
             self._advance(st, gi)
         return st
@@ -68,11 +72,23 @@ class Engine:
         asyncs += [(MMA, gi) for gi, g in enumerate(st.groups) if g.completed < g.issued]
         return steps, asyncs
 
+    def independent_step(self, st: CTAState):
+        """A group step that commutes with every other enabled action and stays enabled until taken, if any:
+        an enabled mma_wait (it only reads its own group's completion count, which only grows, and only
+        changes its own group) or a named-barrier sync whose generation has completed. Taking such a step
+        first, alone, loses no reachable violation or deadlock (a partial-order reduction for `explore`)."""
+        for gi, g in enumerate(st.groups):
+            r = g.rest
+            if r is not None and not g.done and (r[0] == "mma" or (r[0] == "nb" and g.nb is not None)) \
+                    and self._enabled(st, gi, g):
+                return (GROUP, gi)
+        return None
+
     def apply(self, st: CTAState, action) -> None:
         kind, x = action
         st.steps += 1
         if kind == GROUP:
-            g = st.groups[x]
+            st.groups[x] = g = st.groups[x].copy()     # copy on write: states may share groups
             g.nsteps += 1
             if self.trace is not None:
                 self.trace.append((x, self.prog.programs[x][g.pc]))
@@ -227,7 +243,11 @@ class Engine:
             env[ins.res[0]] = env.get(ins.args[1 if c else 2], UNDEF)
             return
         vals, view, opaque = [], None, False
-        for i in range(len(ins.args)):
+        for i, a in enumerate(ins.args):
+            v = env.get(a, UNDEF)
+            if v.__class__ in _PLAIN:          # fast path: numbers and tensors need no checks
+                vals.append(v)
+                continue
             v = self._raw(g, gi, ins, i)
             if isinstance(v, Pending):
                 if v.seq >= g.retired:
@@ -240,12 +260,11 @@ class Engine:
                 view, v = v, v.tensor
             opaque = opaque or v is OPAQUE
             vals.append(v)
-        tile_out = bool(ins.res) and isinstance(op.results[0].type, TileType)
-        if (not self.values and (tile_out or k is OpKind.STORE)) or opaque:
+        if (not self.values and (ins.tile_out or k is OpKind.STORE)) or opaque:
             out = OPAQUE
         else:
             out = evaluate(op, vals, self.cta)
-            if ins.res:
+            if ins.res and (ins.tile_out or isinstance(out, torch.Tensor)):
                 out = round_result(out, op.results[0])
         if ins.res:
             env[ins.res[0]] = view.derive(out) if view is not None and k in _VIEWS else out
@@ -299,8 +318,9 @@ class Engine:
                 v = v.tensor
             si = self._write(st, gi, ins, c, slot, r, item)
             data = v if v is OPAQUE else v.to(to_torch(self.prog.chans[c].rings[r].type.tile.dtype))
-            s = st.slots[si]
-            st.slots[si] = s._replace(landed=s.landed | 1 << r, data=_put(s.data, r, data))
+            s, d = st.slots[si], st.sdata[si]
+            st.slots[si] = s._replace(landed=s.landed | 1 << r)
+            st.sdata[si] = d._replace(data=_put(d.data, r, data))
             if self.prog.chans[c].async_read:
                 g.unfenced = g.unfenced | {(c, slot)}
         elif k is OpKind.SLOT_READ:
@@ -378,7 +398,8 @@ class Engine:
             if s.written & bit:
                 self._fail("write-to-borrowed-slot", f"payload {r} of item {item} in slot {slot} of channel "
                                                      f"{ch.name} is written twice", ins, gi)
-            st.slots[si] = s._replace(written=s.written | bit, writer=(ins.op, gi))
+            st.slots[si] = s._replace(written=s.written | bit)
+            st.sdata[si] = st.sdata[si]._replace(writer=(ins.op, gi))
             return si
         why = None
         if s.item is not None:
@@ -392,7 +413,8 @@ class Engine:
         if why:
             self._fail("write-to-borrowed-slot", f"writes item {item} into slot {slot} of channel {ch.name}, but "
                                                  f"{why}", ins, gi)
-        st.slots[si] = Slot(item=item, written=bit, data=(None,) * self.prog.nrings[c], writer=(ins.op, gi))
+        st.slots[si] = Slot(item=item, written=bit)
+        st.sdata[si] = SlotData((None,) * self.prog.nrings[c], None, (ins.op, gi))
         return si
 
     def _tma_issue(self, st, gi, g, ins) -> None:
@@ -418,7 +440,8 @@ class Engine:
         si = self.prog.slot_base[c] + slot
         s = st.slots[si]
         if s.item == item:     # a later write to the slot while this copy flew is reported at that write
-            st.slots[si] = s._replace(landed=s.landed | 1 << r, data=_put(s.data, r, data))
+            st.slots[si] = s._replace(landed=s.landed | 1 << r)
+            st.sdata[si] = st.sdata[si]._replace(data=_put(st.sdata[si].data, r, data))
         pending, tx, phase, done = st.bars[bi]
         st.bar_last[bi] = (op, gi)
         self._settle(st, bi, pending, tx - nbytes, phase, done)
@@ -444,8 +467,9 @@ class Engine:
                      f"[{slot}]")
             self._fail("read-unpublished-slot", f"reads item {item} from slot {slot} of channel {ch.name}, which "
                                                 f"{state}{after}", ins, gi)
-        st.slots[si] = s._replace(last_read=(ins.op, gi))
-        g.env[ins.res[0]] = SlotView(c, slot, item, r, s.data[r])
+        d = st.sdata[si]
+        st.sdata[si] = d._replace(last_read=(ins.op, gi))
+        g.env[ins.res[0]] = SlotView(c, slot, item, r, d.data[r])
 
     def _mma_issue(self, st, gi, g, ins) -> None:
         vals, keys, opaque = [], set(), False
@@ -476,7 +500,7 @@ class Engine:
         g.env[ins.res[0]] = Pending(seq, out)
 
     def _mma_complete(self, st, gi) -> None:
-        g = st.groups[gi]
+        st.groups[gi] = g = st.groups[gi].copy()
         seq = g.completed
         g.completed += 1
         for s_seq, keys in g.mma_reads:

@@ -8,7 +8,7 @@ attrs naming another channel) are reported before anything runs.
 """
 from __future__ import annotations
 
-from aref.ir import OpKind, RingType
+from aref.ir import OpKind, RingType, TileType
 from aref.printer import Namer, format_op
 from aref.ws import WSKernel
 
@@ -34,7 +34,7 @@ class MalformedIR(ValueError):
 class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
-    __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target")
+    __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -43,6 +43,7 @@ class Instr:
         self.res = tuple(id(v) for v in op.results) if op is not None else ()
         self.pred = id(op.pred) if op is not None and op.pred is not None else None
         self.visible = op is not None and op.kind in VISIBLE
+        self.tile_out = op is not None and bool(op.results) and isinstance(op.results[0].type, TileType)
         self.bar = None      # barrier index base info: (chan, which) for mbarrier ops and tma_load
         self.ring = None     # (chan, ring index) for slot ops and tma_load
         self.loop = loop

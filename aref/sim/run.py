@@ -35,7 +35,8 @@ class SimResult:
 class ExploreResult:
     """Outcome of `explore`: distinct control states visited, whether the search covered every reachable
     state (`completed`) or stopped at `max_states`, and the number of complete schedules the visited state
-    graph contains (`interleavings`; a lower bound when not completed)."""
+    graph contains (`interleavings`, counting schedules that differ only in when an independent step was
+    taken once; a lower bound when not completed)."""
 
     completed: bool
     states: int
@@ -149,7 +150,8 @@ def _describe(eng: Engine, st, act) -> str:
 
 
 def _explore_cta(eng: Engine, max_states: int):
-    """Depth-first search over every enabled action of every state, merging states with equal `key()`.
+    """Depth-first search over the enabled actions of every state, merging states with equal `key()` and
+    taking an independent step alone where there is one (`Engine.independent_step`).
     Returns (violation or None, trace, states, schedules, completed)."""
     try:
         root = eng.initial()
@@ -158,6 +160,9 @@ def _explore_cta(eng: Engine, max_states: int):
     seen: dict = {}
 
     def actions(st):
+        only = eng.independent_step(st)
+        if only is not None:
+            return [only]
         steps, asyncs = eng.actions(st)
         return steps + asyncs
 
@@ -265,6 +270,11 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
     every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
     With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group)."""
+    with _one_torch_thread():
+        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance)
+
+
+def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance) -> SimReport:
     t0 = time.perf_counter()
     expected = reference_fn(**_clone(example_inputs))
     report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0)

@@ -24,19 +24,21 @@ class Slot(NamedTuple):
     rel_count: int = 0           # arrivals on `empty` that released this item
     rel_groups: int = 0          # bit g: group g released this item
     readers: frozenset = frozenset()   # (group, mma seq) of incomplete mma_async reading the slot
-    data: tuple = ()             # per payload ring: tensor / OPAQUE / None
-    last_read: object = None     # last slot_read op (for messages)
-    writer: object = None        # last op that wrote into the slot (for messages)
 
-    def key(self) -> tuple:
-        return self[:7]
+
+class SlotData(NamedTuple):
+    """What a slot holds besides its control state (kept apart so `Slot`s hash as plain tuples)."""
+
+    data: tuple                  # per payload ring: tensor / OPAQUE / None
+    last_read: object = None     # (op, group) of the last slot_read (for messages)
+    writer: object = None        # (op, group) of the last write into the slot (for messages)
 
 
 class Group:
     """A warp group's execution context: position, loop counter, values, MMA queue, registers."""
 
     __slots__ = ("pc", "k", "trip", "env", "done", "rest", "nb", "regs", "issued", "completed", "retired",
-                 "mma_reads", "unfenced", "waits", "nsteps")
+                 "mma_reads", "unfenced", "waits", "nsteps", "_key")
 
     def __init__(self, env: dict, regs: int):
         self.pc = 0
@@ -54,6 +56,7 @@ class Group:
         self.unfenced = frozenset()   # (chan, slot) written by slot_store and not yet fenced
         self.waits = {}         # (chan, which, slot) -> last mbarrier_wait op on it (for messages)
         self.nsteps = 0
+        self._key = None
 
     def copy(self) -> "Group":
         g = Group.__new__(Group)
@@ -61,37 +64,44 @@ class Group:
             self.done, self.rest, self.nb
         g.regs, g.issued, g.completed, g.retired = self.regs, self.issued, self.completed, self.retired
         g.mma_reads, g.unfenced, g.waits, g.nsteps = self.mma_reads, self.unfenced, dict(self.waits), self.nsteps
+        g._key = None
         return g
 
     def key(self) -> tuple:
-        return (self.pc, self.k, self.done, self.nb, self.regs, self.issued, self.completed, self.retired,
-                self.unfenced)
+        # cached: a group is never mutated after its key is taken (the engine copies it before every change)
+        if self._key is None:
+            self._key = (self.pc, self.k, self.done, self.nb, self.regs, self.issued, self.completed, self.retired,
+                         self.unfenced)
+        return self._key
 
 
 class CTAState:
     """One CTA: its groups, mbarriers (pending, tx, phase, completed phases), slots, TMAs in flight and
     named barriers (id -> (arrived threads, generation))."""
 
-    __slots__ = ("groups", "bars", "bar_last", "slots", "tmas", "nbars", "nb_last", "steps")
+    __slots__ = ("groups", "bars", "bar_last", "slots", "sdata", "tmas", "nbars", "nb_last", "steps")
 
-    def __init__(self, groups, bars, slots):
+    def __init__(self, groups, bars, slots, sdata):
         self.groups = groups
         self.bars = bars
         self.bar_last = [None] * len(bars)     # (op, group) that last arrived / completed tx on each barrier
         self.slots = slots
+        self.sdata = sdata
         self.tmas = ()                         # ((chan, ring, slot, item, bar index, bytes, data, op, group),)
         self.nbars = {}
         self.nb_last = {}                      # named barrier id -> (op, group) that arrived last
         self.steps = 0
 
     def copy(self) -> "CTAState":
+        """A copy sharing the groups: `Engine.apply` copies a group before it changes it (copy on write)."""
         s = CTAState.__new__(CTAState)
-        s.groups = [g.copy() for g in self.groups]
-        s.bars, s.bar_last, s.slots = list(self.bars), list(self.bar_last), list(self.slots)
+        s.groups = list(self.groups)
+        s.bars, s.bar_last, s.slots, s.sdata = list(self.bars), list(self.bar_last), list(self.slots), \
+            list(self.sdata)
         s.tmas, s.nbars, s.nb_last, s.steps = self.tmas, dict(self.nbars), dict(self.nb_last), self.steps
         return s
 
     def key(self) -> tuple:
-        return (tuple(g.key() for g in self.groups), tuple(self.bars),
-                tuple(s.key() for s in self.slots), tuple(sorted(t[:4] for t in self.tmas)),
-                tuple(sorted(self.nbars.items())))
+        return (tuple([g.key() for g in self.groups]), tuple(self.bars), tuple(self.slots),
+                tuple(sorted([t[:4] for t in self.tmas])) if self.tmas else (),
+                tuple(sorted(self.nbars.items())) if self.nbars else ())
