@@ -321,8 +321,7 @@ class Engine:
             s, d = st.slots[si], st.sdata[si]
             st.slots[si] = s._replace(landed=s.landed | 1 << r)
             st.sdata[si] = d._replace(data=_put(d.data, r, data))
-            if self.prog.chans[c].async_read:
-                g.unfenced = g.unfenced | {(c, slot)}
+            g.unfenced = g.unfenced | {(c, slot)}
         elif k is OpKind.SLOT_READ:
             self._slot_read(st, gi, g, ins)
         elif k is OpKind.MMA_ASYNC:
@@ -484,6 +483,16 @@ class Engine:
             if isinstance(v, SlotView):
                 self._check_view(st, gi, v, ins)
                 keys.add((v.chan, v.slot))
+                # the tensor core reads A and B from shared memory through the async proxy: a generic-proxy
+                # slot_store into the slot must have been followed by its writer's fence_proxy_async, whatever
+                # the channel's flag says (the accumulator lives in registers / tensor memory instead)
+                for o, og in enumerate(st.groups):
+                    if i < 2 and (v.chan, v.slot) in og.unfenced:
+                        self._fail("missing-proxy-fence", f"operand {i} reads slot {v.slot} of channel "
+                                                          f"{self.prog.chans[v.chan].name} through the async proxy, "
+                                                          f"but group {self.prog.groups[o].name} wrote it with "
+                                                          f"slot_store and has not executed fence_proxy_async", ins,
+                                   gi)
                 v = v.tensor
             opaque = opaque or v is OPAQUE
             vals.append(v)

@@ -96,6 +96,14 @@ def test_proxy_fence_required_for_async_read_store_channels():
     assert v.op.startswith("mbarrier_arrive %full")
 
 
+def test_proxy_fence_checked_at_the_mma_even_if_the_channel_is_not_marked_async_read():
+    kernel = scaled_gemm_ws(fence=False)
+    kernel.channels[0].async_read = False
+    v = explore(kernel, cta=(0, 0)).violations[0]
+    assert (v.kind, v.group, v.line) == ("missing-proxy-fence", "consumer", LINE["mma"])
+    assert v.op.startswith("%") and "mma_async" in v.op and "group transform" in v.message
+
+
 def test_named_barrier_handshake_errors():
     v = simulate(gemm_ws(consumers=2, pingpong=True, bug="turn_extra_arrive"), gemm_inputs(), seed=1).violations[0]
     assert (v.kind, v.group, v.line) == ("arrive-underflow", "consumer1", LINE["mma"] + 1)
