@@ -48,6 +48,9 @@ def add_target(p: argparse.ArgumentParser, with_arch: bool = True) -> None:
     if with_arch:
         p.add_argument("--arch", default="sm_90a", choices=ARCHS)
         p.add_argument("--partition", default="heuristic", choices=("heuristic", "optimal"))
+        p.add_argument("--consumers", default="auto", choices=("auto", "plain", "cooperative", "pingpong"),
+                       help="Hopper consumer warp groups (heuristic partition)")
+        p.add_argument("--mma-depth", type=int, default=None, help="MMA groups kept in flight (default 1)")
 
 
 def example_and_inputs(args):
@@ -64,7 +67,9 @@ def example_and_inputs(args):
 
 
 def options_of(args) -> CompileOptions:
-    return CompileOptions(arch=getattr(args, "arch", "sm_90a"), partition=getattr(args, "partition", "heuristic"))
+    return CompileOptions(arch=getattr(args, "arch", "sm_90a"), partition=getattr(args, "partition", "heuristic"),
+                          consumers=getattr(args, "consumers", "auto"),
+                          mma_depth=getattr(args, "mma_depth", None))
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -89,18 +94,49 @@ def cmd_ir(args, console: Console) -> int:
 
 def _run_args(p):
     add_target(p)
-    p.add_argument("--backend", default="interpret", choices=("interpret",),
-                   help="interpret: the sequential reference interpreter on the CPU")
+    p.add_argument("--backend", default="interpret", choices=("interpret", "sim"),
+                   help="interpret: the sequential reference interpreter; sim: the warp-specialized program "
+                        "(Barrier IR) in the simulator, over many interleavings")
+    p.add_argument("--seeds", type=int, default=50, help="sim: random interleavings to run")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="sim: also explore every interleaving of each CTA's synchronization (small sizes)")
 
 
 @command("run", "run a kernel on its example inputs and compare with reference()", _run_args)
 def cmd_run(args, console: Console) -> int:
     example, inputs = example_and_inputs(args)
+    if args.backend == "sim":
+        return _run_sim(args, console, example, inputs)
     report = run_interpreter(example, inputs)
     if args.json:
         print(json.dumps({"kernel": example.name, "backend": args.backend, **report.to_json()}))
     else:
         console.print(results_table(example.name, args.backend, report))
+    return 0 if report.ok else 1
+
+
+def _run_sim(args, console: Console, example, inputs) -> int:
+    from aref import sim
+    kernel = example.kernel.specialize(**inputs)
+    ws = lower_to(kernel, "barrier", options_of(args))
+    report = sim.check(ws, inputs, example.reference_fn, seeds=args.seeds, exhaustive=args.exhaustive,
+                       tolerance=getattr(example.module, "TOLERANCE", None))
+    out = report.to_json()
+    if args.json:
+        print(json.dumps({"kernel": example.name, "backend": "sim", "arch": args.arch,
+                          "partition": args.partition, **out}))
+        return 0 if report.ok else 1
+    title = (f"{example.name} on the simulator ({args.arch}, {args.partition}): "
+             + ("[green]ok" if report.ok else "[red]FAILED"))
+    table = Table(title=title)
+    for col in ("interleavings", "deadlocks", "max |err|", "groups"):
+        table.add_column(col)
+    table.add_row(str(out["interleavings"]), str(out["deadlocks"]), f"{out['max_abs_err']:.3g}",
+                  ", ".join(f"{g.group.name} ({g.group.warps} warps, {g.group.regs} regs)" for g in ws.groups))
+    console.print(table)
+    for v in out.get("violations", []):
+        console.print(f"[red]{v['kind']}[/red] in {v['group']} at line {v['line']}: {v['message']}\n"
+                      f"    {v['op']}", highlight=False)
     return 0 if report.ok else 1
 
 

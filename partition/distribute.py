@@ -96,8 +96,10 @@ def distribute(kernel: Kernel, part: Partition, arch: str) -> WSKernel:
     """The partitioned level: one program per group, every crossing through an aref."""
     facts = _Facts(kernel, part)
     needs = {g.id: _demand(kernel, part, facts, g.id) for g in part.groups}
-    crossings = _crossings(kernel, part, facts, needs)
-    channels = _user_channels(kernel, part, facts, needs) + _compiler_channels(crossings, kernel)
+    user = _user_channels(kernel, part, facts, needs)
+    tma_puts = {id(c.value) for c in user if c.kind == "tma"}
+    crossings = _crossings(kernel, part, facts, needs, tma_puts)
+    channels = user + _compiler_channels(crossings, kernel)
     programs = [_build(kernel, part, facts, needs[g.id], g, crossings, channels) for g in part.groups]
     programs = [p for p in programs if p is not None]
     return WSKernel(kernel.name, kernel.params, kernel.constexprs, kernel.grid, arch, "partitioned", programs,
@@ -167,9 +169,11 @@ def _demand(kernel: Kernel, part: Partition, facts: _Facts, g: int) -> set:
 
 
 # --------------------------------------------------------------------------------------- crossings
-def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, set]) -> list[_Crossing]:
-    """Every value used by a group other than its owner — and every loaded tile used by a non-put op —
-    grouped into channels by (source, kind, region, destinations, first user)."""
+def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, set],
+               tma_puts: set[int]) -> list[_Crossing]:
+    """Every value used by a group other than its owner — and every loaded tile used by anything but a put
+    into a TMA user channel (a TMA copy lands in shared memory) — grouped into channels by (source, kind,
+    region, destinations, first user)."""
     users: dict[int, list[Op]] = {}
     for op in kernel.all_ops():
         for v in op.operands:
@@ -177,25 +181,26 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
     order = {op: i for i, op in enumerate(kernel.all_ops())}
     sends: dict[int, dict[int, list[Op]]] = {}     # value id -> dst group -> using ops
     values: dict[int, Value] = {}
-    for g, want in needs.items():
+    in_order = {g: [op for op in kernel.all_ops() if op in want] for g, want in needs.items()}
+    for g, want in in_order.items():
         for op in want:
-            if not isinstance(op, Op) or op.kind in VIEWS:
+            if op.kind in VIEWS:
                 continue
             for v in op.operands:
                 src = facts.owner(v)
                 crossing = src is not None and src != g
-                loaded = facts.is_load(v) and op.kind is not OpKind.PUT
+                loaded = facts.is_load(v) and not (op.kind is OpKind.PUT and id(op.operands[0]) in tma_puts)
                 if crossing or loaded:
                     sends.setdefault(id(v), {}).setdefault(g, []).append(op)
                     values[id(v)] = v
     # views used by a group read their base value: route the base
-    for g, want in needs.items():
+    for g, want in in_order.items():
         for op in want:
-            if isinstance(op, Op) and op.kind in VIEWS:
+            if op.kind in VIEWS:
                 base = op.operands[0]
                 src = facts.owner(base)
                 if (src is not None and src != g) or facts.is_load(base):
-                    users_here = [u for u in _uses_through_views(op.result, users) if u in want]
+                    users_here = [u for u in _uses_through_views(op.result, users) if u in needs[g]]
                     if users_here:
                         sends.setdefault(id(base), {}).setdefault(g, []).extend(users_here)
                         values[id(base)] = base

@@ -7,10 +7,13 @@ steady state / epilogue (`pipeline.expand`).
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
+from aref.errors import ArefError
 from aref.ws import WSKernel
 from pipeline.expand import expand
-from pipeline.schedule import GroupSchedule, PipelineOptions, choose_depths, heuristic_schedule
+from pipeline.schedule import (GroupSchedule, PipelineOptions, choose_depths, global_conflict,
+                               heuristic_schedule)
 
 __all__ = ["pipeline_kernel", "PipelineOptions", "GroupSchedule"]
 
@@ -21,6 +24,24 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None,
     options = options or PipelineOptions()
     out = copy.deepcopy(kernel)
     given = schedules or {}
+    scheds = _schedules(kernel, out, given, options)
+    problem = global_conflict(out, scheds)
+    if problem is not None and options.coarse and not given:
+        # groups feed each other within an iteration: staging one of them would make them wait on each
+        # other in a cycle, so pipeline only the MMA issue depth
+        scheds = _schedules(kernel, out, given, replace(options, coarse=False))
+        problem = global_conflict(out, scheds)
+    if problem is not None:
+        raise ArefError(f"the warp groups' schedules do not fit together: {problem}", kernel.loc,
+                        hint="this is a deadlock the pipeline would have; change the partition or the schedule")
+    for gp in out.groups:
+        if gp.group.id in scheds:
+            expand(gp, scheds[gp.group.id])
+    out.level = "pipelined"
+    return out
+
+
+def _schedules(kernel, out, given, options) -> dict[int, GroupSchedule]:
     scheds: dict[int, GroupSchedule] = {}
     for gp in out.groups:
         if gp.loop is None:
@@ -30,11 +51,7 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None,
         else:
             scheds[gp.group.id] = heuristic_schedule(gp, out, options)
     choose_depths(out, scheds)
-    for gp in out.groups:
-        if gp.group.id in scheds:
-            expand(gp, scheds[gp.group.id])
-    out.level = "pipelined"
-    return out
+    return scheds
 
 
 def _translate(src: WSKernel, dst: WSKernel, gp, sched: GroupSchedule) -> GroupSchedule:

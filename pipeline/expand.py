@@ -68,7 +68,7 @@ class _Expander:
         return v
 
     # ------------------------------------------------------------------------------------- steps
-    def operand(self, v: Value, s: int, state, fresh, iteration) -> Value:
+    def operand(self, v: Value, s: int, state, fresh, iteration, t: int | None) -> Value:
         if v is self.lp.iv:
             return iteration[s]
         if id(v) in self.prod:
@@ -79,12 +79,14 @@ class _Expander:
         if id(v) in self.carry:
             i = self.carry[id(v)]
             if self.su_y[i] - 1 == s:
-                return fresh[id(self.lp.yields[i])]
+                # computed earlier in this step by iteration i−1 — except in iteration 0 (prologue step s),
+                # which reads the initial value
+                return self.lp.inits[i] if t == s else fresh[id(self.lp.yields[i])]
             return state[("c", i, s - self.su_y[i])]
         return v
 
     def step(self, out: list[Op], state: dict, stages, iteration: dict[int, Value], pred: dict[int, Value | None],
-             keep_last: bool = True):
+             keep_last: bool = True, t: int | None = None):
         """Emit one pipeline step; return the shifted state. With `keep_last`, a carried value's newest
         entry only changes when the op computing it actually ran (its guard held)."""
         fresh: dict[int, Value] = {}
@@ -92,7 +94,7 @@ class _Expander:
             s = self.stage[op]
             if s not in stages:
                 continue
-            operands = tuple(self.operand(v, s, state, fresh, iteration) for v in op.operands)
+            operands = tuple(self.operand(v, s, state, fresh, iteration, t) for v in op.operands)
             results = tuple(Value(r.type, r.name) for r in op.results)
             out.append(Op(op.kind, operands, results, op.attrs, op.loc, pred=pred.get(s), stage=s))
             for r, nr in zip(op.results, results):
@@ -140,14 +142,15 @@ class _Expander:
             stages = range(0, t + 1)
             iteration = {s: self.const(t - s, prologue) for s in stages}
             pred = {s: self.scalar("lt", iteration[s], n, prologue) for s in stages}
-            state = self.step(prologue, state, set(stages), iteration, pred)
+            state = self.step(prologue, state, set(stages), iteration, pred, t=t)
             for i, init in enumerate(lp.inits):
                 if self.su_y[i] - 1 == t:
                     state[("c", i, 0)] = init
         # steady state: max(N - S, 0) iterations of a full step
         steady_n = self.scalar("max", self.scalar("sub", n, self.const(S, pre), pre), self.const(0, pre), pre,
                                name="steady")
-        keys = sorted(state, key=lambda k: (k[0], k[1], k[2]))
+        rank = {id(r): (i, j) for i, op in enumerate(lp.body.ops) for j, r in enumerate(op.results)}
+        keys = sorted(state, key=lambda k: (k[0], rank.get(k[1], (k[1], 0)), k[2]))
         j = Value(I32, lp.iv.name)
         carried = {k: Value(state[k].type, state[k].name) for k in keys}
         body: list[Op] = []

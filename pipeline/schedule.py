@@ -296,3 +296,67 @@ def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_dep
             ch.depth = max(req, tma_depth if ch.kind == "tma" else 1)
         else:
             ch.depth = 1
+
+
+# ----------------------------------------------------------------------------- cross-group consistency
+def global_conflict(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> str | None:
+    """Check that the groups' schedules fit together: with op (o, iteration i) at pipeline step i + stage(o),
+    every dependence — inside a group (program order, data) and between groups (a put before its get, a
+    release before the put that reuses the slot) — must point forward in steps, and the dependences within
+    one step must be acyclic. Otherwise groups wait on each other in a cycle. Returns why, or None."""
+    nodes: list[Op] = []
+    stage: dict[Op, int] = {}
+    edges: list[tuple[Op, Op, int]] = []
+    # per (channel, group): its puts / gets / releases in step order (item j of an iteration ↔ j-th op)
+    table: dict[tuple, list[Op]] = {}
+    for gp in kernel.groups:
+        sched = schedules.get(gp.group.id)
+        if gp.loop is None or sched is None:
+            continue
+        order = sched.order
+        nodes += order
+        stage.update(sched.stage)
+        for a, b in zip(order, order[1:]):                    # program order within a step
+            edges.append((a, b, sched.stage[a] - sched.stage[b]))
+        if order:                                              # ... and into the next step
+            edges.append((order[-1], order[0], sched.stage[order[-1]] - sched.stage[order[0]] + 1))
+        edges += body_edges(gp)
+        for op in gp.loop.body.ops:
+            if op.kind in (OpKind.PUT, OpKind.GET, OpKind.CONSUMED):
+                table.setdefault((op.kind, id(op.operands[0]), gp.group.id), []).append(op)
+    for ch in kernel.channels:
+        if ch.region != "loop":
+            continue
+        m = max(ch.items_per_iter, 1)
+        ps = table.get((OpKind.PUT, id(ch.value), ch.producer), [])
+        for g in ch.consumers:
+            for j, get in enumerate(table.get((OpKind.GET, id(ch.value), g), [])):
+                if j < len(ps):
+                    edges.append((ps[j], get, 0))
+            for j, rel in enumerate(table.get((OpKind.CONSUMED, id(ch.value), g), [])):
+                if (j + ch.depth) % m < len(ps):
+                    edges.append((rel, ps[(j + ch.depth) % m], (j + ch.depth) // m))
+    for u, v, d in edges:
+        if stage[u] > stage[v] + d:
+            return (f"{v.kind.value} (line {v.loc.line}) runs {stage[u] - stage[v] - d} step(s) before the "
+                    f"{u.kind.value} (line {u.loc.line}) it waits for")
+    succ: dict[Op, list[Op]] = {op: [] for op in nodes}
+    indeg = {op: 0 for op in nodes}
+    for u, v, d in edges:
+        if stage[u] == stage[v] + d and u is not v:
+            succ[u].append(v)
+            indeg[v] += 1
+    ready = [op for op in nodes if indeg[op] == 0]
+    seen = 0
+    while ready:
+        op = ready.pop()
+        seen += 1
+        for v in succ[op]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    if seen != len(nodes):
+        stuck = next(op for op in nodes if indeg[op] > 0)
+        return f"groups wait on each other in a cycle through {stuck.kind.value} (line {stuck.loc.line})"
+    return None
+

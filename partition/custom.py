@@ -1,0 +1,29 @@
+"""Partitions given explicitly: an op → group map for any assignment of ops to warp groups.
+
+Used to test that loop distribution, pipelining and aref lowering are correct for every partition, not just
+the ones the heuristic or the solver choose, and by users who want to pin ops to groups by hand.
+"""
+from __future__ import annotations
+
+from aref.ir import Kernel
+from aref.ws import WarpGroup
+from partition.model import Partition, REGISTERS_PER_SM, check_partition, needs_group
+
+
+def assignable_ops(kernel: Kernel) -> list:
+    """The ops a partition must place, in program order."""
+    return [op for op in kernel.all_ops() if needs_group(op)]
+
+
+def custom_partition(kernel: Kernel, groups_of: list[int], warps: int = 4) -> Partition:
+    """Place `assignable_ops(kernel)[i]` in group `groups_of[i]`; groups are numbered 0..max, each with
+    `warps` warps and an even share of the register file."""
+    ops = assignable_ops(kernel)
+    if len(groups_of) != len(ops):
+        raise ValueError(f"{len(ops)} ops to place, {len(groups_of)} groups given")
+    n = max(groups_of, default=0) + 1
+    regs = min(240, REGISTERS_PER_SM // (n * warps * 32) // 8 * 8)
+    groups = [WarpGroup(i, f"g{i}", "compute", warps, regs) for i in range(n)]
+    part = Partition(groups, dict(zip(ops, groups_of)), "custom")
+    check_partition(kernel, part)
+    return part

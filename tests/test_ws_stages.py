@@ -1,0 +1,107 @@
+"""Partitioned, pipelined and barrier levels: golden text per example and arch, the verifier between
+passes, channel-level execution (aref semantics) equal to the reference, and the pipeline's errors."""
+import pytest
+
+from aref.compiler import CompileOptions, lower_to, print_stage
+from aref.errors import ArefError, ChannelError
+from aref.harness import compare, load_example
+from aref.ir import OpKind
+from aref.wsinterp import run_ws
+from conftest import EXAMPLE_NAMES, example_path
+
+ARCHS = ["sm_90a", "sm_100a"]
+TRIP_KNOB = {"gemm": ("K", 64, 3), "dual_gemm": ("K", 64, 3), "gemm_reduce": ("K", 64, 3),
+             "attention_fwd": ("Sk", 128, 2), "attention_bwd": ("Sq", 64, 2)}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_stage_goldens(name, arch, golden):
+    ex = load_example(example_path(name))
+    kernel = ex.kernel.specialize(**ex.inputs())
+    for stage in ("partitioned", "pipelined", "barrier"):
+        ir = lower_to(kernel, stage, CompileOptions(arch=arch))
+        golden(f"{stage}/{name}.{arch}.txt", print_stage(ir, stage))
+
+
+def _run_channels(ex, inputs, ws, seed):
+    args = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in inputs.items()}
+    run_ws(ws, {p.name: args[p.name] for p in ws.params}, seed=seed)
+    return compare(args, ex.reference_fn(**inputs))
+
+
+@pytest.mark.parametrize("config", [("sm_90a", "plain"), ("sm_90a", "auto"), ("sm_100a", "auto")])
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_pipelined_program_matches_reference_at_every_trip_count(name, config):
+    """Channel-level execution of the pipelined program (prologue / steady / epilogue) at 0, 1, D, D+1, 2D+1."""
+    arch, consumers = config
+    knob, tile, depth = TRIP_KNOB[name]
+    ex = load_example(example_path(name))
+    for n in (0, 1, depth, depth + 1, 2 * depth + 1):
+        inputs = ex.inputs(**{knob: n * tile})
+        ws = lower_to(ex.kernel.specialize(**inputs), "pipelined", CompileOptions(arch=arch, consumers=consumers))
+        report = _run_channels(ex, inputs, ws, seed=n)
+        assert report.ok, (n, report.to_json())
+
+
+def test_heuristic_roles():
+    ex = load_example(example_path("attention_fwd"))
+    kernel = ex.kernel.specialize(**ex.inputs())
+    hopper = lower_to(kernel, "partitioned", CompileOptions(arch="sm_90a"))
+    assert [g.group.name for g in hopper.groups] == ["producer", "consumer0", "consumer1"]
+    assert hopper.pingpong == (1, 2)
+    blackwell = lower_to(kernel, "partitioned", CompileOptions(arch="sm_100a"))
+    roles = {g.group.name: g for g in blackwell.groups}
+    assert set(roles) == {"load", "mma", "epilogue", "correction", "softmax0", "softmax1"}
+    kinds = {name: {op.kind for op in gp.all_ops()} for name, gp in roles.items()}
+    assert OpKind.MMA in kinds["mma"] and OpKind.UNARY not in kinds["mma"]          # FA4: no softmax on MMA
+    assert all(OpKind.MMA not in kinds[n] for n in ("softmax0", "softmax1", "correction"))
+    assert OpKind.LOAD in kinds["load"] and OpKind.STORE in kinds["epilogue"]
+    gemm = load_example(example_path("gemm"))
+    coop = lower_to(gemm.kernel.specialize(**gemm.inputs()), "partitioned", CompileOptions(consumers="cooperative"))
+    ab = coop.channel("ab")
+    assert ab.consumers == (1, 2)              # both cooperative consumers share the producer's ring
+
+
+def test_pipeline_stages_and_mma_depth():
+    ex = load_example(example_path("attention_fwd"))
+    ws = lower_to(ex.kernel.specialize(**ex.inputs()), "pipelined", CompileOptions(consumers="plain"))
+    consumer = ws.groups[1]
+    mma_stages = sorted({op.stage for op in consumer.loop.body.ops if op.kind is OpKind.MMA})
+    assert mma_stages == [0, 1]                # T (QKᵀ) one step ahead of U (PV)
+    assert consumer.mma_depth == 1
+    barrier = lower_to(ex.kernel.specialize(**ex.inputs()), "barrier", CompileOptions(consumers="plain"))
+    waits = [op.attrs.pending for op in barrier.groups[1].loop.body.ops if op.kind is OpKind.MMA_WAIT]
+    assert waits and max(waits) >= 1           # the steady state keeps MMAs in flight
+
+
+def test_explicit_mma_depth_too_deep_for_user_channel():
+    ex = load_example(example_path("gemm"))
+    kernel = ex.kernel.specialize(**ex.inputs())
+    with pytest.raises(ChannelError) as info:
+        lower_to(kernel, "pipelined", CompileOptions(consumers="plain", mma_depth=3))
+    assert "channel 'ab' (depth 3)" in info.value.message and info.value.loc.line == 16
+
+
+def test_pingpong_needs_subtiles():
+    ex = load_example(example_path("gemm"))
+    with pytest.raises(ArefError, match="two independent sub-tiles"):
+        lower_to(ex.kernel.specialize(**ex.inputs()), "partitioned", CompileOptions(consumers="pingpong"))
+
+
+def test_cooperative_rejects_row_mixing_kernel():
+    ex = load_example(example_path("attention_bwd"))
+    with pytest.raises(ArefError, match="mixes the rows") as info:
+        lower_to(ex.kernel.specialize(**ex.inputs()), "partitioned", CompileOptions(consumers="cooperative"))
+    assert info.value.loc.line == 36           # `p.to(Q.dtype).T`
+
+
+def test_passes_leave_their_input_unchanged():
+    ex = load_example(example_path("attention_fwd"))
+    kernel = ex.kernel.specialize(**ex.inputs())
+    part = lower_to(kernel, "partitioned")
+    before = print_stage(part, "partitioned")
+    from aref.lower import lower
+    from pipeline import pipeline_kernel
+    lower(pipeline_kernel(part))
+    assert print_stage(part, "partitioned") == before
