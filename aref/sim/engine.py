@@ -72,24 +72,11 @@ class Engine:
         asyncs += [(MMA, gi) for gi, g in enumerate(st.groups) if g.completed < g.issued]
         return steps, asyncs
 
-    def independent_step(self, st: CTAState):
-        """A group step that commutes with every other enabled action and stays enabled until taken, if any:
-        an enabled mma_wait (it only reads its own group's completion count, which only grows, and only
-        changes its own group) or a named-barrier sync whose generation has completed. Taking such a step
-        first, alone, loses no reachable violation or deadlock (a partial-order reduction for `explore`)."""
-        for gi, g in enumerate(st.groups):
-            r = g.rest
-            if r is not None and not g.done and (r[0] == "mma" or (r[0] == "nb" and g.nb is not None)) \
-                    and self._enabled(st, gi, g):
-                return (GROUP, gi)
-        return None
-
     def apply(self, st: CTAState, action) -> None:
         kind, x = action
         st.steps += 1
         if kind == GROUP:
             st.groups[x] = g = st.groups[x].copy()     # copy on write: states may share groups
-            g.nsteps += 1
             if self.trace is not None:
                 self.trace.append((x, self.prog.programs[x][g.pc]))
             if self._visible(st, x, g, self.prog.programs[x][g.pc]):

@@ -35,8 +35,7 @@ class SimResult:
 class ExploreResult:
     """Outcome of `explore`: distinct control states visited, whether the search covered every reachable
     state (`completed`) or stopped at `max_states`, and the number of complete schedules the visited state
-    graph contains (`interleavings`, counting schedules that differ only in when an independent step was
-    taken once; a lower bound when not completed)."""
+    graph contains (`interleavings`; a lower bound when not completed)."""
 
     completed: bool
     states: int
@@ -150,8 +149,7 @@ def _describe(eng: Engine, st, act) -> str:
 
 
 def _explore_cta(eng: Engine, max_states: int):
-    """Depth-first search over the enabled actions of every state, merging states with equal `key()` and
-    taking an independent step alone where there is one (`Engine.independent_step`).
+    """Depth-first search over every enabled action of every state, merging states with equal `key()`.
     Returns (violation or None, trace, states, schedules, completed)."""
     try:
         root = eng.initial()
@@ -160,9 +158,6 @@ def _explore_cta(eng: Engine, max_states: int):
     seen: dict = {}
 
     def actions(st):
-        only = eng.independent_step(st)
-        if only is not None:
-            return [only]
         steps, asyncs = eng.actions(st)
         return steps + asyncs
 
@@ -211,9 +206,10 @@ def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 
     """Exhaustively explore the interleavings of one CTA (`cta`) or of every CTA of the grid (`cta=None`).
 
     States are hashed on their control state (`CTAState.key`), so interleavings that reach the same state
-    are explored once. Tile values are not computed unless `compute_values`; scalars always are. Stops at
-    the first violation (with the schedule that reaches it in `Violation.trace`) or after `max_states`
-    states per CTA.
+    are explored once. Tile values are not computed unless `compute_values` (and even then they are not
+    part of the state: each state keeps the values of the first schedule that reached it); scalars always
+    are. Stops at the first violation (with the schedule that reaches it in `Violation.trace`) or after
+    `max_states` states per CTA.
     """
     t0 = time.perf_counter()
     tensors = tensors or {}

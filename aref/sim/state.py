@@ -38,7 +38,7 @@ class Group:
     """A warp group's execution context: position, loop counter, values, MMA queue, registers."""
 
     __slots__ = ("pc", "k", "trip", "env", "done", "rest", "nb", "regs", "issued", "completed", "retired",
-                 "mma_reads", "unfenced", "waits", "nsteps", "_key")
+                 "mma_reads", "unfenced", "waits", "_key")
 
     def __init__(self, env: dict, regs: int):
         self.pc = 0
@@ -55,7 +55,6 @@ class Group:
         self.mma_reads = ()     # ((seq, ((chan, slot), ...)), ...) for issued, un-retired MMAs
         self.unfenced = frozenset()   # (chan, slot) written by slot_store and not yet fenced
         self.waits = {}         # (chan, which, slot) -> last mbarrier_wait op on it (for messages)
-        self.nsteps = 0
         self._key = None
 
     def copy(self) -> "Group":
@@ -63,7 +62,7 @@ class Group:
         g.pc, g.k, g.trip, g.env, g.done, g.rest, g.nb = self.pc, self.k, self.trip, dict(self.env), \
             self.done, self.rest, self.nb
         g.regs, g.issued, g.completed, g.retired = self.regs, self.issued, self.completed, self.retired
-        g.mma_reads, g.unfenced, g.waits, g.nsteps = self.mma_reads, self.unfenced, dict(self.waits), self.nsteps
+        g.mma_reads, g.unfenced, g.waits = self.mma_reads, self.unfenced, dict(self.waits)
         g._key = None
         return g
 
