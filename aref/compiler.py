@@ -54,22 +54,24 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 def _partition(kernel: Kernel, options: CompileOptions):
     from partition.distribute import distribute
+    anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
-        kernel, part, _ = optimal_partition(kernel, options)
+        kernel, part, anchors = optimal_partition(kernel, options)
     else:
         from partition.heuristic import HeuristicOptions, heuristic_partition
         kernel, part = heuristic_partition(kernel, options.arch,
                                            HeuristicOptions(options.consumers, options.num_consumers))
     if options.verify_each_stage:
         verify(kernel)
-    return _checked(distribute(kernel, part, options.arch), options)
+    ws = distribute(kernel, part, options.arch)
+    ws.anchors = anchors
+    return _checked(ws, options)
 
 
 def _pipeline(ws, options: CompileOptions):
     from pipeline import PipelineOptions, pipeline_kernel
-    schedules = getattr(ws, "schedules", None)
-    return _checked(pipeline_kernel(ws, PipelineOptions(options.mma_depth, options.coarse), schedules), options)
+    return _checked(pipeline_kernel(ws, PipelineOptions(options.mma_depth, options.coarse)), options)
 
 
 def _lower(ws, options: CompileOptions):

@@ -112,6 +112,7 @@ class GroupProgram:
     post: Block = field(default_factory=Block)
     stages: int = 0                 # pipeline stages after the first (0: not pipelined)
     mma_depth: int = 0              # MMA groups allowed in flight while issuing (fine pipelining)
+    origin: dict = field(default_factory=dict)   # op -> index of the Tile IR op it was cloned from
 
     def regions(self) -> list[tuple[str, Block]]:
         out = [("pre", self.pre), ("prologue", self.prologue)]
@@ -140,6 +141,8 @@ class WSKernel:
     named_barriers: list[NamedBarrier] = field(default_factory=list)
     pingpong: tuple[int, ...] = ()     # groups that take turns on the tensor core, in order
     loc: SrcInfo = UNKNOWN_LOC
+    # a solver's modulo schedule: Tile IR op index -> (stage, residue); None for the heuristic pipeline
+    anchors: dict | None = None
 
     def channel(self, name: str) -> Channel:
         return next(c for c in self.channels if c.name == name)

@@ -300,6 +300,8 @@ class _Builder:
         self.user = {c.value: c for c in channels if c.user}
         self.iv: Value | None = None
         self.consts: dict[tuple, Value] = {}
+        self.index = {op: i for i, op in enumerate(kernel.all_ops())}
+        self.origin: dict[Op, int] = {}
 
     # -- helpers
     def val(self, v: Value) -> Value:
@@ -320,6 +322,8 @@ class _Builder:
             self.m[id(a)] = b
         new = Op(op.kind, ops_, res, op.attrs, op.loc)
         out.append(new)
+        if op in self.index:
+            self.origin[new] = self.index[op]
         return new
 
     def const(self, x: int, out: list[Op], loc) -> Value:
@@ -454,4 +458,5 @@ def _build(kernel, part, facts, want, group, crossings, channels) -> GroupProgra
     post_top = [c for c in b.sends if c.def_region == "post"
                 and not any(facts.prod.get(id(v)) in kernel.post.ops for v in c.values)]
     b.emit_region("post", prog.post.ops, post_top)
+    prog.origin = b.origin
     return prog

@@ -12,24 +12,24 @@ from dataclasses import replace
 from aref.errors import ArefError
 from aref.ws import WSKernel
 from pipeline.expand import expand
-from pipeline.schedule import (GroupSchedule, PipelineOptions, choose_depths, global_conflict,
-                               heuristic_schedule)
+from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths,
+                               global_conflict, heuristic_schedule)
 
 __all__ = ["pipeline_kernel", "PipelineOptions", "GroupSchedule"]
 
 
-def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None,
-                    schedules: dict[int, GroupSchedule] | None = None) -> WSKernel:
-    """The pipelined level: a new kernel (the input is left as it was)."""
+def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) -> WSKernel:
+    """The pipelined level: a new kernel (the input is left as it was). A kernel carrying a solver's
+    `anchors` follows that schedule; otherwise each group gets the heuristic one."""
     options = options or PipelineOptions()
     out = copy.deepcopy(kernel)
-    given = schedules or {}
-    scheds = _schedules(kernel, out, given, options)
+    anchored = out.anchors is not None
+    scheds = _schedules(out, options)
     problem = global_conflict(out, scheds)
-    if problem is not None and options.coarse and not given:
+    if problem is not None and options.coarse and not anchored:
         # groups feed each other within an iteration: staging one of them would make them wait on each
         # other in a cycle, so pipeline only the MMA issue depth
-        scheds = _schedules(kernel, out, given, replace(options, coarse=False))
+        scheds = _schedules(out, replace(options, coarse=False))
         problem = global_conflict(out, scheds)
     if problem is not None:
         raise ArefError(f"the warp groups' schedules do not fit together: {problem}", kernel.loc,
@@ -41,22 +41,14 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None,
     return out
 
 
-def _schedules(kernel, out, given, options) -> dict[int, GroupSchedule]:
+def _schedules(out: WSKernel, options: PipelineOptions) -> dict[int, GroupSchedule]:
     scheds: dict[int, GroupSchedule] = {}
     for gp in out.groups:
         if gp.loop is None:
             continue
-        if gp.group.id in given:
-            scheds[gp.group.id] = _translate(kernel, out, gp, given[gp.group.id])
+        if out.anchors is not None:
+            scheds[gp.group.id] = anchored_schedule(gp, out, out.anchors, options)
         else:
             scheds[gp.group.id] = heuristic_schedule(gp, out, options)
     choose_depths(out, scheds)
     return scheds
-
-
-def _translate(src: WSKernel, dst: WSKernel, gp, sched: GroupSchedule) -> GroupSchedule:
-    """A schedule written against `src`'s ops, re-keyed to the deep-copied program's ops."""
-    old = next(g for g in src.groups if g.group.id == gp.group.id).loop.body.ops
-    mapping = dict(zip(old, gp.loop.body.ops))
-    return GroupSchedule({mapping[o]: s for o, s in sched.stage.items()}, [mapping[o] for o in sched.order],
-                         sched.mma_depth)

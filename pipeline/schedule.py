@@ -104,17 +104,19 @@ def _reaches(edges, sources: set[Op], through=lambda op: True) -> set[Op]:
     return seen
 
 
-def step_order(ops: list[Op], stage: dict[Op, int], edges) -> list[Op]:
+def step_order(ops: list[Op], stage: dict[Op, int], edges, priority=None) -> list[Op]:
     """Topological order of one pipeline step: u before v when both run in the same step; otherwise
-    earlier stages first, then program order (so the tensor-core stage of the next iteration issues first)."""
+    by `priority` (default: earlier stages first, then program order, so the tensor-core stage of the next
+    iteration issues first)."""
     index = {op: i for i, op in enumerate(ops)}
+    key = priority or (lambda op: (stage[op], index[op]))
     succ: dict[Op, list[Op]] = {op: [] for op in ops}
     indeg = {op: 0 for op in ops}
     for u, v, d in edges:
         if stage[u] == stage[v] + d:
             succ[u].append(v)
             indeg[v] += 1
-    heap = [(stage[op], index[op]) for op in ops if indeg[op] == 0]
+    heap = [(key(op), index[op]) for op in ops if indeg[op] == 0]
     heapq.heapify(heap)
     out = []
     while heap:
@@ -124,7 +126,7 @@ def step_order(ops: list[Op], stage: dict[Op, int], edges) -> list[Op]:
         for v in succ[op]:
             indeg[v] -= 1
             if indeg[v] == 0:
-                heapq.heappush(heap, (stage[v], index[v]))
+                heapq.heappush(heap, (key(v), index[v]))
     if len(out) != len(ops):
         raise ArefError("internal: the schedule's same-step dependences form a cycle")
     return out
@@ -250,15 +252,43 @@ def _propagate(ops, edges, stage) -> None:
 
 
 # ------------------------------------------------------------------------------------ from a solver
-def from_modulo_schedule(gp: GroupProgram, cycle: dict[Op, int], ii: int) -> GroupSchedule:
-    """Stages and step order from start cycles of a modulo schedule with initiation interval `ii`."""
+def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tuple[int, int]],
+                      options: PipelineOptions) -> GroupSchedule:
+    """A solver's modulo schedule for this group: ops of its graph nodes take the node's stage and
+    issue in order of the node's residue (start cycle mod II); channel ops, index math and views are placed
+    around them as in the heuristic (gets as late as their users, releases after the last MMA + P)."""
     ops = list(gp.loop.body.ops)
-    stage = {op: cycle[op] // ii for op in ops}
+    edges = body_edges(gp)
+    anchor = {op: anchors[gp.origin[op]] for op in ops if gp.origin.get(op) in anchors}
+    stage = {op: anchor.get(op, (0, 0))[0] for op in ops}
+    base = min(stage.values(), default=0)
+    stage = {op: s - base for op, s in stage.items()}
+    _propagate(ops, edges, stage)
+    explicit = options.mma_depth is not None
+    depth = options.mma_depth if explicit else 1
+    span = _held_span(gp, kernel, edges, stage)
+    fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
+    if fit < 0 or (explicit and fit < depth):
+        ch, held = min(span, key=lambda x: x[0].depth - 1 - x[1])
+        raise ChannelError(f"channel '{ch.name}' (depth {ch.depth}) is too shallow for the solver's schedule, "
+                           f"which holds its slots {held} step(s)", ch.loc,
+                           hint=f"use aref.channel(depth={held + depth + 1})")
+    depth = max(0, min(depth, fit))
+    _place_channel_ops(gp, edges, stage, depth)
+    _propagate(ops, edges, stage)
     index = {op: i for i, op in enumerate(ops)}
-    order = sorted(ops, key=lambda op: (cycle[op] % ii, index[op]))
-    sched = GroupSchedule(stage, order)
+    residue = {op: anchor[op][1] if op in anchor else None for op in ops}
+    order = step_order(ops, stage, edges, priority=lambda op: (
+        stage[op], residue[op] if residue[op] is not None else _near_residue(op, edges, residue), index[op]))
+    sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
+
+
+def _near_residue(op: Op, edges, residue) -> int:
+    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds."""
+    fed = [residue[v] for u, v, d in edges if u is op and d == 0 and residue.get(v) is not None]
+    return min(fed, default=0)
 
 
 # ------------------------------------------------------------------------------------- channel depth

@@ -1,0 +1,314 @@
+"""The optimal partitioner: Tile IR → the solver's dependence graph → warp groups and a modulo schedule.
+
+Extraction (`extract_graph`) builds one graph node per unit of work of the loop body, with cycles from the
+machine model (`aref.machine.op_cost`): each TMA load (a streaming op on its own group), each MMA, each
+store, and CUDA-core clusters — connected CUDA-core ops fused, keeping the ops that rescale an MMA
+accumulator (FA's `o * alpha`) apart so the solver may place them on their own group (FA4's correction).
+Edges are the Tile IR's data dependences (loop-carried ones with distance 1); MMA results read by CUDA-core
+work are blocking (a wgmma wait / tcgen05.ld); register results crossing groups pay a transfer through shared
+memory. Memory: the loop's shared-memory budget excludes what the pre-loop code keeps resident (Q tiles),
+the mbarriers and alignment slack; Blackwell adds 512 tensor-memory columns.
+
+`optimal_partition` solves it (`solve.solve`: smallest II, proven) and maps the answer back: every Tile IR
+op gets its node's group, and `anchors` give the pipeline each op's (stage, residue) so the groups' loops
+follow the solver's schedule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import solve as S
+from aref.errors import ArefError
+from aref.ir import Kernel, Op, OpKind, TileType, Value
+from aref.machine import machine_for, op_cost, unit_busy
+from aref.ws import WarpGroup
+from partition.model import MAX_REGS, MIN_REGS, Partition, REPLICATED, check_registers, split_budget
+
+CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
+VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
+THREADS = 128
+BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
+MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
+SMEM_ALIGN = 1024              # swizzled tiles start on 1 KB boundaries
+
+
+class SolverError(ArefError):
+    kind = "solver"
+
+
+@dataclass
+class Extraction:
+    """The graph and how its nodes map to Tile IR ops."""
+
+    graph: S.Graph
+    members: dict[str, list[Op]] = field(default_factory=dict)
+    node_of: dict[Op, str] = field(default_factory=dict)
+    kind: dict[str, str] = field(default_factory=dict)
+
+
+def _tile_registers(t) -> int:
+    return max(1, t.nbytes // 4 // THREADS) if isinstance(t, TileType) else 0
+
+
+def _transfer_cycles(registers: int, machine) -> int:
+    return 2 * registers * 4 * THREADS // machine.smem_bytes_per_clk + BARRIER_CYCLES
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
+                  allow_transfers: bool = True) -> Extraction:
+    """The solver's view of `kernel`'s loop body on `arch`'s machine model."""
+    if kernel.loop is None:
+        raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc)
+    m = machine_for(arch)
+    body = kernel.loop.body.ops
+    prod = {id(r): op for op in kernel.all_ops() for r in op.results}
+    yield_of = {id(c): y for c, y in zip(kernel.loop.carried, kernel.loop.yields)}
+    chan_puts = {}
+    for op in body:
+        if op.kind is OpKind.PUT:
+            chan_puts.setdefault(id(op.operands[0]), []).append(op)
+
+    def sources(v: Value, seen: int = 0) -> list[tuple[Op, int]]:
+        """Work ops whose result `v` is (through views, channel gets, loop-carried values), with distance."""
+        if seen > 32:
+            return []
+        if id(v) in yield_of:
+            return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
+        op = prod.get(id(v))
+        if op is None or op.kind in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL,
+                                     OpKind.ARANGE):
+            return []
+        if op.kind in VIEWS:
+            return sources(op.operands[0], seen + 1)
+        if op.kind is OpKind.GET:
+            idx = op.results.index(v) if v in op.results else 0
+            puts = chan_puts.get(id(op.operands[0]), [])
+            return [s for p in puts[:1] for s in sources(p.operands[1 + idx], seen + 1)]
+        if op not in body:
+            return []                     # pre-loop values (resident tiles) are not loop work
+        return [(op, 0)]
+
+    # ---- CUDA-core clusters: fuse connected work, keeping accumulator rescales apart
+    acc_feeder = {prod[id(op.operands[2])] for op in body if op.kind is OpKind.MMA and len(op.operands) == 3
+                  and prod.get(id(op.operands[2])) in body and prod[id(op.operands[2])].kind in CUDA_CORE}
+    cuda = [op for op in body if op.kind in CUDA_CORE]
+    parent = {op: op for op in cuda}
+
+    def find(x):
+        while parent[x] is not x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for op in cuda:
+        for v in op.operands:
+            for src, d in sources(v):
+                if d == 0 and src in parent and (src in acc_feeder) == (op in acc_feeder):
+                    parent[find(op)] = find(src)
+
+    units = {"tc": 1, "tma": 1, "mufu": 1, "fma": 1}
+    memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - _resident_smem(kernel)}
+    if m.tmem_columns:
+        memory["tmem"] = m.tmem_columns
+    machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
+                        registers_per_thread=m.max_regs_per_thread, registers_per_sm=m.registers,
+                        threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
+                        base_registers=m.setmaxnreg_min, memory=memory, allow_transfers=allow_transfers)
+    g = S.Graph(units, machine, name=kernel.name)
+    ex = Extraction(g)
+    counts: dict[str, int] = {}
+
+    def name_for(op: Op, base: str) -> str:
+        hint = next((r.name for r in op.results if r.name), None)
+        stem = f"{base}_{hint}" if hint else base
+        counts[stem] = counts.get(stem, 0) + 1
+        return stem if counts[stem] == 1 else f"{stem}{counts[stem]}"
+
+    clusters: dict[Op, list[Op]] = {}
+    for op in cuda:
+        clusters.setdefault(find(op), []).append(op)
+    for op in body:
+        if op.kind is OpKind.LOAD:
+            n = name_for(op, "load")
+            g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": _align(op.result.type.nbytes, SMEM_ALIGN)},
+                     streaming=True, depth=_load_depth(op, body), kind="tma")
+            ex.members[n], ex.kind[n] = [op], "tma"
+        elif op.kind is OpKind.MMA:
+            n = name_for(op, "mma")
+            _, cyc = op_cost(op, m)
+            fp = ({"tmem": max(1, op.result.type.numel // m.tmem_lanes)} if m.tmem_columns
+                  else {"registers": _tile_registers(op.result.type)})
+            g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
+                     transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m))
+            ex.members[n], ex.kind[n] = [op], "gemm"
+        elif op.kind is OpKind.STORE:
+            n = name_for(op, "store")
+            g.add_op(n, {"tma": op_cost(op, m)[1]}, kind="store")
+            ex.members[n], ex.kind[n] = [op], "store"
+        elif op in clusters:
+            ops = clusters[op]
+            usage: dict[str, int] = {}
+            for o in ops:
+                unit, cyc = op_cost(o, m)
+                if unit in units:
+                    usage[unit] = usage.get(unit, 0) + cyc
+            live_out = [r for o in ops for r in o.results
+                        if any(u not in ops for u in _users(r, kernel))]
+            regs = sum(_tile_registers(r.type) for r in live_out)
+            is_exp = any(o.kind is OpKind.UNARY and o.attrs.fn in ("exp", "exp2") for o in ops)
+            kind = "rescale" if op in acc_feeder else ("exp" if is_exp else "compute")
+            n = name_for(ops[-1], kind)
+            g.add_op(n, usage, footprint={"registers": regs} if regs else None, kind=kind,
+                     transfer_cost=_transfer_cycles(regs, m) if regs else 0)
+            ex.members[n], ex.kind[n] = ops, kind
+    for n, ops in ex.members.items():
+        for o in ops:
+            ex.node_of[o] = n
+    seen: set[tuple] = set()
+    for n, ops in ex.members.items():
+        for o in ops:
+            for v in o.operands[1:] if o.kind is OpKind.STORE else o.operands:
+                for src, d in sources(v):
+                    sn = ex.node_of.get(src)
+                    if sn is None or (sn == n and d == 0) or (sn, n, d) in seen:
+                        continue
+                    seen.add((sn, n, d))
+                    src_node = g.ops[sn]
+                    delay = 0 if src_node.streaming else src_node.duration
+                    blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
+                    tmem = bool(m.tmem_columns) and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
+                    g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None)
+    g.validate()
+    return ex
+
+
+def _load_depth(op: Op, body: list[Op]) -> int:
+    for p in body:
+        if p.kind is OpKind.PUT and any(v is r for v in p.operands[1:] for r in op.results):
+            return p.operands[0].type.depth
+    return 2
+
+
+def _users(v: Value, kernel: Kernel) -> list[Op]:
+    return [op for op in kernel.all_ops() if any(x is v for x in op.operands)] or (
+        [None] if kernel.loop is not None and any(y is v for y in kernel.loop.yields) else [])
+
+
+def _resident_smem(kernel: Kernel) -> int:
+    """Shared memory the pre-loop code keeps for the whole loop (tiles loaded before it, e.g. Q)."""
+    return sum(_align(op.result.type.nbytes, SMEM_ALIGN) for op in kernel.pre.ops if op.kind is OpKind.LOAD)
+
+
+# ------------------------------------------------------------------------------------- the mapping
+def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
+    """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
+    anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
+    ex = extract_graph(kernel, options.arch)
+    result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
+    if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
+        why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
+        hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
+                else "use the heuristic partition, or give the loop more resources")
+        raise SolverError(f"no warp-specialized schedule for @{kernel.name}: {result.status}"
+                          + (f" ({why})" if why else ""), kernel.loc, hint=hint)
+    part = partition_from_schedule(kernel, ex, result, options.arch)
+    index = {op: i for i, op in enumerate(kernel.all_ops())}
+    anchors = {}
+    for n, ops in ex.members.items():
+        if ex.kind[n] == "tma":
+            continue                           # the producer runs ahead by its ring depth, unstaged
+        cyc = result.schedule[n]
+        for o in ops:
+            anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
+    part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
+                      f"{'proven optimal' if result.proven_optimal else 'not proven'})")
+    return kernel, part, anchors
+
+
+def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -> Partition:
+    """Groups of the solver's assignment (the TMA group first), and every Tile IR op placed."""
+    blackwell = arch == "sm_100a"
+    by_group: dict[int, list[str]] = {}
+    for n, grp in result.assignment.items():
+        by_group.setdefault(grp, []).append(n)
+    order = sorted(by_group, key=lambda grp: (not all(ex.kind[n] == "tma" for n in by_group[grp]), grp))
+    remap = {grp: i for i, grp in enumerate(order)}
+    specs = []
+    for grp in order:
+        kinds = {ex.kind[n] for n in by_group[grp]}
+        role = ("producer" if kinds == {"tma"} else "mma" if kinds == {"gemm"} and blackwell
+                else "consumer" if "gemm" in kinds else "softmax" if "exp" in kinds
+                else "correction" if kinds <= {"rescale"} else "compute")
+        warps = 1 if blackwell and role in ("producer", "mma") else 4
+        specs.append((f"{role}{remap[grp]}", role, warps))
+    groups = _budgets(specs, result, order)
+    assign: dict[Op, int] = {}
+    for n, ops in ex.members.items():
+        for o in ops:
+            assign[o] = remap[result.assignment[n]]
+    _place_rest(kernel, assign, groups)
+    return Partition(groups, assign, "optimal")
+
+
+def _budgets(specs, result, order) -> list[WarpGroup]:
+    regs = {}
+    for i, grp in enumerate(order):
+        r = result.registers.get(grp) if isinstance(result.registers, dict) else None
+        if r:
+            regs[i] = max(MIN_REGS, min(MAX_REGS, -(-r // 8) * 8))
+    groups = [WarpGroup(i, name, role, warps, regs.get(i, 0)) for i, (name, role, warps) in enumerate(specs)]
+    if all(g.regs for g in groups):
+        try:
+            check_registers(groups)
+            return groups
+        except ArefError:
+            pass
+    fixed = [(n, r, w, 40 if r == "producer" else 48) for n, r, w in specs if r in ("producer",) or w == 1]
+    flexible = [(n, r, w) for n, r, w in specs if not (r in ("producer",) or w == 1)]
+    made = {g.name: g for g in split_budget(fixed, flexible)}
+    return [WarpGroup(i, n, r, w, made[n].regs) for i, (n, r, w) in enumerate(specs)]
+
+
+def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) -> None:
+    """Ops outside the graph: puts go with the loads they publish; pre-loop loads with the TMA group;
+    other pre/post-loop work with the group that computes what it reads (the epilogue with its data)."""
+    prod = {id(r): op for op in kernel.all_ops() for r in op.results}
+    tma = 0 if groups and groups[0].role == "producer" else None
+    carried_owner = {}
+    if kernel.loop is not None:
+        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
+            carried_owner[id(r)] = y
+            carried_owner[id(c)] = y
+
+    def owner(v: Value, seen=0):
+        if seen > 32:
+            return None
+        if id(v) in carried_owner:
+            return owner(carried_owner[id(v)], seen + 1)
+        op = prod.get(id(v))
+        if op is None:
+            return None
+        if op in assign:
+            return assign[op]
+        for x in op.operands:
+            g = owner(x, seen + 1)
+            if g is not None:
+                return g
+        return None
+
+    fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
+    for op in kernel.all_ops():
+        if op.kind in REPLICATED or op in assign:
+            continue
+        if op.kind is OpKind.LOAD:
+            assign[op] = tma if tma is not None else fallback
+        elif op.kind is OpKind.PUT:
+            loads = [prod.get(id(v)) for v in op.operands[1:]]
+            assign[op] = next((assign[o] for o in loads if o in assign), fallback)
+        else:
+            data = op.operands[1:] if op.kind is OpKind.STORE else op.operands
+            assign[op] = next((g for g in (owner(v) for v in reversed(data)) if g is not None), fallback)
