@@ -6,13 +6,15 @@
 * `check(kernel, inputs, reference_fn, seeds=50, exhaustive=False)` — outputs vs reference over many
   interleavings; `SimReport.to_json()` has `ok`, `max_abs_err`, `deadlocks`, `interleavings`, `violations`.
 * `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.machine`.
+* `check_resources(kernel, machine)` — shared memory, threads and registers a launch needs (warnings).
 
 mbarriers, slots, TMA and MMA follow the contract in `aref.ws`'s docstring; violations name the op, the
 user's source line, the warp group and the CTA (see `aref.sim.values.KINDS`).
 """
 from aref.sim.program import MalformedIR
+from aref.sim.resources import check_resources, shared_memory_bytes
 from aref.sim.run import ExploreResult, SimReport, SimResult, check, explore, simulate
 from aref.sim.values import KINDS, Violation
 
 __all__ = ["simulate", "explore", "check", "SimResult", "ExploreResult", "SimReport", "Violation", "KINDS",
-           "MalformedIR"]
+           "MalformedIR", "check_resources", "shared_memory_bytes"]

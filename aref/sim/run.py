@@ -14,6 +14,7 @@ from aref.harness import compare
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import Prog
+from aref.sim.resources import check_resources
 from aref.sim.values import SimViolation, Violation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
@@ -242,6 +243,7 @@ class SimReport:
     mismatches: int = 0
     violations: list = field(default_factory=list)
     explored: ExploreResult | None = None
+    warnings: list = field(default_factory=list)   # static resource problems (`check_resources`)
     seconds: float = 0.0
 
     def to_json(self) -> dict:
@@ -250,6 +252,8 @@ class SimReport:
         if self.explored is not None:
             out["exhaustive"] = {"completed": self.explored.completed, "states": self.explored.states,
                                  "interleavings": self.explored.interleavings}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         if not self.ok:
             out["violations"] = [{k: v.to_json()[k] for k in ("kind", "op", "line", "group", "message")}
                                  for v in self.violations]
@@ -265,7 +269,8 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
     every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
     With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
-    Violations are deduplicated by (kind, op, line, group)."""
+    Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
+    threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""
     with _one_torch_thread():
         return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance)
 
@@ -273,7 +278,8 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
 def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance) -> SimReport:
     t0 = time.perf_counter()
     expected = reference_fn(**_clone(example_inputs))
-    report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0)
+    report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0,
+                       warnings=check_resources(kernel))
     seen = set()
 
     def add(v):

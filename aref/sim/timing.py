@@ -24,6 +24,7 @@ from aref.machine import ISSUE, SHARED_UNITS, Machine, op_cost, unit_busy
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
+from aref.sim.resources import check_resources
 from aref.sim.run import _violation
 from aref.sim.values import SimViolation
 
@@ -54,6 +55,7 @@ class TimingReport:
     group_cycles_per_iter: dict
     timeline: list = field(default_factory=list)
     violations: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)      # static resource problems (`check_resources`)
 
     @property
     def ok(self) -> bool:
@@ -64,7 +66,7 @@ class TimingReport:
                 "iterations": self.iterations, "utilization": self.utilization,
                 "group_cycles_per_iter": self.group_cycles_per_iter,
                 "timeline": [e.to_json() for e in self.timeline],
-                "violations": [v.to_json() for v in self.violations]}
+                "violations": [v.to_json() for v in self.violations], "warnings": list(self.warnings)}
 
 
 def _steady(starts: list[int]) -> float | None:
@@ -196,4 +198,5 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
     iterations = max((len(s) - 1 for s in clock.iters), default=0)
     return TimingReport(machine.name, total, max(per_group.values(), default=0.0), iterations,
                         {u: (clock.busy[u] / total if total else 0.0) for u in SHARED_UNITS}, per_group,
-                        sorted(clock.timeline, key=lambda e: (e.start, e.group)), violations)
+                        sorted(clock.timeline, key=lambda e: (e.start, e.group)), violations,
+                        check_resources(kernel, machine))

@@ -104,3 +104,21 @@ def test_timeline_is_a_consistent_gantt_chart():
 def test_timing_reports_schedule_bugs():
     r = simulate_timing(gemm_ws(depth=1, mma_depth=1), None, H100)
     assert not r.ok and r.violations[0].kind == "deadlock"
+
+
+def test_resource_limits():
+    from aref.sim import check_resources, shared_memory_bytes
+    ok = gemm_ws(BM=128, BN=128, BK=64, depth=3)
+    assert shared_memory_bytes(ok) == 3 * (2 * 128 * 64 * 2 + 16) and check_resources(ok) == []
+    big = gemm_ws(BM=128, BN=128, BK=128, depth=4)          # 4 slots of 64 KB
+    problems = check_resources(big)
+    assert len(problems) == 1 and problems[0].startswith("shared memory: the channels need 262208 B")
+    assert simulate_timing(big, None, H100).warnings == problems
+    from aref.sim import check
+    from sim_kernels import gemm_inputs, gemm_reference
+    report = check(big, gemm_inputs(M=128, N=128, K=256), gemm_reference, seeds=2)
+    assert report.ok and report.to_json()["warnings"] == problems
+    greedy = gemm_ws(consumers=2)
+    greedy.groups[1].group = type(greedy.groups[1].group)(1, "consumer0", "consumer", 4, 256)
+    greedy.groups[2].group = type(greedy.groups[2].group)(2, "consumer1", "consumer", 4, 256)
+    assert any(p.startswith("registers: the groups' budgets") for p in check_resources(greedy))

@@ -1,0 +1,46 @@
+"""Static resource limits of a barrier-level kernel on a machine: what the functional simulation cannot see.
+
+A schedule can be functionally correct and still not launch: its rings may not fit in shared memory, its
+groups may ask for more threads or registers than a block has. `check_resources` lists each such problem
+as a sentence; `check` and the timing model report them as warnings (they do not change `ok`, which is
+about the schedule's behaviour).
+"""
+from __future__ import annotations
+
+from aref.machine import Machine, machine_for
+
+MBARRIER_BYTES = 8          # one mbarrier object in shared memory (PTX ISA: .b64)
+MAX_THREADS_PER_BLOCK = 1024   # CUDA programming guide, compute capability 9.0 and 10.0
+NAMED_BARRIER_IDS = range(1, 16)   # 16 hardware barriers per CTA; 0 is __syncthreads
+
+
+def shared_memory_bytes(kernel) -> int:
+    """Bytes of shared memory the kernel's channels take: every ring slot plus a full and an empty mbarrier
+    per slot."""
+    return sum(ch.depth * (ch.slot_bytes + 2 * MBARRIER_BYTES) for ch in kernel.channels)
+
+
+def check_resources(kernel, machine: Machine | None = None) -> list[str]:
+    """Problems that keep `kernel` from launching on `machine` (default: the kernel's arch)."""
+    m = machine or machine_for(kernel.arch)
+    out = []
+    smem = shared_memory_bytes(kernel)
+    if smem > m.smem_per_block:
+        biggest = sorted(kernel.channels, key=lambda c: -c.depth * c.slot_bytes)[:3]
+        names = ", ".join(f"{c.name} ({c.depth} x {c.slot_bytes} B)" for c in biggest)
+        out.append(f"shared memory: the channels need {smem} B but {m.name} gives a block {m.smem_per_block} B "
+                   f"(largest: {names})")
+    threads = sum(g.group.threads for g in kernel.groups)
+    if threads > MAX_THREADS_PER_BLOCK:
+        out.append(f"threads: the groups have {threads} threads, a block at most {MAX_THREADS_PER_BLOCK}")
+    regs = sum(g.group.regs * g.group.threads for g in kernel.groups)
+    if regs > m.registers:
+        out.append(f"registers: the groups' budgets (regs x threads) add up to {regs}, the SM has {m.registers}")
+    for g in kernel.groups:
+        if g.group.regs > m.setmaxnreg_max:
+            out.append(f"registers: group {g.group.name} asks for {g.group.regs} per thread, at most "
+                       f"{m.setmaxnreg_max}")
+    for nb in kernel.named_barriers:
+        if nb.id not in NAMED_BARRIER_IDS:
+            out.append(f"named barrier id {nb.id} is outside 1..15")
+    return out
