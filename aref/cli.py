@@ -216,6 +216,7 @@ def cmd_demo(args, console: Console) -> int:
 
 # -------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
+    import aref.cli_solve  # noqa: F401  (registers `solve` and `compare`)
     parser = argparse.ArgumentParser(prog="aref", description="aref: warp-specialized GPU kernels from tile "
                                                               "programs with explicit arefs")
     sub = parser.add_subparsers(dest="command", required=True)
