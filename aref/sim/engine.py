@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import torch
 
+from aref.dtypes import to_torch
 from aref.interpret import evaluate, load_box, round_result
 from aref.ir import OpKind
 from aref.machine import machine_for, tma_bytes
 from aref.sim.program import LOOP_END, LOOP_ENTER, MalformedIR, Prog
 from aref.sim.state import CTAState, Group, Slot, SlotData
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
-from aref.dtypes import to_torch
 
 GROUP, TMA, MMA = 0, 1, 2
 _PLAIN = (int, float, bool, torch.Tensor)

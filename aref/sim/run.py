@@ -12,7 +12,7 @@ import torch
 
 from aref.harness import compare
 from aref.sim.checks import check_finished, diagnose_stuck
-from aref.sim.engine import GROUP, MMA, TMA, Engine
+from aref.sim.engine import GROUP, TMA, Engine
 from aref.sim.program import Prog
 from aref.sim.resources import check_resources
 from aref.sim.values import SimViolation, Violation

@@ -8,11 +8,36 @@ line: each op carries the line of the user statement it implements (LINE below).
 from __future__ import annotations
 
 from aref.errors import SrcInfo
-from aref.ir import (BarrierAttrs, BarrierType, Block, CastAttrs, ConstAttrs, DType, ExpectTxAttrs, FnAttrs,
-                     FullAttrs, Loop, MmaWaitAttrs, NoAttrs, Op, OpKind, Param, ProgramIdAttrs, RingType,
-                     ScalarType, SlotAttrs, StoreAttrs, TensorType, TileType, TransposeAttrs, Value, Space,
-                     SetMaxNRegAttrs)
-from aref.ir import LoadAttrs, NamedBarrierAttrs
+from aref.ir import (
+    BarrierAttrs,
+    BarrierType,
+    Block,
+    CastAttrs,
+    ConstAttrs,
+    DType,
+    ExpectTxAttrs,
+    FnAttrs,
+    FullAttrs,
+    LoadAttrs,
+    Loop,
+    MmaWaitAttrs,
+    NamedBarrierAttrs,
+    NoAttrs,
+    Op,
+    OpKind,
+    Param,
+    ProgramIdAttrs,
+    RingType,
+    ScalarType,
+    SetMaxNRegAttrs,
+    SlotAttrs,
+    Space,
+    StoreAttrs,
+    TensorType,
+    TileType,
+    TransposeAttrs,
+    Value,
+)
 from aref.ws import Channel, GroupProgram, NamedBarrier, WarpGroup, WSKernel
 
 FILE = "/fictitious/gemm_user.py"

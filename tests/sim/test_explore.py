@@ -1,9 +1,8 @@
 """Exhaustive exploration at the trip counts where pipelines break: 0, 1, D, D+1, 2D+1."""
 import pytest
+from sim_kernels import gemm_ws
 
 from aref.sim import explore
-
-from sim_kernels import gemm_ws
 
 
 def trips(d):

@@ -2,13 +2,12 @@
 import random
 
 import pytest
+from sim_kernels import gemm_ws
 
 from aref.errors import SrcInfo
 from aref.ir import DType, FnAttrs, NoAttrs, Op, OpKind, Space, TileType, Value
 from aref.machine import B200, H100, machine_for, op_cost, unit_busy
 from aref.sim.timing import simulate_timing
-
-from sim_kernels import gemm_ws
 
 
 def mma(m, n, k, dtype=DType.float16):
@@ -114,8 +113,9 @@ def test_resource_limits():
     problems = check_resources(big)
     assert len(problems) == 1 and problems[0].startswith("shared memory: the channels need 262208 B")
     assert simulate_timing(big, None, H100).warnings == problems
-    from aref.sim import check
     from sim_kernels import gemm_inputs, gemm_reference
+
+    from aref.sim import check
     report = check(big, gemm_inputs(M=128, N=128, K=256), gemm_reference, seeds=2)
     assert report.ok and report.to_json()["warnings"] == problems
     greedy = gemm_ws(consumers=2)

@@ -1,11 +1,10 @@
 """Planted schedule bugs: each is detected with the right kind, op, source line and group — under random
 interleavings (every seed where the bug is deterministic) and by exhaustive exploration."""
 import pytest
+from sim_kernels import LINE, gemm_inputs, gemm_reference, gemm_ws
 
 from aref.ir import OpKind
 from aref.sim import check, explore, simulate
-
-from sim_kernels import LINE, gemm_inputs, gemm_reference, gemm_ws
 
 
 def first(kernel, seed=0):

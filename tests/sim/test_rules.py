@@ -1,15 +1,22 @@
 """Individual rules of the Barrier IR contract: mbarrier phases, predication, scoping, named barriers,
 proxy fences, malformed IR."""
 import pytest
+from sim_kernels import (
+    FILE,
+    I32,
+    LINE,
+    gemm_inputs,
+    gemm_reference,
+    gemm_ws,
+    scaled_gemm_ws,
+    scaled_reference,
+)
 
 from aref.errors import SrcInfo
 from aref.ir import ConstAttrs, NoAttrs, Op, OpKind, Value
 from aref.sim import MalformedIR, check, explore, simulate
 from aref.sim.engine import GROUP, TMA, Engine
 from aref.sim.program import Prog
-
-from sim_kernels import (FILE, I32, LINE, gemm_inputs, gemm_reference, gemm_ws, scaled_gemm_ws,
-                         scaled_reference)
 
 
 def ops(kernel, group, kind):

@@ -3,14 +3,14 @@ the simulator, equals the example's reference over 50 interleavings, every inter
 critical trip counts is clean, and the timing model runs it without a schedule error."""
 import pytest
 import torch
+from conftest import EXAMPLE_NAMES, example_path
 
 from aref.compiler import CompileOptions, lower_to
 from aref.harness import load_example
-from aref.machine import machine_for
 from aref.interpret import run_kernel
+from aref.machine import machine_for
 from aref.sim import check, explore, simulate
 from aref.sim.timing import simulate_timing
-from conftest import EXAMPLE_NAMES, example_path
 
 ARCHS = ("sm_90a", "sm_100a")
 # the example_inputs argument that sets the loop's trip count, and the tile size along it

@@ -3,10 +3,15 @@ import time
 
 import pytest
 import torch
+from sim_kernels import (
+    gemm_inputs,
+    gemm_reference,
+    gemm_ws,
+    scaled_gemm_ws,
+    scaled_reference,
+)
 
 from aref.sim import check, simulate
-
-from sim_kernels import gemm_inputs, gemm_reference, gemm_ws, scaled_gemm_ws, scaled_reference
 
 VARIANTS = [dict(), dict(depth=3), dict(mma_depth=1), dict(depth=3, mma_depth=1), dict(consumers=2),
             dict(consumers=2, mma_depth=1, regs=(40, 232)), dict(consumers=2, pingpong=True)]
@@ -53,10 +58,11 @@ def test_interleavings_differ_between_seeds():
     steps = {simulate(gemm_ws(depth=3), gemm_inputs(), seed=s).steps for s in range(10)}
     assert len(steps) == 1      # same work in every schedule ...
     orders = set()
+    import random
+
     from aref.sim.engine import Engine
     from aref.sim.program import Prog
     from aref.sim.run import _run_random
-    import random
     kernel = gemm_ws(depth=3)
     for s in range(10):     # ... in different orders
         eng = Engine(Prog(kernel), gemm_inputs(), (0, 0), compute_values=False)
