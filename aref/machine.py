@@ -27,8 +27,8 @@ ISSUE = "issue"
 # scaling plus the MUFU op, whose throughput dominates).
 MUFU_FNS = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt"})
 # Ops that only rename or re-view data (no instruction cost worth modelling).
-_VIEW_KINDS = frozenset({OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLOT_READ, OpKind.SELECT, OpKind.CHANNEL,
-                         OpKind.GET} | ({OpKind.SLICE} if hasattr(OpKind, "SLICE") else set()))
+_VIEW_KINDS = frozenset({OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.SLOT_READ, OpKind.SELECT,
+                         OpKind.CHANNEL, OpKind.GET})
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 GROUP, TMA, MMA = 0, 1, 2
 _PLAIN = (int, float, bool, torch.Tensor)
 # ops whose result is a view of their operand: a view of a slot stays tied to the slot
-_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS) + ((OpKind.SLICE,) if hasattr(OpKind, "SLICE") else ())
+_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 class Engine:
