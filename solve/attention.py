@@ -92,8 +92,9 @@ def fa_forward_hopper(subtiles: int = 2, max_groups: int = 3, allow_transfers: b
                  transfer_cost=transfer_cycles(o_regs), kind="gemm")
         g.add_edge("load_K", f"qk_{x}", 0)
         g.add_edge(f"qk_{x}", f"softmax_{x}", qk, blocking=True)
-        g.add_edge(f"softmax_{x}", f"softmax_{x}", softmax, 1)  # running max / sum
-        g.add_edge(f"softmax_{x}", f"rescale_{x}", fma_cycles(rows, keys))  # new row max first
+        g.add_edge(f"softmax_{x}", f"softmax_{x}", softmax, 1, transfer_cost=BARRIER_CYCLES)  # max / sum
+        g.add_edge(f"softmax_{x}", f"rescale_{x}", fma_cycles(rows, keys),  # new row max first
+                   transfer_cost=BARRIER_CYCLES)
         g.add_edge(f"pv_{x}", f"rescale_{x}", pv, 1, blocking=True)
         g.add_edge(f"softmax_{x}", f"pv_{x}", softmax)
         g.add_edge(f"rescale_{x}", f"pv_{x}", fma_cycles(rows, dim))
@@ -120,9 +121,9 @@ def fa_forward_blackwell(subtiles: int = 2, max_groups: int = 5, allow_transfers
     for x in "AB"[:subtiles]:
         g.add_op(f"qk_{x}", {"tc": qk}, footprint={"tmem": s_cols}, kind="gemm")
         g.add_op(f"max_{x}", {"tmem_ld": ld_s, "fma": fma_cycles(rows, keys)},
-                 footprint={"registers": s_regs}, transfer_cost=BARRIER_CYCLES, kind="softmax")
+                 footprint={"registers": s_regs}, transfer_cost=transfer_cycles(s_regs), kind="softmax")
         g.add_op(f"exp_{x}", {"mufu": ex, "fma": fma_cycles(rows, keys, 2), "tmem_st": ld_s // 2},
-                 footprint={"tmem": s_cols // 2, "registers": 8}, transfer_cost=BARRIER_CYCLES,
+                 footprint={"tmem": s_cols // 2, "registers": 8}, transfer_cost=transfer_cycles(8),
                  kind="exp")
         g.add_op(f"rescale_{x}", {"tmem_ld": ld_s, "fma": fma_cycles(rows, dim), "tmem_st": ld_s},
                  footprint={"tmem": o_cols}, kind="rescale")
@@ -130,10 +131,11 @@ def fa_forward_blackwell(subtiles: int = 2, max_groups: int = 5, allow_transfers
         g.add_edge("load_K", f"qk_{x}", 0)
         g.add_edge(f"qk_{x}", f"max_{x}", qk + MMA_COMMIT_CYCLES, blocking=True, transfer=False)
         g.add_edge(f"max_{x}", f"exp_{x}", fma_cycles(rows, keys))
-        g.add_edge(f"exp_{x}", f"max_{x}", ex, 1)  # running max / sum
-        g.add_edge(f"max_{x}", f"rescale_{x}", fma_cycles(rows, keys))  # scale factor
+        # Running max / sum stay in registers; P goes to tensor memory for the PV MMA.
+        g.add_edge(f"exp_{x}", f"max_{x}", ex, 1, memories=["registers"])
+        g.add_edge(f"max_{x}", f"rescale_{x}", fma_cycles(rows, keys), transfer_cost=BARRIER_CYCLES)
         g.add_edge(f"pv_{x}", f"rescale_{x}", pv + MMA_COMMIT_CYCLES, 1, blocking=True, transfer=False)
-        g.add_edge(f"exp_{x}", f"pv_{x}", ex + BARRIER_CYCLES, transfer=False)  # P in tensor memory
+        g.add_edge(f"exp_{x}", f"pv_{x}", ex + BARRIER_CYCLES, transfer=False, memories=["tmem"])
         g.add_edge(f"rescale_{x}", f"pv_{x}", ld_s * 2 + BARRIER_CYCLES, transfer=False)
         g.add_edge("load_V", f"pv_{x}", 0)
         g.add_edge(f"pv_{x}", f"qk_{x}", 0, 1, data=False)  # S/P columns reused by the next S

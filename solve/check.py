@@ -11,7 +11,9 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
   up to ``reg_granularity``, fit ``registers_per_thread``; all groups fit ``registers_per_sm``;
 * SM memories: live footprints at every residue plus streaming buffers fit the capacity;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
-  another op of its group is in flight (``[start, start + duration)`` modulo II).
+  another op of its group is in flight, strictly after that op's start and before its end
+  (modulo II).  Starting in the same cycle is allowed, which keeps the problem invariant under
+  scaling every cycle count (the premise of Twill's cost normalization).
 
 It also measures the objectives: ``channels`` (distinct (value, consuming group) pairs across
 groups) and ``mma_waits`` (blocking consumers times the ``mma_units`` their group issues ops on).
@@ -73,9 +75,9 @@ class Report:
         return not self.violations
 
 
-def lifetime_end(graph: Graph, name: str, ii: int, start: dict[str, int]) -> int:
-    """Start of the last consumer of ``name``'s result (the end of its lifetime)."""
-    ends = [start[e.dst] + e.distance * ii for e in graph.data_out_edges(name)]
+def lifetime_end(graph: Graph, name: str, memory: str, ii: int, start: dict[str, int]) -> int:
+    """Start of the last consumer of ``name``'s result in ``memory`` (the end of its lifetime)."""
+    ends = [start[e.dst] + e.distance * ii for e in graph.readers(name, memory)]
     return max([start[name], *ends])
 
 
@@ -102,7 +104,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         if e.transfer and crosses(e):
             if not mach.allow_transfers:
                 bad.append(f"transfer {e.src} -> {e.dst} crosses groups but transfers are forbidden")
-            need += graph.ops[e.src].transfer_cost
+            need += graph.transfer_cost(e)
         if start[e.dst] + e.distance * ii < need:
             bad.append(f"dependence {e.src} -> {e.dst} (delay {e.delay}, distance {e.distance}) violated")
 
@@ -126,7 +128,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         diff = _fold(ii)
         for n, op in graph.ops.items():
             if group[n] == k and graph.has_lifetime(op, REGISTERS):
-                _add(diff, ii, start[n], lifetime_end(graph, n, ii, start) - start[n], op.registers)
+                _add(diff, ii, start[n], lifetime_end(graph, n, REGISTERS, ii, start) - start[n], op.registers)
         rep.register_peak[k] = _peak(diff, ii)
         need = rep.register_peak[k] + mach.base_registers
         rep.register_alloc[k] = -(-need // gran) * gran
@@ -142,7 +144,8 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         diff = _fold(ii)
         for n, op in graph.ops.items():
             if graph.has_lifetime(op, memory):
-                _add(diff, ii, start[n], lifetime_end(graph, n, ii, start) - start[n], op.footprint[memory])
+                _add(diff, ii, start[n], lifetime_end(graph, n, memory, ii, start) - start[n],
+                     op.footprint[memory])
         rep.memory_peak[memory] = _peak(diff, ii) + reserved[memory]
         if rep.memory_peak[memory] > cap:
             bad.append(f"memory {memory} over capacity ({rep.memory_peak[memory]} > {cap})")
@@ -154,7 +157,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
             continue
         rep.mma_waits += sum(group[v] in groups for groups in feeds.values())
         for o, op in graph.ops.items():
-            if o != v and group[o] == group[v] and (start[v] - start[o]) % ii < op.duration:
+            if o != v and group[o] == group[v] and 0 < (start[v] - start[o]) % ii < op.duration:
                 bad.append(f"blocking op {v} starts while {o} of the same group is in flight")
     rep.channels = len({(e.src, group[e.dst]) for e in graph.edges if e.src != e.dst and crosses(e)})
     return rep

@@ -29,13 +29,14 @@ class Run:
         return int(self.solver.value(expr))
 
 
-def run(model: cp_model.CpModel, time_limit: float, workers: int = 2, deterministic: bool = True,
-        core: bool = False) -> Run:
+def run(model: cp_model.CpModel, time_limit: float, workers: int = 1, deterministic: bool = True,
+        core: bool = False, first_solution: bool = False) -> Run:
     """Solve ``model`` within ``time_limit`` seconds.
 
-    ``deterministic`` interleaves the portfolio workers in fixed batches so repeated runs give the
-    same answer.  ``core`` asks for an infeasibility core over the model's assumptions, which needs
-    one worker and no presolve (presolve can rename assumption literals).
+    One worker is deterministic.  With more, ``deterministic`` interleaves the portfolio workers
+    in fixed batches (reproducible but markedly slower); otherwise they race.  ``core`` asks for
+    an infeasibility core over the model's assumptions, which needs one worker and no presolve
+    (presolve can rename assumption literals).  ``first_solution`` stops at the first schedule.
     """
     solver = cp_model.CpSolver()
     params = solver.parameters
@@ -47,6 +48,8 @@ def run(model: cp_model.CpModel, time_limit: float, workers: int = 2, determinis
         params.num_workers = max(1, workers)
         if deterministic and workers > 1:
             params.interleave_search = True
+    if first_solution:
+        params.stop_after_first_solution = True
     start = time.perf_counter()
     status = solver.solve(model)
     name = _STATUS.get(status, "unknown")

@@ -1,9 +1,10 @@
 """Why an II (or a range of IIs) has no schedule: a small set of constraint families.
 
 Every family of the joint model is guarded by an assumption literal.  CP-SAT names a sufficient
-subset of assumptions when the model is infeasible; we then drop families one at a time while the
-rest stays infeasible, which leaves an irreducible set (no family can be removed).  Dependences are
-never guarded: they are the program itself.
+subset of assumptions when the model is infeasible; we then drop families (in halving chunks, then
+one at a time) while the rest stays infeasible, which leaves an irreducible set: no family can be
+removed.  Dependences are never guarded: they are the program itself.  The model used here allows
+two more warp groups than the machine, so that "number of warp groups" can show up as a reason.
 """
 
 from __future__ import annotations
@@ -59,45 +60,67 @@ def describe(family: str, graph: Graph, stages: int) -> str:
     return family
 
 
-def explain(graph: Graph, ii: int | tuple[int, int], stages: int, *, warp: bool = True,
-            time_limit: float = 10.0, symmetry: bool = True) -> Explanation:
-    """Explain why ``graph`` has no schedule at ``ii`` (an int or an inclusive range)."""
+def explain(graph: Graph, ii: int, stages: int, *, warp: bool = True, time_limit: float = 10.0,
+            symmetry: bool = True) -> Explanation:
+    """Explain why ``graph`` has no schedule at ``ii`` within ``stages`` stages."""
     deadline = time.perf_counter() + time_limit
     groups = min(len(graph.ops), graph.machine.max_groups + 2)
     jm = joint.JointModel(graph, ii, stages, warp=warp, groups=groups, guarded=True, symmetry=symmetry)
     by_index = {lit.index: fam for fam, lit in jm.guards.items()}
 
-    def infeasible_with(families: list[str]) -> tuple[bool | None, list[str]]:
+    def left() -> float:
+        return deadline - time.perf_counter()
+
+    def core_of(families: list[str]) -> tuple[bool | None, list[str]]:
+        """Solve with every family on as assumptions; CP-SAT names a sufficient subset."""
         jm.model.clear_assumptions()
         jm.model.add_assumptions([jm.guards[f] for f in families])
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            return None, families
-        outcome = run(jm.model, left, core=True)
+        outcome = run(jm.model, left(), core=True)
+        jm.model.clear_assumptions()
         if outcome.status == "infeasible":
-            core = [by_index[i] for i in outcome.solver.sufficient_assumptions_for_infeasibility()
-                    if i in by_index]
+            core = {by_index[i] for i in outcome.solver.sufficient_assumptions_for_infeasibility()
+                    if i in by_index}
             return True, [f for f in families if f in core] or families
-        if outcome.has_solution:
-            return False, families
-        return None, families
+        return (False if outcome.has_solution else None), families
+
+    def infeasible_with(families: list[str]) -> bool | None:
+        """Whether the model with exactly ``families`` switched on is infeasible (None: unknown).
+
+        Fixing the guards (rather than assuming them) lets presolve drop whole families.
+        """
+        if left() <= 0:
+            return None
+        trial = jm.model.clone()
+        for fam, lit in jm.guards.items():
+            trial.add(lit == int(fam in families))
+        outcome = run(trial, left())
+        if outcome.status == "infeasible":
+            return True
+        return False if outcome.has_solution else None
 
     every = sorted(jm.guards)
-    verdict, core = infeasible_with(every)
+    verdict, core = core_of(every)
     if verdict is False:
         raise AssertionError(f"explanation model found a schedule at II {ii}, the main model did not")
     if verdict is None:
         return Explanation([], ["no explanation within the time limit"], False)
+    # Drop chunks of families while the rest stays infeasible, halving the chunk size down to one
+    # family: few solves when most families are irrelevant, and irreducible at the end.
     complete = True
-    for fam in list(core):
-        if fam not in core:
-            continue
-        trial = [f for f in core if f != fam]
-        verdict, smaller = infeasible_with(trial)
-        if verdict:
-            core = smaller if set(smaller) <= set(trial) else trial
-        elif verdict is None:
-            complete = False
+    size = max(1, len(core) // 2)
+    while True:
+        i = 0
+        while i < len(core):
+            trial = core[:i] + core[i + size:]
+            verdict = infeasible_with(trial)
+            if verdict:
+                core = trial
+            else:
+                complete = complete and verdict is not None
+                i += size
+        if size == 1:
+            break
+        size = max(1, size // 2)
     if not core:
         return Explanation([], ["the dependences alone admit no schedule in this horizon"], complete)
     return Explanation(core, [describe(f, graph, stages) for f in core], complete)

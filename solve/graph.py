@@ -77,7 +77,10 @@ class Edge:
     ``data`` edges carry ``src``'s result (they extend its lifetime); ordering-only edges (buffer
     reuse, barriers) do not.  ``blocking``: the consumer waits synchronously for the result (wgmma
     wait, tcgen05.ld).  ``transfer``: if the two ends run on different warp groups the value moves
-    through shared memory, which adds ``src.transfer_cost`` cycles and a blocking wait at ``dst``.
+    through shared memory, which adds ``transfer_cost`` cycles (default: the source op's) and a
+    blocking wait at ``dst``.  ``memories`` names the parts of a multi-memory result the consumer
+    reads (default: all), so e.g. a softmax's statistics in registers can outlive its P in tensor
+    memory.
     """
 
     src: str
@@ -87,10 +90,21 @@ class Edge:
     data: bool = True
     blocking: bool = False
     transfer: bool = False
+    transfer_cost: int | None = None
+    memories: tuple[str, ...] | None = None
+
+    def reads(self, memory: str) -> bool:
+        """Whether this edge keeps the source's result in ``memory`` alive."""
+        return self.data and (self.memories is None or memory in self.memories)
 
     def to_json(self) -> dict[str, Any]:
-        return {"src": self.src, "dst": self.dst, "delay": self.delay, "distance": self.distance,
-                "data": self.data, "blocking": self.blocking, "transfer": self.transfer}
+        out = {"src": self.src, "dst": self.dst, "delay": self.delay, "distance": self.distance,
+               "data": self.data, "blocking": self.blocking, "transfer": self.transfer}
+        if self.transfer_cost is not None:
+            out["transfer_cost"] = self.transfer_cost
+        if self.memories is not None:
+            out["memories"] = list(self.memories)
+        return out
 
 
 @dataclass
@@ -184,10 +198,12 @@ class Graph:
         return op
 
     def add_edge(self, src: str, dst: str, delay: int, distance: int = 0, *, data: bool = True,
-                 blocking: bool = False, transfer: bool | None = None) -> Edge:
+                 blocking: bool = False, transfer: bool | None = None,
+                 transfer_cost: int | None = None, memories: tuple[str, ...] | list[str] | None = None) -> Edge:
         """Add dependence ``dst[i + distance]`` starts ``>= delay`` cycles after ``src[i]``.
 
-        ``transfer`` defaults to True for data edges whose source has a register result.
+        ``transfer`` defaults to True for data edges whose source has a register result;
+        ``transfer_cost`` overrides the source op's cost for this edge (e.g. a small part of it).
         """
         for end in (src, dst):
             if end not in self.ops:
@@ -201,11 +217,20 @@ class Graph:
         if data and self.ops[dst].streaming:
             raise GraphError(f"edge {src!r} -> {dst!r}: streaming op {dst!r} cannot consume data "
                              "(streaming ops have no incoming data dependences)")
+        if memories is not None:
+            memories = tuple(memories)
+            missing = [m for m in memories if m not in self.ops[src].footprint]
+            if missing or not data:
+                raise GraphError(f"edge {src!r} -> {dst!r}: memories {list(memories)} must be footprints "
+                                 f"of {src!r} ({sorted(self.ops[src].footprint)}) on a data edge")
         if transfer is None:
-            transfer = data and self.ops[src].registers > 0
+            transfer = data and self.ops[src].registers > 0 and (memories is None or REGISTERS in memories)
         if transfer and not data:
             raise GraphError(f"edge {src!r} -> {dst!r}: only data edges can transfer a value")
-        edge = Edge(src, dst, delay, distance, bool(data), bool(blocking), bool(transfer))
+        if transfer_cost is not None:
+            _positive_int(transfer_cost, f"edge {src!r} -> {dst!r}: transfer cost", allow_zero=True)
+        edge = Edge(src, dst, delay, distance, bool(data), bool(blocking), bool(transfer), transfer_cost,
+                    memories)
         self.edges.append(edge)
         return edge
 
@@ -221,6 +246,12 @@ class Graph:
 
     def data_out_edges(self, name: str) -> list[Edge]:
         return [e for e in self.edges if e.src == name and e.data]
+
+    def transfer_cost(self, edge: Edge) -> int:
+        """Cycles added to ``edge`` when it crosses warp groups (0 unless it transfers a value)."""
+        if not edge.transfer:
+            return 0
+        return self.ops[edge.src].transfer_cost if edge.transfer_cost is None else edge.transfer_cost
 
     def may_block(self, name: str) -> bool:
         """Whether the op can need a blocking wait (a blocking input, or a transfer input)."""
@@ -238,15 +269,24 @@ class Graph:
                     out[memory] += amount * op.depth
         return out
 
+    def readers(self, name: str, memory: str) -> list[Edge]:
+        """Edges that keep ``name``'s result in ``memory`` alive."""
+        return [e for e in self.edges if e.src == name and e.reads(memory)]
+
     def has_lifetime(self, op: Op, memory: str) -> bool:
         """Whether the op's result occupies ``memory`` for a schedule-dependent lifetime."""
-        return not op.streaming and op.footprint.get(memory, 0) > 0 and bool(self.data_out_edges(op.name))
+        return not op.streaming and op.footprint.get(memory, 0) > 0 and bool(self.readers(op.name, memory))
+
+    def lifetimes(self) -> list[tuple[str, str]]:
+        """(op, memory) pairs whose occupancy depends on the schedule."""
+        return [(n, m) for n, op in self.ops.items() for m in op.footprint if self.has_lifetime(op, m)]
 
     def cycle_costs(self) -> list[int]:
         """Every cycle count in the graph (usages, edge delays, transfer costs)."""
         costs = [c for op in self.ops.values() for c in op.usage.values()]
         costs += [abs(e.delay) for e in self.edges]
         costs += [op.transfer_cost for op in self.ops.values()]
+        costs += [e.transfer_cost for e in self.edges if e.transfer_cost]
         return [c for c in costs if c > 0]
 
     def validate(self) -> None:
@@ -309,7 +349,8 @@ class Graph:
             try:
                 graph.add_edge(e["src"], e["dst"], e["delay"], e.get("distance", 0),
                                data=e.get("data", True), blocking=e.get("blocking", False),
-                               transfer=e.get("transfer"))
+                               transfer=e.get("transfer"), transfer_cost=e.get("transfer_cost"),
+                               memories=e.get("memories"))
             except KeyError as exc:
                 raise GraphError(f"edge entry {e!r} lacks key {exc}") from None
         return graph
@@ -327,6 +368,8 @@ class Graph:
         for e in data["edges"]:
             if e["delay"]:
                 e["delay"] = int(math.copysign(mapping[abs(e["delay"])], e["delay"]))
+            if e.get("transfer_cost"):
+                e["transfer_cost"] = mapping[e["transfer_cost"]]
         return Graph.from_json(data)
 
     def __repr__(self) -> str:

@@ -13,6 +13,9 @@ Deviations from the paper, each needed for the answer to be exact and to match t
   the steady state, and a value whose consumer copy lies past the program stays live to the end
   (the paper's Init rule, generalized from the last copy to every copy);
 * a consumer issuing in the same cycle as its producer (zero delay) is allowed by DeadProp-1;
+* Concurrency forbids a blocking op to start while another op of its group runs *strictly* past
+  its own start; starting in the same cycle is allowed.  This keeps the problem invariant under
+  scaling all cycle counts, the premise of cost normalization (the interval model does the same);
 * dependences whose distance reaches past the program are stated on copy 0, shifted by II;
 * machine-wide limits shared with the interval model (per-SM registers, setmaxnreg granularity,
   streaming buffers, forbidden transfers) are included.
@@ -31,7 +34,7 @@ from .bounds import RecurrenceError, compute_bounds
 from .check import check
 from .cpsat import run
 from .explain import explain
-from .graph import Graph
+from .graph import REGISTERS, Graph
 from .normalize import normalize_graph
 from .result import (INFEASIBLE, OPTIMAL, TIME_INDEXED, TIMEOUT, Infeasibility, Progress, Schedule,
                      SolveOptions)
@@ -84,12 +87,11 @@ class TimeIndexedModel:
             return 0
         return self.pre[v][i][min(t, self.T) - 1]
 
-    def running(self, v: str, i: int, t: int):
-        """1 when copy ``i`` of ``v`` is in flight at ``t`` (a 0/1 linear expression)."""
-        dur = self.graph.ops[v].duration
+    def running(self, v: str, i: int, t: int, span: int):
+        """1 when copy ``i`` of ``v`` started in ``(t - span, t]`` (a 0/1 linear expression)."""
         expr = self.pre[v][i][t]
-        if t - dur >= 0:
-            expr = expr - self.pre[v][i][t - dur]
+        if t - span >= 0:
+            expr = expr - self.pre[v][i][t - span]
         return expr
 
     def _forbid_before(self, cause: list, v: str, i: int, t: int) -> None:
@@ -143,10 +145,13 @@ class TimeIndexedModel:
 
     def _liveness(self) -> None:
         g, m, N, T = self.graph, self.model, self.N, self.T
-        self.live: dict[str, list[list]] = {}
-        for v, op in g.ops.items():
-            outs = g.data_out_edges(v)
-            if op.streaming or not outs or not any(op.footprint.values()):
+        self.live: dict[tuple[str, str], list[list]] = {}
+        by_readers: dict[tuple, list[list]] = {}
+        for v, memory in g.lifetimes():
+            outs = g.readers(v, memory)
+            key = (v, tuple(id(e) for e in outs))
+            if key in by_readers:  # same consumers, same lifetime
+                self.live[v, memory] = by_readers[key]
                 continue
             rows = []
             for i in range(N):
@@ -174,22 +179,22 @@ class TimeIndexedModel:
                     if prev is not None:
                         m.add_bool_or([live[t], prev.Not(), *here])
                 rows.append(live)
-            self.live[v] = rows
+            self.live[v, memory] = by_readers[key] = rows
 
     def _memory(self) -> None:
         g, m = self.graph, self.model
         reserved = g.reserved_memory()
         for memory, cap in g.machine.memory.items():
-            values = [v for v in self.live if g.ops[v].footprint.get(memory, 0)]
+            values = [v for v, mem in self.live if mem == memory]
             if not values:
                 continue
             for t in range(self.window):  # Memory capacity
-                m.add(sum(self.live[v][i][t] * g.ops[v].footprint[memory]
+                m.add(sum(self.live[v, memory][i][t] * g.ops[v].footprint[memory]
                           for v in values for i in range(self.N)) <= cap - reserved[memory])
 
     def _registers(self) -> None:
         g, m, mach = self.graph, self.model, self.graph.machine
-        values = [v for v in self.live if g.ops[v].registers]
+        values = [v for v, mem in self.live if mem == REGISTERS]
         cap = mach.group_register_cap
         self.alloc = [m.new_int_var(0, cap // mach.reg_granularity, f"alloc8[{w}]") for w in range(self.G)]
         for w in range(self.G):
@@ -199,7 +204,7 @@ class TimeIndexedModel:
                 for v in values:
                     for i in range(self.N):
                         both = m.new_bool_var(f"lw[{v},{i},{t},{w}]")
-                        m.add_bool_or([self.live[v][i][t].Not(), self.opw[v][w].Not(), both])
+                        m.add_bool_or([self.live[v, REGISTERS][i][t].Not(), self.opw[v][w].Not(), both])
                         terms.append(both * g.ops[v].registers)
                 if terms:
                     m.add(sum(terms) <= peak)
@@ -218,7 +223,7 @@ class TimeIndexedModel:
             if not g.machine.allow_transfers:
                 m.add(cross == 0)
             cross_into[e.dst].append(cross)
-            cost = g.ops[e.src].transfer_cost
+            cost = g.transfer_cost(e)
             if cost:  # Cross-warp spills
                 for t in range(T):
                     if e.distance < N:
@@ -244,8 +249,8 @@ class TimeIndexedModel:
                 for w in range(G):
                     m.add_bool_or([self.opw[v][w].Not(), self.opw[o][w].Not(), same])
                 for i in range(N):
-                    for t in range(T):  # Concurrency
-                        busy = sum(self.running(o, j, t) for j in range(N))
+                    for t in range(1, T):  # Concurrency (o started strictly before t, still running)
+                        busy = sum(self.running(o, j, t - 1, g.ops[o].duration - 1) for j in range(N))
                         m.add(busy == 0).only_enforce_if([self.op[v][i][t], same, *enforce_blk])
 
     def extract(self, res) -> tuple[dict[str, int], dict[str, int]]:

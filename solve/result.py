@@ -50,7 +50,7 @@ class SolveOptions:
 
     encoding: str = INTERVAL
     time_limit: float = 60.0
-    workers: int = 2
+    workers: int = 1
     deterministic: bool = True
     extra_stages: int = 1
     max_ii: int | None = None
@@ -82,7 +82,8 @@ class Schedule:
 
     ``schedule[op]`` is the start cycle of the op in iteration 0 (``stage * ii + residue``),
     ``assignment[op]`` its warp group.  ``proven_optimal`` holds only when every smaller II (down to
-    ``lower_bound``) was proven infeasible within the stage bound.
+    ``lower_bound``) was proven infeasible within the stage bound; otherwise ``gap`` says how many
+    IIs below ``ii`` remain unproven.
     """
 
     status: str
@@ -104,6 +105,7 @@ class Schedule:
     bound_reasons: list[str] = field(default_factory=list)
     objectives: dict[str, int] = field(default_factory=dict)
     objectives_proven: bool = False
+    gap: int | None = None
     message: str = ""
     normalization: dict[str, Any] | None = None
 

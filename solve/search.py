@@ -4,22 +4,26 @@
 2. Plain modulo scheduling (no warp groups) gives the first II with any modulo schedule and its
    shortest length ``L_min``; the stage bound is ``ceil(L_min / II) + extra_stages`` (Algorithm 1
    keeps ``ceil(L / II)`` fixed while it grows ``L``).
-3. The joint model is solved at that II with the objectives (``length`` first: Algorithm 1's first
-   feasible ``L``) minimized lexicographically inside the stage bound.  When an II is infeasible,
-   one model with II as a variable proves the following IIs infeasible at once and lands on the
-   next feasible one, so a register-bound loop does not need one solve per cycle.
+3. The joint model is solved from there with the objectives (``length`` first: Algorithm 1's first
+   feasible ``L``) minimized lexicographically inside the stage bound.
+
+When every delay is non-negative, feasibility is monotone in II (joint.py explains why), so one
+infeasibility proof at II covers every smaller II.  The search then probes multiples of the graph's
+time quantum ``Q`` (the gcd of its cycle counts, where the model is small) by galloping and
+bisection, and finally bisects the last ``Q`` cycles one by one.  Without that guarantee (negative
+ordering delays) it steps II by one.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Callable
 
 from . import explain as explain_mod
 from .bounds import Bounds, RecurrenceError, compute_bounds
 from .check import check
-from .cpsat import run, set_hint
+from .cpsat import run
 from .graph import Graph
 from .joint import JointModel
 from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIMEOUT, Infeasibility,
@@ -32,7 +36,7 @@ def default_max_ii(graph: Graph, lower_bound: int) -> int:
     """An II at which iterations need not overlap: one iteration's sequential length."""
     seq = sum(op.duration for op in graph.ops.values())
     seq += sum(max(0, e.delay) for e in graph.edges)
-    seq += sum(op.transfer_cost for op in graph.ops.values())
+    seq += sum(graph.transfer_cost(e) for e in graph.edges)
     return max(lower_bound, seq)
 
 
@@ -53,6 +57,21 @@ def plain_horizon(graph: Graph, ii: int) -> int:
     return math.ceil(default_max_ii(graph, 1) / ii) + 2
 
 
+class _Probe:
+    """Outcome of solving one II: status optimal / feasible / infeasible / unknown."""
+
+    def __init__(self, ii: int, jm: JointModel, res, optimized: bool = False):
+        self.ii, self.jm, self.res, self.optimized = ii, jm, res, optimized
+
+    @property
+    def status(self) -> str:
+        return self.res.status
+
+    @property
+    def feasible(self) -> bool:
+        return self.res.has_solution
+
+
 class _Search:
     """State of one search: clock, progress reporting, proofs collected so far."""
 
@@ -68,6 +87,8 @@ class _Search:
         self.proven = True
         self.lower_bound = 0
         self.bounds: Bounds | None = None
+        self.monotone = all(e.delay >= 0 for e in graph.edges)
+        self.quantum = math.gcd(*graph.cycle_costs()) if graph.cycle_costs() else 1
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -77,49 +98,94 @@ class _Search:
             self.opt.progress(Progress(kind, ii, self.lower_bound, time.perf_counter() - self.t0,
                                        detail, ii_max))
 
-    def solve(self, jm: JointModel, objective):
-        jm.model.minimize(objective)
-        return run(jm.model, self.left(), self.opt.workers, self.opt.deterministic)
+    def solve(self, jm: JointModel, objective=None, first_solution: bool = False):
+        if objective is not None:
+            jm.model.minimize(objective)
+        return run(jm.model, self.left(), self.opt.workers, self.opt.deterministic,
+                   first_solution=first_solution)
+
+    # ------------------------------------------------------------------------------ II search
+    def smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe]):
+        """Smallest II in ``lo..hi`` whose probe is feasible.
+
+        ``probe(ii, final)`` solves one II (``final``: optimize, else stop at a first solution).
+        Returns (feasible probe or None, largest proven-infeasible II or None, complete) where
+        ``complete`` says every II below the answer (or all of ``lo..hi``) was proven infeasible.
+        ``self.coarse_bad`` keeps the largest proven-infeasible II with a coarse quantum (cheap to
+        explain).
+        """
+        bad = None  # largest II proven infeasible (covers all smaller IIs when monotone)
+        self.coarse_bad = None
+        first = probe(lo, True)
+        if first.feasible:
+            return first, bad, True
+        if first.status != "infeasible":
+            return None, bad, False
+        bad = self.coarse_bad = lo
+        good = None
+        if not self.monotone:  # no monotonicity: every II needs its own proof
+            for ii in range(lo + 1, hi + 1):
+                p = probe(ii, False)
+                if p.feasible:
+                    return p, ii - 1, True
+                if p.status != "infeasible":
+                    return None, bad, False
+                bad = ii
+            return None, bad, True
+        q = self.quantum
+        step, ii = q, (lo // q + 1) * q
+        while good is None:  # gallop over multiples of the quantum
+            ii = min(ii, hi)
+            p = probe(ii, False)
+            if p.feasible:
+                good = p
+            elif p.status != "infeasible":
+                return None, bad, False
+            else:
+                bad = ii
+                if ii % q == 0:
+                    self.coarse_bad = ii
+                if ii == hi:
+                    return None, bad, True
+                ii, step = ii + step, step * 2
+        while good.ii - bad > 1:  # bisect, preferring IIs with a coarse quantum (small models)
+            mid = _coarsest_between(bad, good.ii, q)
+            p = probe(mid, False)
+            if p.feasible:
+                good = p
+            elif p.status == "infeasible":
+                bad = mid
+                if mid % q == 0:
+                    self.coarse_bad = mid
+            else:
+                return good, bad, False
+        return good, bad, True
 
     def record(self, lo: int, hi: int, stages: int, warp: bool) -> None:
-        """Store why IIs ``lo..hi`` (proven infeasible) fail, explained when asked for."""
-        reasons, families = ["infeasible (not explained)"], []
+        """Store why IIs ``lo..hi`` (proven infeasible) fail.
+
+        With monotone feasibility, the explanation at the largest coarse-quantum II ``c`` covers
+        ``lo..c``; the fine IIs above it get their own entry (explained if time allows).
+        """
+        c = self.coarse_bad if self.monotone and self.coarse_bad is not None else hi
+        self._record(lo, c, stages, warp)
+        if c < hi:
+            self._record(c + 1, hi, stages, warp)
+
+    def _record(self, lo: int, hi: int, stages: int, warp: bool) -> None:
+        reasons, families = ["infeasible (proven; not explained)"], []
         if self.opt.explain and self.left() > 0:
-            ii: Any = lo if lo == hi else (lo, hi)
-            why = explain_mod.explain(self.graph, ii, stages, warp=warp,
-                                      time_limit=min(self.left(), max(1.0, self.opt.time_limit / 4)),
+            budget = min(self.left(), max(1.0, self.opt.time_limit / 8))
+            why = explain_mod.explain(self.graph, hi, stages, warp=warp, time_limit=budget,
                                       symmetry=self.opt.symmetry_breaking)
-            reasons, families = why.reasons, why.families
+            if why.families or why.complete:
+                reasons, families = why.reasons, why.families
             if not warp:
                 reasons = ["no modulo schedule even on one warp group: " + r for r in reasons]
+        if lo < hi:
+            reasons = [f"shown at II {hi}; feasibility is monotone in II, so every smaller II fails too"] + reasons
         self.infeasible.append(Infeasibility(lo, hi, reasons, families, True))
         self.emit("infeasible", lo, "; ".join(reasons), hi)
-
-    def first_ii(self, lo: int, hi: int, build, objective) -> tuple[str, int | None, Any]:
-        """Smallest feasible II in ``lo..hi``: a fixed-II solve at ``lo``, then one ranged solve.
-
-        Returns ``(status, ii, (model, run))``; status is ``"optimal"`` (the II is the smallest),
-        ``"feasible"`` (a schedule, minimality not proven in time), ``"infeasible"`` (none in the
-        range) or ``"unknown"`` (time-out before any answer).
-        """
-        self.emit("try", lo)
-        jm = build(lo)
-        first = self.solve(jm, objective(jm))
-        if first.has_solution:
-            return "optimal", lo, (jm, first)
-        if first.status != "infeasible":
-            return "unknown", None, None
-        if lo == hi:
-            return "infeasible", None, None
-        self.emit("try", lo + 1, "range", hi)
-        jr = build((lo + 1, hi))
-        ranged = self.solve(jr, jr.II)
-        if ranged.status == "infeasible":
-            return "infeasible", None, None
-        if not ranged.has_solution:
-            return "unknown", None, None
-        status = "optimal" if ranged.status == "optimal" else "feasible"
-        return status, ranged.value(jr.II), (jr, ranged)
 
     def result(self, status: str, **kw) -> Schedule:
         b = self.bounds
@@ -131,6 +197,17 @@ class _Search:
     def timeout(self, message: str, stages: int | None = None) -> Schedule:
         self.emit("timeout", None, message)
         return self.result(TIMEOUT, ii=None, proven_optimal=False, stage_bound=stages, message=message)
+
+
+def _coarsest_between(lo: int, hi: int, q: int) -> int:
+    """An integer strictly between lo and hi, with the largest gcd with q, nearest the middle."""
+    mid = (lo + hi) / 2
+    for d in sorted((d for d in range(1, q + 1) if q % d == 0), reverse=True):
+        first = (lo // d + 1) * d
+        if first < hi:
+            options = range(first, hi, d)
+            return min(options, key=lambda x: (abs(x - mid), x))
+    raise AssertionError("no integer strictly between bounds")
 
 
 def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
@@ -147,85 +224,85 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
     s.emit("bounds", lb, "; ".join(s.bounds.reasons(graph)))
 
     # Phase 1: the first II with a plain modulo schedule, and its shortest length.
-    def plain(ii):
-        return JointModel(graph, ii, plain_horizon(graph, ii if isinstance(ii, int) else ii[0]), warp=False)
+    horizon = plain_horizon(graph, lb)
 
-    status, ii_plain, found = s.first_ii(lb, hi, plain, lambda jm: jm.length)
-    if status == "unknown":
+    def plain(ii: int, final: bool) -> _Probe:
+        s.emit("try", ii, "plain modulo schedule")
+        jm = JointModel(graph, ii, horizon, warp=False)
+        return _Probe(ii, jm, s.solve(jm, jm.length))
+
+    found, bad, complete = s.smallest(lb, hi, plain)
+    if bad is not None:
+        s.record(lb, bad, horizon, warp=False)
+    if found is None:
+        if complete:
+            return s.result(INFEASIBLE, ii=None, proven_optimal=False,
+                            message=f"no modulo schedule for II in {lb}..{hi}")
         return s.timeout("time limit hit while looking for a plain modulo schedule")
-    if status == "infeasible":
-        s.record(lb, hi, plain_horizon(graph, lb), warp=False)
-        return s.result(INFEASIBLE, ii=None, proven_optimal=False,
-                        message=f"no modulo schedule for II in {lb}..{hi}")
-    if ii_plain > lb:
-        if status == "optimal":
-            s.record(lb, ii_plain - 1, plain_horizon(graph, lb), warp=False)
-        else:
-            s.proven = False
-    jm, res = found
-    if not jm.fixed_ii:  # the ranged model found the II; get the shortest length at that II
-        jm = plain(ii_plain)
-        res = s.solve(jm, jm.length)
-        if not res.has_solution:
-            return s.timeout("time limit hit while computing the plain schedule length")
-    min_len = res.value(jm.length) * jm.quantum
+    s.proven = s.proven and complete
+    ii_plain = found.ii
+    if found.res.status != "optimal":
+        return s.timeout("time limit hit while computing the plain schedule length")
+    min_len = found.res.value(found.jm.length) * found.jm.quantum
     stages = math.ceil(min_len / ii_plain) + options.extra_stages
 
     # Phase 2: the joint model from the first plain-feasible II upward.
     units = critical_units(graph, options)
-
-    def joint(ii):
-        return JointModel(graph, ii, stages, symmetry=options.symmetry_breaking,
-                          min_length=min_len if ii == ii_plain else 0, mma_units=units)
-
     order = tuple(options.objectives)
-    status, ii, found = s.first_ii(ii_plain, hi, joint, lambda jm: jm.lexicographic(order))
-    if status == "unknown":
+
+    def joint(ii: int, final: bool, hint: dict | None = None) -> _Probe:
+        s.emit("try", ii, "joint model")
+        jm = JointModel(graph, ii, stages, symmetry=options.symmetry_breaking,
+                        min_length=min_len if ii == ii_plain else 0, mma_units=units)
+        if hint is not None:
+            jm.hint(hint)
+        if final:
+            return _Probe(ii, jm, s.solve(jm, jm.lexicographic(order)), optimized=True)
+        return _Probe(ii, jm, s.solve(jm, first_solution=True))
+
+    found, bad, complete = s.smallest(ii_plain, hi, joint)
+    if bad is not None:
+        s.record(ii_plain, bad, stages, warp=True)
+    if found is None:
+        if complete:
+            return s.result(INFEASIBLE, ii=None, proven_optimal=False, stage_bound=stages,
+                            message=f"no schedule with at most {stages} stages for II in {lb}..{hi}")
         return s.timeout("time limit hit before any schedule was found", stages)
-    if status == "infeasible":
-        s.record(ii_plain, hi, stages, warp=True)
-        return s.result(INFEASIBLE, ii=None, proven_optimal=False, stage_bound=stages,
-                        message=f"no schedule with at most {stages} stages for II in {lb}..{hi}")
-    if ii > ii_plain:
-        s.record(ii_plain, ii_plain, stages, warp=True)
-        if ii > ii_plain + 1:
-            if status == "optimal":
-                s.record(ii_plain + 1, ii - 1, stages, warp=True)
-            else:
-                s.proven = False
-                s.infeasible.append(Infeasibility(ii_plain + 1, ii - 1, ["solver time-out: not proven"],
-                                                  [], False))
-    s.emit("feasible", ii, f"stage bound {stages}")
-    return _finish(s, ii, stages, found, joint, order, units)
+    s.proven = s.proven and complete
+    if not complete:
+        s.infeasible.append(Infeasibility((bad or ii_plain - 1) + 1, found.ii - 1,
+                                          ["solver time-out: not proven"], [], False))
+    s.emit("feasible", found.ii, f"stage bound {stages}")
+    return _finish(s, found, joint, stages, units, order, bad)
 
 
-def _finish(s: _Search, ii: int, stages: int, found, joint, order, units) -> Schedule:
-    """Optimize the objectives at the chosen II (if the ranged model found it) and package it."""
-    jm, res = found
-    if not jm.fixed_ii:
-        hint = jm.extract(res)
-        jm = joint(ii)
-        _hint(jm, hint)
-        s.emit("refine", ii, "objectives")
-        res = s.solve(jm, jm.lexicographic(order))
-        if not res.has_solution:
-            return s.timeout(f"time limit hit at II {ii}", stages)
+def _finish(s: _Search, found: _Probe, joint, stages: int, units, order, bad) -> Schedule:
+    """Optimize the objectives at the chosen II (unless done already) and package the answer."""
+    res, jm = found.res, found.jm
     best = jm.extract(res)
+    if not found.optimized and s.left() > 0:
+        s.emit("refine", found.ii, "objectives")
+        final = joint(found.ii, True, best)
+        if final.feasible:
+            res, jm = final.res, final.jm
+            best = jm.extract(res)
+    ii = found.ii
     report = check(s.graph, ii, best["start"], best["group"], units)
     if not report.ok:
         raise AssertionError(f"internal error: solver schedule fails the checker: {report.violations}")
     mapping = _group_map(best["group"], s.graph)
-    groups = {n: mapping[g] for n, g in best["group"].items()}
     objectives = {"length": best["length"], "mma_waits": report.mma_waits, "channels": report.channels,
                   "groups": len(mapping), "registers": max(report.register_peak.values(), default=0)}
     status = OPTIMAL if s.proven else FEASIBLE_TIMEOUT
     s.emit("done", ii, status)
+    gap = 0 if s.proven else ii - ((bad + 1) if bad is not None else s.lower_bound)
     return s.result(status, ii=ii, proven_optimal=s.proven, length=best["length"],
-                    stages=math.ceil(best["length"] / ii), stage_bound=stages, assignment=groups,
+                    stages=math.ceil(best["length"] / ii), stage_bound=stages,
+                    assignment={n: mapping[g] for n, g in best["group"].items()},
                     schedule=best["start"], stage=best["stage"],
                     registers={mapping[g]: a for g, a in report.register_alloc.items()},
-                    objectives=objectives, objectives_proven=res.status == "optimal",
-                    message=f"II {ii} ({'proven optimal' if s.proven else 'not proven optimal'})")
+                    objectives=objectives, objectives_proven=res.status == "optimal", gap=gap,
+                    message=f"II {ii} ({'proven optimal' if s.proven else f'optimal within {gap} cycles'})")
 
 
 def _group_map(group: dict[str, int], graph: Graph) -> dict[int, int]:
@@ -236,15 +313,3 @@ def _group_map(group: dict[str, int], graph: Graph) -> dict[int, int]:
         if group[n] not in order:
             order.append(group[n])
     return {g: i for i, g in enumerate(order)}
-
-
-def _hint(jm: JointModel, sol: dict[str, Any]) -> None:
-    variables, values = [], []
-    for n in jm.ops:
-        variables.append(jm.start[n])
-        values.append(sol["start"][n] // jm.quantum)
-        if jm.groups and sol["group"]:
-            for k in range(jm.groups):
-                variables.append(jm.x[n][k])
-                values.append(int(sol["group"][n] == k))
-    set_hint(jm.model, variables, values)

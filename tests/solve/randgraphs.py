@@ -34,7 +34,12 @@ def random_graph(seed: int, n_ops: int | None = None) -> Graph:
         for i in rng.sample(range(j), rng.randint(1, min(2, j))):
             if g.ops[names[j]].streaming:
                 continue
-            g.add_edge(names[i], names[j], rng.randint(0, 3), 0, blocking=rng.random() < 0.3)
+            src = g.ops[names[i]]
+            memories = None
+            if len(src.footprint) > 1 and rng.random() < 0.5:
+                memories = [rng.choice(sorted(src.footprint))]
+            g.add_edge(names[i], names[j], rng.randint(0, 3), 0, blocking=rng.random() < 0.3,
+                       memories=memories)
     for _ in range(rng.randint(0, 2)):
         i, j = rng.randint(0, n - 1), rng.randint(0, n - 1)
         if g.ops[names[j]].streaming:
