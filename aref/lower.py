@@ -106,12 +106,13 @@ class _Lowering:
         return self.cache[key]
 
     def scalar(self, fn: str, a: Value, b: int, out: list[Op], loc, name=None) -> Value:
+        """`a fn b` — computed once per block and name, so each channel's slot and phase read as its own."""
         if id(a) in self.consts:                     # fold index math on constant items (prologue, pre, post)
             x = self.consts[id(a)]
             v = self.const({"mod": x % b, "floordiv": x // b}[fn], out, loc)
             self.consts[id(v)] = self.consts.get(id(v), {"mod": x % b, "floordiv": x // b}[fn])
             return v
-        key = (id(out), fn, id(a), b)
+        key = (id(out), fn, id(a), b, name)
         if key not in self.cache:
             v = Value(I32, name)
             out.append(Op(OpKind.SCALAR_BINARY, (a, self.const(b, out, loc)), (v,), FnAttrs(fn), loc))

@@ -26,10 +26,14 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
     anchored = out.anchors is not None
     scheds = _schedules(out, options)
     problem = global_conflict(out, scheds)
-    if problem is not None and options.coarse and not anchored:
-        # groups feed each other within an iteration: staging one of them would make them wait on each
-        # other in a cycle, so pipeline only the MMA issue depth
-        scheds = _schedules(out, replace(options, coarse=False))
+    # Groups that feed each other within an iteration can wait on each other in a cycle when one of them
+    # reorders its channel ops or runs ahead a stage: retreat to program order, then to the MMA issue depth
+    # alone, until the schedules fit together.
+    for fallback in (replace(options, tensor_core_first=False), replace(options, tensor_core_first=False,
+                                                                        coarse=False)):
+        if problem is None or anchored:
+            break
+        scheds = _schedules(out, fallback)
         problem = global_conflict(out, scheds)
     if problem is not None:
         raise ArefError(f"the warp groups' schedules do not fit together: {problem}", kernel.loc,

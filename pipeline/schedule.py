@@ -30,10 +30,12 @@ CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.R
 @dataclass(frozen=True)
 class PipelineOptions:
     """`mma_depth`: MMA groups kept in flight (None: 1, limited by user channel depths);
-    `coarse`: T/C/U pipelining of groups whose MMAs feed CUDA-core work."""
+    `coarse`: T/C/U pipelining of groups whose MMAs feed CUDA-core work;
+    `tensor_core_first`: within a step, issue MMAs (and what feeds them) before other work."""
 
     mma_depth: int | None = None
     coarse: bool = True
+    tensor_core_first: bool = True
 
 
 @dataclass
@@ -166,27 +168,44 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
             ch.loc, hint=f"deepen it (aref.channel(depth={need})) or lower mma_depth")
     _place_channel_ops(gp, edges, stage, depth)
     _propagate(ops, edges, stage)
-    order = step_order(ops, stage, edges)
+    order = step_order(ops, stage, edges, tensor_core_first(ops, stage, edges) if options.tensor_core_first
+                       else None)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
 
 
 def _coarse_stages(ops: list[Op], edges) -> dict[Op, int]:
-    """T (MMAs that depend on no CUDA-core work of the iteration) at stage 0; what they feed at stage 1 —
-    when that includes CUDA-core work, else everything at stage 0."""
+    """FA3's intra-warpgroup overlap: T (MMAs that depend on no CUDA-core work of the iteration) and C (the
+    CUDA-core work on their results: softmax, the accumulator rescale) run in one step; U (MMAs that consume
+    C, e.g. P·V) runs one step later. Each step then issues T(j) and U(j−1) back to back and computes C(j)
+    while they run. Groups without such U work keep one stage."""
     stage = {op: 0 for op in ops}
     mmas = [op for op in ops if op.kind is OpKind.MMA]
     compute = {op for op in ops if op.kind in CUDA_CORE}
     if mmas and compute:
         after_compute = _reaches(edges, compute)
-        tensor_stage = {op for op in mmas if op not in after_compute}
-        c_and_u = _reaches(edges, tensor_stage) - tensor_stage
-        if any(op in compute for op in c_and_u):
-            for op in c_and_u:
+        u_stage = {op for op in mmas if op in after_compute}
+        if u_stage and any(op in compute for op in _reaches(edges, set(mmas) - u_stage)):
+            for op in u_stage:
                 stage[op] = 1
     _propagate(ops, edges, stage)
     return stage
+
+
+def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges):
+    """Step-order priority: MMAs and what feeds them within the step issue first (keeping the tensor core
+    busy while the CUDA-core work of the step runs), then by stage and program order."""
+    index = {op: i for i, op in enumerate(ops)}
+    feeds = {op for op in ops if op.kind is OpKind.MMA}
+    changed = True
+    while changed:
+        changed = False
+        for u, v, d in edges:
+            if d == 0 and v in feeds and u not in feeds and stage[u] == stage[v]:
+                feeds.add(u)
+                changed = True
+    return lambda op: (0 if op in feeds else 1, stage[op], index[op])
 
 
 def _held_span(gp, kernel, edges, stage) -> list[tuple]:
@@ -214,6 +233,12 @@ def _users_of_get(edges, op: Op) -> list[Op]:
     return out
 
 
+def _retired_in_own_step(edges, stage) -> set[Op]:
+    """MMAs whose result a non-MMA op reads in the same pipeline step (so a wait retires them there)."""
+    return {u for u, v, d in edges if u.kind is OpKind.MMA and v.kind not in (OpKind.MMA, OpKind.CONSUMED)
+            and stage[v] + d == stage[u]}
+
+
 def _place_channel_ops(gp, edges, stage, depth) -> None:
     preds: dict[Op, list[Op]] = {}
     for u, v, d in edges:
@@ -229,14 +254,18 @@ def _place_channel_ops(gp, edges, stage, depth) -> None:
         s = min(stage[g] for g in gets)
         for g in gets:
             stage[g] = s
+    retired_in_step = _retired_in_own_step(edges, stage)
     for op in gp.loop.body.ops:
         if op.kind is OpKind.CONSUMED:
             users = [u for u in preds.get(op, []) if u.kind is not OpKind.GET]
-            last_mma = max((stage[u] for u in users if u.kind is OpKind.MMA), default=None)
+            mma_users = [u for u in users if u.kind is OpKind.MMA]
             last_other = max((stage[u] for u in users if u.kind is not OpKind.MMA), default=0)
             gets = [u for u in preds.get(op, []) if u.kind is OpKind.GET]
             base = max([last_other] + [stage[g] for g in gets])
-            stage[op] = max(base, last_mma + depth) if last_mma is not None else base
+            # release P steps after the last MMA reading the slot — or in that MMA's own step when the step
+            # must wait for the MMA anyway (its result is read there), which frees the slot soonest
+            mma_stage = max((stage[u] + (0 if u in retired_in_step else depth) for u in mma_users), default=None)
+            stage[op] = base if mma_stage is None else max(base, mma_stage)
 
 
 def _propagate(ops, edges, stage) -> None:
@@ -278,11 +307,48 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     _propagate(ops, edges, stage)
     index = {op: i for i, op in enumerate(ops)}
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
-    order = step_order(ops, stage, edges, priority=lambda op: (
-        stage[op], residue[op] if residue[op] is not None else _near_residue(op, edges, residue), index[op]))
+    late = float("inf")
+
+    release_at = _release_residues(ops, edges, stage, residue)
+
+    def priority(op):
+        # within a step, ops issue in the order of their start cycle modulo II (the solver's time); a release
+        # follows the op of its step that retires the MMAs reading its slot, so the producer refills it soon
+        if op.kind is OpKind.CONSUMED:
+            r = release_at.get(op, late)
+        else:
+            r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
+        return (r, stage[op], index[op])
+
+    order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
+
+
+def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:
+    """For each release: just after the latest same-step op it must follow (the slot's readers, and the
+    readers that retire the MMAs among them)."""
+    preds: dict[Op, list[tuple[Op, int]]] = {}
+    readers: dict[Op, list[tuple[Op, int]]] = {}
+    for u, v, d in edges:
+        preds.setdefault(v, []).append((u, d))
+        if u.kind is OpKind.MMA and v.kind not in (OpKind.MMA, OpKind.CONSUMED):
+            readers.setdefault(u, []).append((v, d))
+    out = {}
+    for op in ops:
+        if op.kind is not OpKind.CONSUMED:
+            continue
+        after = []
+        for u, d in preds.get(op, []):
+            if stage[u] == stage[op] + d and residue.get(u) is not None:
+                after.append(residue[u])
+            if u.kind is OpKind.MMA:
+                after += [residue[x] for x, dx in readers.get(u, [])
+                          if residue.get(x) is not None and stage[x] + dx == stage[op] + d]
+        if after:
+            out[op] = max(after) + 0.5
+    return out
 
 
 def _near_residue(op: Op, edges, residue) -> int:
