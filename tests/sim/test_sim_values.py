@@ -1,5 +1,4 @@
 """The simulator computes what the reference computes, under every interleaving it tries."""
-import time
 
 import pytest
 import torch
@@ -70,11 +69,3 @@ def test_interleavings_differ_between_seeds():
         _run_random(eng, random.Random(s))
         orders.add(tuple((g, id(i)) for g, i in eng.trace))
     assert len(orders) > 5
-
-
-def test_fifty_seeds_of_a_small_gemm_take_well_under_a_few_seconds():
-    t0 = time.perf_counter()
-    report = check(gemm_ws(), gemm_inputs(), gemm_reference, seeds=50)
-    elapsed = time.perf_counter() - t0
-    assert report.ok
-    assert elapsed < 5.0, f"50 interleavings took {elapsed:.2f}s"
