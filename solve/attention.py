@@ -61,10 +61,10 @@ def blackwell_machine(max_groups: int = 5, allow_transfers: bool = True) -> tupl
                           memory={"smem": 232448 - 65536, "tmem": 512}, allow_transfers=allow_transfers)
 
 
-def _loads(g: Graph, tile_bytes: int, names: tuple[str, ...]) -> None:
+def _loads(g: Graph, tile_bytes: int, names: tuple[str, ...], depth: int = 2) -> None:
     for name in names:
         g.add_op(name, {"tma": tile_bytes // SMEM_BYTES_PER_CLK}, footprint={"smem": tile_bytes},
-                 streaming=True, depth=2, kind="tma")
+                 streaming=True, depth=depth, kind="tma")
 
 
 def fa_forward_hopper(subtiles: int = 2, max_groups: int = 3, allow_transfers: bool = True) -> Graph:
@@ -139,4 +139,98 @@ def fa_forward_blackwell(subtiles: int = 2, max_groups: int = 5, allow_transfers
         g.add_edge(f"rescale_{x}", f"pv_{x}", ld_s * 2 + BARRIER_CYCLES, transfer=False)
         g.add_edge("load_V", f"pv_{x}", 0)
         g.add_edge(f"pv_{x}", f"qk_{x}", 0, 1, data=False)  # S/P columns reused by the next S
+    return g
+
+
+def fa_backward_hopper(max_groups: int = 3) -> Graph:
+    """FA3-style backward for one 128-row K/V block, looping over 64-row Q blocks.
+
+    The K/V block is split into two 64-row halves (one per consumer warp group, as FA3 does):
+    per half S=QK^T, P=exp(S-LSE), dP=dO V^T, dS=P*(dP-D), dV+=P^T dO, dK+=dS^T Q, dQ=dS K; the
+    partial dQ goes through shared memory to a TMA reduce-add (a variable-latency op).
+    """
+    units, machine = hopper_machine(max_groups)
+    g = Graph(units, machine, name="fa-bwd-hopper")
+    q_rows, k_rows, dim = 64, 64, 128
+    _loads(g, q_rows * dim * 2, ("load_Q", "load_dO"))
+    mm = gemm_cycles(q_rows, k_rows, dim, HOPPER_TENSOR_FLOP)
+    acc = gemm_cycles(k_rows, dim, q_rows, HOPPER_TENSOR_FLOP)
+    s_regs, p_regs, acc_regs = tile_registers(q_rows, k_rows), tile_registers(q_rows, k_rows, 2), \
+        tile_registers(k_rows, dim)
+    for x in "AB":
+        g.add_op(f"s_{x}", {"tc": mm}, footprint={"registers": s_regs}, transfer_cost=transfer_cycles(s_regs),
+                 kind="gemm")
+        g.add_op(f"p_{x}", {"mufu": exp_cycles(q_rows, k_rows), "fma": fma_cycles(q_rows, k_rows)},
+                 footprint={"registers": p_regs}, transfer_cost=transfer_cycles(p_regs), kind="exp")
+        g.add_op(f"dp_{x}", {"tc": mm}, footprint={"registers": s_regs}, transfer_cost=transfer_cycles(s_regs),
+                 kind="gemm")
+        g.add_op(f"ds_{x}", {"fma": fma_cycles(q_rows, k_rows, 2)}, footprint={"registers": p_regs},
+                 transfer_cost=transfer_cycles(p_regs), kind="elementwise")
+        g.add_op(f"dv_{x}", {"tc": acc}, footprint={"registers": acc_regs}, kind="gemm")
+        g.add_op(f"dk_{x}", {"tc": acc}, footprint={"registers": acc_regs}, kind="gemm")
+        g.add_op(f"dq_{x}", {"tc": mm * dim // k_rows // 2}, footprint={"registers": acc_regs},
+                 transfer_cost=transfer_cycles(acc_regs), kind="gemm")
+        g.add_op(f"dq_store_{x}", {"tma": q_rows * dim * 4 // SMEM_BYTES_PER_CLK}, variable_latency=True,
+                 kind="tma")
+        g.add_edge("load_Q", f"s_{x}", 0)
+        g.add_edge("load_dO", f"dp_{x}", 0)
+        g.add_edge(f"s_{x}", f"p_{x}", mm, blocking=True)
+        g.add_edge(f"dp_{x}", f"ds_{x}", mm, blocking=True)
+        g.add_edge(f"p_{x}", f"ds_{x}", exp_cycles(q_rows, k_rows))
+        g.add_edge(f"p_{x}", f"dv_{x}", exp_cycles(q_rows, k_rows))
+        g.add_edge("load_dO", f"dv_{x}", 0)
+        g.add_edge(f"ds_{x}", f"dk_{x}", fma_cycles(q_rows, k_rows, 2))
+        g.add_edge("load_Q", f"dk_{x}", 0)
+        g.add_edge(f"ds_{x}", f"dq_{x}", fma_cycles(q_rows, k_rows, 2))
+        g.add_edge(f"dv_{x}", f"dv_{x}", acc, 1)  # accumulators stay in registers
+        g.add_edge(f"dk_{x}", f"dk_{x}", acc, 1)
+        g.add_edge(f"dq_{x}", f"dq_store_{x}", mm * dim // k_rows // 2, blocking=True)
+    return g
+
+
+def fa_backward_blackwell(max_groups: int = 4) -> Graph:
+    """FA4-style backward for one 128-row K/V block, looping over 128-row Q blocks.
+
+    S, dP, dQ and the dK/dV accumulators live in tensor memory; softmax and dS read them with
+    tcgen05.ld (blocking); P goes back to tensor memory (over S) for dV, dS to shared memory for
+    dK and dQ; a staging op moves dQ from tensor to shared memory for the TMA reduce-add.
+    Shared memory holds K and V (resident), two Q stages, one dO stage, dS and half of dQ.
+    """
+    units, machine = blackwell_machine(max_groups)
+    g = Graph(units, machine, name="fa-bwd-blackwell")
+    rows, dim = 128, 128
+    _loads(g, rows * dim * 2, ("load_Q",), depth=2)
+    _loads(g, rows * dim * 2, ("load_dO",), depth=1)
+    mm = gemm_cycles(rows, rows, dim, BLACKWELL_TENSOR_FLOP)
+    ld = rows * rows * 4 // 512
+    regs = tile_registers(rows, rows)
+    for name in ("s", "dp", "dq"):
+        g.add_op(name, {"tc": mm}, footprint={"tmem": rows}, kind="gemm")
+    for name in ("dv", "dk"):
+        g.add_op(name, {"tc": mm}, footprint={"tmem": dim}, kind="gemm")
+    g.add_op("softmax", {"tmem_ld": ld, "mufu": exp_cycles(rows, rows), "tmem_st": ld // 2},
+             footprint={"tmem": rows // 2, "registers": regs // 2}, transfer_cost=transfer_cycles(regs // 2),
+             kind="exp")
+    g.add_op("ds", {"tmem_ld": ld, "fma": fma_cycles(rows, rows, 2)}, footprint={"smem": rows * rows * 2},
+             kind="elementwise")
+    g.add_op("dq_stage", {"tmem_ld": ld, "fma": fma_cycles(rows, dim)}, footprint={"smem": rows * dim * 2},
+             kind="stage")  # dQ leaves in two fp32 halves; the reduce-add drains one while the next fills
+    g.add_op("dq_store", {"tma": rows * dim * 4 // SMEM_BYTES_PER_CLK}, variable_latency=True, kind="tma")
+    wait = mm + MMA_COMMIT_CYCLES
+    g.add_edge("load_Q", "s", 0)
+    g.add_edge("load_Q", "dk", 0)
+    g.add_edge("load_dO", "dp", 0)
+    g.add_edge("load_dO", "dv", 0)
+    g.add_edge("s", "softmax", wait, blocking=True, transfer=False)
+    g.add_edge("dp", "ds", wait, blocking=True, transfer=False)
+    g.add_edge("softmax", "ds", exp_cycles(rows, rows), memories=["registers"])  # P in registers
+    g.add_edge("softmax", "dv", exp_cycles(rows, rows) + BARRIER_CYCLES, transfer=False, memories=["tmem"])
+    g.add_edge("ds", "dk", fma_cycles(rows, rows, 2) + BARRIER_CYCLES, transfer=False)
+    g.add_edge("ds", "dq", fma_cycles(rows, rows, 2) + BARRIER_CYCLES, transfer=False)
+    g.add_edge("dq", "dq_stage", wait, blocking=True, transfer=False)
+    g.add_edge("dq_stage", "dq_store", ld + fma_cycles(rows, dim) + BARRIER_CYCLES, transfer=False)
+    g.add_edge("dv", "dv", mm, 1)  # accumulators stay in tensor memory
+    g.add_edge("dk", "dk", mm, 1)
+    g.add_edge("dv", "s", 0, 1, data=False)  # P (over S's columns) read by dV before the next S
+    g.add_edge("dq_stage", "dq", 0, 1, data=False)  # dQ's columns drained before the next dQ
     return g

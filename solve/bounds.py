@@ -121,9 +121,12 @@ def _cycle_totals(cycle: list[str], arcs: list[tuple[str, str, int, int]], ii: i
 def exclusive_delay(graph: Graph, src: str, dst: str, delay: int) -> int:
     """Delay of an edge tightened by unit exclusivity.
 
-    When both ends occupy a unit with one instance, ``dst`` cannot start while ``src`` still holds
-    it (the dependence already orders them), so the edge effectively needs ``src``'s occupancy.
+    When both ends occupy a unit with one instance and the delay is non-negative (so ``dst``
+    starts no earlier than ``src``), ``dst`` cannot start while ``src`` still holds the unit, so
+    the edge effectively needs ``src``'s occupancy.
     """
+    if delay < 0:
+        return delay
     a, b = graph.ops[src].usage, graph.ops[dst].usage
     shared = [a[u] for u in a if u in b and graph.units[u] == 1]
     return max([delay, *shared])

@@ -62,7 +62,10 @@ def describe(family: str, graph: Graph, stages: int) -> str:
 
 def explain(graph: Graph, ii: int, stages: int, *, warp: bool = True, time_limit: float = 10.0,
             symmetry: bool = True) -> Explanation:
-    """Explain why ``graph`` has no schedule at ``ii`` within ``stages`` stages."""
+    """Explain why ``graph`` has no schedule at ``ii`` within ``stages`` stages.
+
+    Raises ``ValueError`` when a schedule does exist.
+    """
     deadline = time.perf_counter() + time_limit
     groups = min(len(graph.ops), graph.machine.max_groups + 2)
     jm = joint.JointModel(graph, ii, stages, warp=warp, groups=groups, guarded=True, symmetry=symmetry)
@@ -101,7 +104,7 @@ def explain(graph: Graph, ii: int, stages: int, *, warp: bool = True, time_limit
     every = sorted(jm.guards)
     verdict, core = core_of(every)
     if verdict is False:
-        raise AssertionError(f"explanation model found a schedule at II {ii}, the main model did not")
+        raise ValueError(f"II {ii} admits a schedule within {stages} stage(s): nothing to explain")
     if verdict is None:
         return Explanation([], ["no explanation within the time limit"], False)
     # Drop chunks of families while the rest stays infeasible, halving the chunk size down to one

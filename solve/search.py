@@ -105,81 +105,88 @@ class _Search:
                    first_solution=first_solution)
 
     # ------------------------------------------------------------------------------ II search
-    def smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe]):
-        """Smallest II in ``lo..hi`` whose probe is feasible.
+    def smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
+                 explain: Callable[[int, int, bool], None]):
+        """Smallest II in ``lo..hi`` whose probe is feasible, recording the proofs on the way.
 
-        ``probe(ii, final)`` solves one II (``final``: optimize, else stop at a first solution).
+        ``probe(ii, final)`` solves one II (``final``: optimize, else stop at a first solution);
+        ``explain(first, last, split)`` records that IIs ``first..last`` are proven infeasible.
         Returns (feasible probe or None, largest proven-infeasible II or None, complete) where
         ``complete`` says every II below the answer (or all of ``lo..hi``) was proven infeasible.
-        ``self.coarse_bad`` keeps the largest proven-infeasible II with a coarse quantum (cheap to
-        explain).
         """
-        bad = None  # largest II proven infeasible (covers all smaller IIs when monotone)
-        self.coarse_bad = None
         first = probe(lo, True)
         if first.feasible:
-            return first, bad, True
+            return first, None, True
         if first.status != "infeasible":
-            return None, bad, False
-        bad = self.coarse_bad = lo
-        good = None
-        if not self.monotone:  # no monotonicity: every II needs its own proof
+            return None, None, False
+        bad, good = lo, None
+        if not self.monotone:  # every II needs its own proof
+            explain(lo, lo, False)
             for ii in range(lo + 1, hi + 1):
                 p = probe(ii, False)
-                if p.feasible:
-                    return p, ii - 1, True
                 if p.status != "infeasible":
-                    return None, bad, False
+                    return (p if p.feasible else None), bad, p.feasible
+                explain(ii, ii, False)
                 bad = ii
             return None, bad, True
         q = self.quantum
         step, ii = q, (lo // q + 1) * q
-        while good is None:  # gallop over multiples of the quantum
-            ii = min(ii, hi)
-            p = probe(ii, False)
+        while good is None:  # gallop over multiples of the quantum (small models)
+            p = probe(min(ii, hi), False)
             if p.feasible:
                 good = p
             elif p.status != "infeasible":
+                explain(lo, bad, True)
                 return None, bad, False
+            elif p.ii == hi:
+                explain(lo, hi, True)
+                return None, hi, True
             else:
-                bad = ii
-                if ii % q == 0:
-                    self.coarse_bad = ii
-                if ii == hi:
-                    return None, bad, True
-                ii, step = ii + step, step * 2
-        while good.ii - bad > 1:  # bisect, preferring IIs with a coarse quantum (small models)
-            mid = _coarsest_between(bad, good.ii, q)
-            p = probe(mid, False)
+                bad, ii, step = p.ii, ii + step, step * 2
+        while True:  # bisect on the quantum grid
+            grid = range((bad // q + 1) * q, good.ii, q)
+            if not grid:
+                break
+            p = probe(grid[len(grid) // 2], False)
+            if p.status == "unknown":
+                explain(lo, bad, True)
+                return good, bad, False
+            good, bad = (p, bad) if p.feasible else (good, p.ii)
+        explain(lo, bad, True)  # coarse proofs first: they are cheap to explain
+        coarse = bad
+        while good.ii - bad > 1:  # the last quantum, one cycle resolution at the end
+            p = probe(_coarsest_between(bad, good.ii, q), False)
             if p.feasible:
                 good = p
             elif p.status == "infeasible":
-                bad = mid
-                if mid % q == 0:
-                    self.coarse_bad = mid
+                bad = p.ii
             else:
-                return good, bad, False
-        return good, bad, True
+                break
+        if bad > coarse:
+            explain(coarse + 1, bad, False)
+        return good, bad, good.ii - bad == 1
 
-    def record(self, lo: int, hi: int, stages: int, warp: bool) -> None:
-        """Store why IIs ``lo..hi`` (proven infeasible) fail.
+    def record(self, lo: int, hi: int, stages: int, warp: bool, split: bool = True) -> None:
+        """Store that IIs ``lo..hi`` are proven infeasible.
 
-        With monotone feasibility, the explanation at the largest coarse-quantum II ``c`` covers
-        ``lo..c``; the fine IIs above it get their own entry (explained if time allows).
+        With ``split``, the first II gets its own explanation (why not at the bound?); a range is
+        explained at its top, which covers it because feasibility is monotone in II.
         """
-        c = self.coarse_bad if self.monotone and self.coarse_bad is not None else hi
-        self._record(lo, c, stages, warp)
-        if c < hi:
-            self._record(c + 1, hi, stages, warp)
+        if split and hi > lo:
+            self._record(lo, lo, stages, warp)
+            lo += 1
+        self._record(lo, hi, stages, warp)
 
     def _record(self, lo: int, hi: int, stages: int, warp: bool) -> None:
         reasons, families = ["infeasible (proven; not explained)"], []
         if self.opt.explain and self.left() > 0:
-            budget = min(self.left(), max(1.0, self.opt.time_limit / 8))
+            budget = min(self.left(), max(2.0, self.opt.time_limit / 4))
             why = explain_mod.explain(self.graph, hi, stages, warp=warp, time_limit=budget,
                                       symmetry=self.opt.symmetry_breaking)
             if why.families or why.complete:
                 reasons, families = why.reasons, why.families
+                if not why.complete:
+                    reasons = ["(a sufficient set; not reduced further within the time limit)"] + reasons
             if not warp:
                 reasons = ["no modulo schedule even on one warp group: " + r for r in reasons]
         if lo < hi:
@@ -231,9 +238,7 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
         jm = JointModel(graph, ii, horizon, warp=False)
         return _Probe(ii, jm, s.solve(jm, jm.length))
 
-    found, bad, complete = s.smallest(lb, hi, plain)
-    if bad is not None:
-        s.record(lb, bad, horizon, warp=False)
+    found, bad, complete = s.smallest(lb, hi, plain, lambda a, b, split: s.record(a, b, horizon, False, split))
     if found is None:
         if complete:
             return s.result(INFEASIBLE, ii=None, proven_optimal=False,
@@ -260,9 +265,7 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
             return _Probe(ii, jm, s.solve(jm, jm.lexicographic(order)), optimized=True)
         return _Probe(ii, jm, s.solve(jm, first_solution=True))
 
-    found, bad, complete = s.smallest(ii_plain, hi, joint)
-    if bad is not None:
-        s.record(ii_plain, bad, stages, warp=True)
+    found, bad, complete = s.smallest(ii_plain, hi, joint, lambda a, b, split: s.record(a, b, stages, True, split))
     if found is None:
         if complete:
             return s.result(INFEASIBLE, ii=None, proven_optimal=False, stage_bound=stages,

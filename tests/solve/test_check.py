@@ -1,0 +1,74 @@
+"""The independent checker flags each rule it is responsible for."""
+
+from solve import Graph, Machine, check
+
+
+def graph() -> Graph:
+    g = Graph({"tc": 1, "mufu": 1}, Machine(max_groups=2, registers_per_thread=16, registers_per_sm=24,
+                                            threads_per_group=1, reg_granularity=4,
+                                            memory={"smem": 10}))
+    g.add_op("S", {"tc": 2}, footprint={"registers": 6}, transfer_cost=3)
+    g.add_op("P", {"mufu": 2}, footprint={"smem": 6})
+    g.add_op("O", {"tc": 2})
+    g.add_edge("S", "P", 2, blocking=True)
+    g.add_edge("P", "O", 2)
+    g.add_edge("O", "O", 2, 1)
+    return g
+
+
+def test_valid_schedule_passes_and_reports_peaks():
+    rep = check(graph(), 4, {"S": 0, "P": 2, "O": 6}, {"S": 0, "P": 0, "O": 0})
+    assert rep.ok, rep.violations
+    assert rep.register_peak == {0: 6} and rep.register_alloc == {0: 8}
+    assert rep.memory_peak == {"smem": 6} and rep.length == 8
+
+
+def test_dependence_and_unit_violations():
+    rep = check(graph(), 4, {"S": 0, "P": 1, "O": 4}, {"S": 0, "P": 0, "O": 0})
+    assert any("dependence S -> P" in v for v in rep.violations)
+    assert any("unit tc over capacity" in v for v in rep.violations)
+
+
+def test_transfer_cost_applies_across_groups():
+    start = {"S": 0, "P": 2, "O": 6}
+    rep = check(graph(), 4, start, {"S": 0, "P": 1, "O": 1})
+    assert any("dependence S -> P" in v for v in rep.violations)  # needs 2 + 3 cycles
+    g = graph()
+    g.machine.allow_transfers = False
+    assert any("forbidden" in v for v in check(g, 4, {"S": 0, "P": 5, "O": 9}, {"S": 0, "P": 1, "O": 1}).violations)
+
+
+def test_blocking_consumer_cannot_start_inside_a_running_op_of_its_group():
+    g = graph()
+    g.add_unit("fma", 1)
+    g.add_op("X", {"fma": 2})
+    start = {"S": 0, "P": 2, "O": 6, "X": 1}
+    bad = check(g, 4, start, {"S": 0, "P": 0, "O": 0, "X": 0})
+    assert any("blocking op P starts while X" in v for v in bad.violations)
+    assert check(g, 4, start, {"S": 0, "P": 0, "O": 0, "X": 1}).ok
+    # Starting in the same cycle as another op is allowed.
+    start["X"] = 2
+    assert not any("blocking" in v for v in check(g, 8, start, {"S": 0, "P": 0, "O": 0, "X": 0}).violations)
+
+
+def test_register_and_memory_limits():
+    g = graph()
+    g.ops["S"].footprint["registers"] = 14  # rounded up to 16: fits one group, not a second one
+    assert check(g, 4, {"S": 0, "P": 2, "O": 6}, {"S": 0, "P": 0, "O": 0}).ok
+    g.add_op("T", {"mufu": 1}, footprint={"registers": 9})
+    g.add_edge("T", "O", 0)
+    rep = check(g, 4, {"S": 0, "P": 2, "O": 6, "T": 0}, {"S": 0, "P": 0, "O": 0, "T": 1})
+    assert any("registers per SM" in v for v in rep.violations)
+    g.ops["P"].footprint["smem"] = 11
+    rep = check(g, 4, {"S": 0, "P": 2, "O": 6, "T": 0}, {"S": 0, "P": 0, "O": 0, "T": 0})
+    assert any("smem over capacity" in v for v in rep.violations)
+    assert any("group 0 needs 32 registers" in v for v in rep.violations)  # T wraps twice
+
+
+def test_group_count_and_variable_latency_group():
+    g = graph()
+    g.add_op("L", {"tc": 1}, variable_latency=True)
+    rep = check(g, 8, {"S": 0, "P": 2, "O": 6, "L": 3}, {"S": 0, "P": 1, "O": 2, "L": 0})
+    assert any("3 warp groups used" in v for v in rep.violations)
+    rep = check(g, 8, {"S": 0, "P": 2, "O": 6, "L": 3}, {"S": 0, "P": 0, "O": 0, "L": 0})
+    assert any("variable-latency" in v for v in rep.violations)

@@ -1,0 +1,99 @@
+"""Graph construction, validation messages and the public JSON contract."""
+
+import json
+
+import pytest
+
+from solve import Graph, GraphError, Machine
+
+
+def small_graph() -> Graph:
+    g = Graph({"tc": 1, "mufu": 1}, Machine(max_groups=2, memory={"smem": 1024}))
+    g.add_op("S", {"tc": 4}, footprint={"registers": 8}, transfer_cost=2, kind="gemm")
+    g.add_op("P", {"mufu": 3}, footprint={"registers": 4, "smem": 64})
+    g.add_op("O", {"tc": 4})
+    g.add_edge("S", "P", 4, blocking=True)
+    g.add_edge("P", "O", 3, memories=["smem"])
+    g.add_edge("O", "O", 4, 1)
+    return g
+
+
+def test_duration_and_defaults():
+    g = small_graph()
+    assert g.ops["S"].duration == 4
+    assert g.ops["S"].registers == 8
+    # A data edge out of a register-holding op transfers by default; one reading only smem does not.
+    assert g.edges[0].transfer and not g.edges[1].transfer
+    assert g.transfer_cost(g.edges[0]) == 2
+    assert g.readers("P", "registers") == [] and g.readers("P", "smem") == [g.edges[1]]
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda g: g.add_op("S", {"tc": 1}), "already in the graph"),
+    (lambda g: g.add_op("X", {"sfu": 1}), "not declared"),
+    (lambda g: g.add_op("X", {"tc": 0}), "must be > 0"),
+    (lambda g: g.add_op("X", {"tc": 1}, footprint={"tmem": 4}), "declares no capacity"),
+    (lambda g: g.add_op("X", {"tc": 1}, streaming=True, footprint={"registers": 4}), "streaming"),
+    (lambda g: g.add_edge("S", "nope", 1), "unknown op 'nope'"),
+    (lambda g: g.add_edge("S", "P", -1), "negative delay"),
+    (lambda g: g.add_edge("S", "P", 1, -1), "distance"),
+    (lambda g: g.add_edge("S", "P", 1, data=False, transfer=True), "only data edges"),
+    (lambda g: g.add_edge("S", "P", 1, memories=["smem"]), "must be footprints"),
+])
+def test_validation_errors_say_what_is_wrong(build, message):
+    with pytest.raises(GraphError, match=message):
+        build(small_graph())
+
+
+def test_streaming_ops_take_no_data_and_need_their_own_group():
+    g = Graph({"tma": 1, "tc": 1}, Machine(max_groups=1, memory={"smem": 100}))
+    g.add_op("load", {"tma": 1}, footprint={"smem": 10}, streaming=True, depth=3)
+    g.add_op("mma", {"tc": 2})
+    with pytest.raises(GraphError, match="no incoming data"):
+        g.add_edge("mma", "load", 0)
+    g.add_edge("load", "mma", 0)
+    assert g.reserved_memory() == {"smem": 30}
+    with pytest.raises(GraphError, match="own warp group"):
+        g.validate()
+
+
+def test_streaming_buffers_must_fit():
+    g = Graph({"tma": 1}, Machine(max_groups=2, memory={"smem": 100}))
+    g.add_op("load", {"tma": 1}, footprint={"smem": 60}, streaming=True, depth=2)
+    with pytest.raises(GraphError, match="streaming buffers need 120"):
+        g.validate()
+
+
+def test_json_round_trip_keeps_everything():
+    g = small_graph()
+    data = json.loads(json.dumps(g.to_json()))
+    assert set(data) >= {"units", "ops", "edges", "machine"}
+    assert data["units"] == {"tc": 1, "mufu": 1}
+    assert data["ops"][0]["usage"] == {"tc": 4}
+    assert {"src", "dst", "delay", "distance"} <= set(data["edges"][0])
+    back = Graph.from_json(data)
+    assert back.to_json() == g.to_json()
+    assert Graph.from_json(g.dumps()).to_json() == g.to_json()
+
+
+def test_minimal_public_schema_is_enough():
+    data = {"units": {"tc": 1}, "ops": [{"name": "a", "usage": {"tc": 2}}, {"name": "b", "usage": {"tc": 1}}],
+            "edges": [{"src": "a", "dst": "b", "delay": 2, "distance": 0}]}
+    g = Graph.from_json(data)
+    assert g.ops["a"].usage == {"tc": 2} and g.edges[0].delay == 2
+
+
+def test_malformed_json_is_reported():
+    with pytest.raises(GraphError, match="'units' and 'ops'"):
+        Graph.from_json({"ops": []})
+    with pytest.raises(GraphError, match="lacks key"):
+        Graph.from_json({"units": {}, "ops": [{"usage": {}}]})
+    with pytest.raises(GraphError, match="unknown machine keys"):
+        Graph.from_json({"units": {}, "ops": [], "machine": {"warps": 3}})
+
+
+def test_scaled_graph_maps_every_cycle_count():
+    g = small_graph()
+    half = g.scaled({c: c * 2 for c in g.cycle_costs()})
+    assert half.ops["S"].usage == {"tc": 8} and half.edges[1].delay == 6
+    assert half.ops["S"].transfer_cost == 4
