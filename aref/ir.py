@@ -198,6 +198,7 @@ class OpKind(enum.Enum):
     SLOT_STORE = "slot_store"
     SLOT_READ = "slot_read"
     FENCE_PROXY_ASYNC = "fence_proxy_async"
+    TMEM_STORE_FENCE = "tmem_store_fence"
     MMA_ASYNC = "mma_async"
     MMA_WAIT = "mma_wait"
     NAMED_BAR_SYNC = "named_barrier_sync"
@@ -349,7 +350,7 @@ ATTRS_OF: dict[OpKind, type] = {
     OpKind.GET: NoAttrs, OpKind.CONSUMED: NoAttrs, OpKind.SELECT: NoAttrs,
     OpKind.MBAR_WAIT: BarrierAttrs, OpKind.MBAR_ARRIVE: BarrierAttrs, OpKind.MBAR_EXPECT_TX: ExpectTxAttrs,
     OpKind.TMA_LOAD: SlotAttrs, OpKind.SLOT_STORE: SlotAttrs, OpKind.SLOT_READ: SlotAttrs,
-    OpKind.FENCE_PROXY_ASYNC: NoAttrs, OpKind.MMA_ASYNC: NoAttrs, OpKind.MMA_WAIT: MmaWaitAttrs,
+    OpKind.FENCE_PROXY_ASYNC: NoAttrs, OpKind.TMEM_STORE_FENCE: NoAttrs, OpKind.MMA_ASYNC: NoAttrs, OpKind.MMA_WAIT: MmaWaitAttrs,
     OpKind.NAMED_BAR_SYNC: NamedBarrierAttrs, OpKind.NAMED_BAR_ARRIVE: NamedBarrierAttrs,
     OpKind.SETMAXNREG: SetMaxNRegAttrs,
 }
@@ -357,7 +358,8 @@ ATTRS_OF: dict[OpKind, type] = {
 # Ops whose effect is not captured by their results (never dead-code eliminated; the roots of partitioning).
 SIDE_EFFECTS = frozenset({OpKind.STORE, OpKind.PUT, OpKind.GET, OpKind.CONSUMED, OpKind.CHANNEL,
                           OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
-                          OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC, OpKind.MMA_ASYNC,
+                          OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC,
+                          OpKind.TMEM_STORE_FENCE, OpKind.MMA_ASYNC,
                           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
 CHANNEL_OPS = frozenset({OpKind.PUT, OpKind.GET, OpKind.CONSUMED})
 

@@ -9,6 +9,7 @@ Per channel: a ring of `depth` slots, each with a buffer per payload tile (`ring
                                    (they complete the transaction bytes);
                  register payload: store the tiles into the slot, fence.proxy.async when an async-proxy
                                    reader (an MMA) consumes it, arrive on full[slot] with every producer thread
+                 (tensor-memory rings on Blackwell complete their stores with tmem_store_fence first)
   get(k)       wait full[slot] (parity), read the slot's tiles
   consumed(k)  arrive on empty[slot] (one elected thread per consumer group)
 
@@ -24,7 +25,7 @@ import copy
 from aref.errors import ArefError, UNKNOWN_LOC
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
-                     Value)
+                     Space, Value)
 from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
 from partition.model import REGISTERS_PER_SM
 
@@ -188,7 +189,9 @@ class _Lowering:
         else:
             for j, t in enumerate(tiles):
                 self.emit(out, op, OpKind.SLOT_STORE, (ch.rings[j], slot, item, t), (), SlotAttrs(ch.name, j))
-            if ch.async_read:
+            if any(t.space is Space.TMEM for t in ch.payload):
+                self.emit(out, op, OpKind.TMEM_STORE_FENCE, (), (), NoAttrs())
+            if ch.async_read and any(t.space is not Space.TMEM for t in ch.payload):
                 self.emit(out, op, OpKind.FENCE_PROXY_ASYNC, (), (), NoAttrs())
             self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.full, slot, item), (),
                       BarrierAttrs(ch.name, "full", ch.full_count))

@@ -28,6 +28,8 @@ Barrier IR op semantics (what the simulator executes and the CuTe backend emits)
   slot_read(ring, slot, item) -> tile      a view of the payload in ring[slot] (must hold `item`, complete)
   fence_proxy_async                        order this group's generic-proxy shared writes before later
                                            async-proxy reads (wgmma, TMA store)
+  tmem_store_fence                         complete this group's tensor-memory stores (tcgen05.st) before
+                                           the arrive that publishes them (Blackwell rings in tensor memory)
   mma_async(a, b[, acc]) -> acc            issue a tensor-core MMA; its result is usable only after an
                                            mma_wait that retires it; it reads smem operands until then
   mma_wait(pending=n)                      block until at most n of this group's MMAs are in flight

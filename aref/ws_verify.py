@@ -17,7 +17,8 @@ I32 = ScalarType(DType.int32)
 I1 = ScalarType(DType.bool_)
 AREF_OPS = (OpKind.PUT, OpKind.GET, OpKind.CONSUMED)
 BARRIER_ONLY = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.SLOT_STORE,
-                OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC, OpKind.MMA_ASYNC, OpKind.MMA_WAIT,
+                OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.MMA_ASYNC,
+                OpKind.MMA_WAIT,
                 OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG)
 
 

@@ -37,6 +37,7 @@ class _Crossing:
     dsts: tuple[int, ...]
     def_region: str
     kind: str
+    tmem: bool = False               # Blackwell: the tiles live in tensor memory (MMA results / operands)
     channel: Channel | None = None
     # per destination group: region of the first use and of the last use
     use_regions: dict[int, tuple[str, str]] = field(default_factory=dict)
@@ -98,7 +99,7 @@ def distribute(kernel: Kernel, part: Partition, arch: str) -> WSKernel:
     needs = {g.id: _demand(kernel, part, facts, g.id) for g in part.groups}
     user = _user_channels(kernel, part, facts, needs)
     tma_puts = {id(c.value) for c in user if c.kind == "tma"}
-    crossings = _crossings(kernel, part, facts, needs, tma_puts)
+    crossings = _crossings(kernel, part, facts, needs, tma_puts, arch)
     channels = user + _compiler_channels(crossings, kernel)
     programs = [_build(kernel, part, facts, needs[g.id], g, crossings, channels) for g in part.groups]
     programs = [p for p in programs if p is not None]
@@ -170,7 +171,7 @@ def _demand(kernel: Kernel, part: Partition, facts: _Facts, g: int) -> set:
 
 # --------------------------------------------------------------------------------------- crossings
 def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, set],
-               tma_puts: set[int]) -> list[_Crossing]:
+               tma_puts: set[int], arch: str) -> list[_Crossing]:
     """Every value used by a group other than its owner — and every loaded tile used by anything but a put
     into a TMA user channel (a TMA copy lands in shared memory) — grouped into channels by (source, kind,
     region, destinations, first user)."""
@@ -213,10 +214,11 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
         dsts = tuple(sorted(per_dst))
         first = min((u for us in per_dst.values() for u in us), key=lambda u: order.get(u, 0))
         kind = "tma" if facts.is_load(v) else "store"
-        key = (src, kind, facts.region[vid], dsts, id(first))
+        tmem = arch == "sm_100a" and kind == "store" and _tensor_memory_tile(v, facts, per_dst)
+        key = (src, kind, tmem, facts.region[vid], dsts, id(first))
         cr = groups.get(key)
         if cr is None:
-            cr = groups[key] = _Crossing(src, [], dsts, facts.region[vid], kind)
+            cr = groups[key] = _Crossing(src, [], dsts, facts.region[vid], kind, tmem)
         cr.values.append(v)
         for d, us in per_dst.items():
             regs = sorted({facts.op_region[u] for u in us}, key=("pre", "loop", "post").index)
@@ -225,6 +227,24 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
             hi = regs[-1] if prev is None else max(prev[1], regs[-1], key=("pre", "loop", "post").index)
             cr.use_regions[d] = (lo, hi)
     return sorted(groups.values(), key=lambda c: min(order.get(facts.prod.get(id(v)), -1) for v in c.values))
+
+
+def _tensor_memory_tile(v: Value, facts: _Facts, per_dst: dict[int, list[Op]]) -> bool:
+    """On Blackwell an MMA writes its accumulator to tensor memory and reads its A operand and accumulator
+    from there (FA4 keeps S, P and O in tensor memory); such tiles cross groups in tensor memory."""
+    src = v
+    if id(v) in facts.carry_index:            # a loop-carried value (or loop result): made by its yield
+        src = facts.kernel.loop.yields[facts.carry_index[id(v)]]
+    op = facts.prod.get(id(src))
+    if op is not None and op.kind is OpKind.MMA:
+        return True
+
+    def base(x: Value) -> Value:
+        p = facts.prod.get(id(x))
+        return base(p.operands[0]) if p is not None and p.kind in VIEWS else x
+
+    return any(u.kind is OpKind.MMA and any(base(u.operands[i]) is v for i in (0, 2) if i < len(u.operands))
+               for us in per_dst.values() for u in us)
 
 
 def _channel_region(cr: _Crossing) -> str:
@@ -248,7 +268,7 @@ def _compiler_channels(crossings: list[_Crossing], kernel: Kernel) -> list[Chann
         n = names.get(base, 0)
         names[base] = n + 1
         name = f"{base}{'' if n == 0 else n}.x"
-        payload = tuple(v.type.with_space(Space.SMEM) for v in cr.values)
+        payload = tuple(v.type.with_space(Space.TMEM if cr.tmem else Space.SMEM) for v in cr.values)
         value = Value(ArefType(payload, 1), name)
         loc = next((op.loc for op in kernel.all_ops() if any(r is cr.values[0] for r in op.results)),
                    kernel.loc)

@@ -219,10 +219,15 @@ class Engine:
             env[id(v)] = x
         g.pc += 1
 
+    def _in_tmem(self, chan: int) -> bool:
+        return any(r.type.tile.space.value == "tmem" for r in self.prog.chans[chan].rings)
+
     def _compute(self, st, gi, g, ins) -> None:
         k, op, env = ins.kind, ins.op, g.env
-        if k is OpKind.FENCE_PROXY_ASYNC:
-            g.unfenced = frozenset()
+        if k in (OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE):
+            # each fence covers the stores into its own memory: shared memory or (Blackwell) tensor memory
+            tmem = k is OpKind.TMEM_STORE_FENCE
+            g.unfenced = frozenset(e for e in g.unfenced if self._in_tmem(e[0]) != tmem)
             return
         if k is OpKind.SELECT:
             # a renaming (a skipped pipeline step passes state through): only the condition is read here
@@ -346,7 +351,7 @@ class Engine:
                                                         f"group's mma_async #{seq} still reads it (no mma_wait "
                                                         f"retired it)", ins, gi)
             st.slots[si] = s._replace(rel_count=s.rel_count + count, rel_groups=s.rel_groups | 1 << gi)
-        elif ch.async_read and (c, slot) in g.unfenced:
+        elif (ch.async_read or self._in_tmem(c)) and (c, slot) in g.unfenced:
             self._fail("missing-proxy-fence", f"publishes slot {slot} of channel {ch.name}, written by slot_store "
                                               f"and read by the async proxy, without fence_proxy_async", ins, gi)
         self._arrive(st, gi, ins, i, count, 0)

@@ -23,7 +23,7 @@ VISIBLE = frozenset({OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX
 COMPUTE = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.LOAD, OpKind.STORE,
                      OpKind.FULL, OpKind.ARANGE, OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.MMA,
                      OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST,
-                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.SLICE})
+                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.SLICE})
 
 
 class MalformedIR(ValueError):

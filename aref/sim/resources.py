@@ -14,10 +14,27 @@ MAX_THREADS_PER_BLOCK = 1024   # CUDA programming guide, compute capability 9.0 
 NAMED_BARRIER_IDS = range(1, 16)   # 16 hardware barriers per CTA; 0 is __syncthreads
 
 
+def _in_tmem(ch) -> bool:
+    return any(t.space.value == "tmem" for t in ch.payload)
+
+
 def shared_memory_bytes(kernel) -> int:
-    """Bytes of shared memory the kernel's channels take: every ring slot plus a full and an empty mbarrier
-    per slot."""
-    return sum(ch.depth * (ch.slot_bytes + 2 * MBARRIER_BYTES) for ch in kernel.channels)
+    """Bytes of shared memory the kernel's channels take: every shared-memory ring slot plus a full and an
+    empty mbarrier per slot (tensor-memory rings keep only their mbarriers in shared memory)."""
+    return sum(ch.depth * ((0 if _in_tmem(ch) else ch.slot_bytes) + 2 * MBARRIER_BYTES) for ch in kernel.channels)
+
+
+def tensor_memory_columns(kernel) -> int:
+    """32-bit tensor-memory columns the kernel's tensor-memory rings take: a tile of R rows and C bytes per row
+    spans ceil(R / lanes) blocks of C / 4 columns (128 lanes per SM)."""
+    total = 0
+    for ch in kernel.channels:
+        for t in ch.payload:
+            if t.space.value == "tmem":
+                rows = t.shape[0] if len(t.shape) > 1 else 1
+                row_bytes = t.nbytes // rows
+                total += ch.depth * -(-rows // 128) * -(-row_bytes // 4)
+    return total
 
 
 def check_resources(kernel, machine: Machine | None = None) -> list[str]:
@@ -30,6 +47,9 @@ def check_resources(kernel, machine: Machine | None = None) -> list[str]:
         names = ", ".join(f"{c.name} ({c.depth} x {c.slot_bytes} B)" for c in biggest)
         out.append(f"shared memory: the channels need {smem} B but {m.name} gives a block {m.smem_per_block} B "
                    f"(largest: {names})")
+    cols = tensor_memory_columns(kernel)
+    if cols > m.tmem_columns:
+        out.append(f"tensor memory: the channels need {cols} columns but {m.name} has {m.tmem_columns}")
     threads = sum(g.group.threads for g in kernel.groups)
     if threads > MAX_THREADS_PER_BLOCK:
         out.append(f"threads: the groups have {threads} threads, a block at most {MAX_THREADS_PER_BLOCK}")
