@@ -1,0 +1,166 @@
+"""CuTe DSL backend for Hopper: Barrier IR → readable, role-based CuTe DSL source → PTX and cubin.
+
+    compile_barrier(ws, out_dir=None, emit="ptx") -> CompileResult
+
+generates one module per kernel specialization (`generate_source`), writes it, and — unless `emit="cute"`
+— compiles it with `cute.compile` for `ws.arch` (never the caller's environment) on fake tensors, so no
+GPU is needed, keeping the PTX and cubin and reporting ptxas registers / spills and key opcode counts.
+Results are cached in memory and on disk under a hash of the Barrier IR, the options, the CuTe DSL
+version and this backend's own sources, so a specialization compiles once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aref.backend.cute.analysis import BackendError, plan_kernel
+from aref.backend.cute.module import emit_module
+
+EMITS = ("cute", "ptx", "cubin")
+DEFAULT_CACHE = Path.home() / ".cache" / "aref" / "cute"
+
+
+@dataclass
+class CompileResult:
+    """What `compile_barrier` produced. Paths are None for what was not emitted."""
+
+    kernel: str
+    arch: str
+    source_path: Path
+    ptx_path: Path | None = None
+    cubin_path: Path | None = None
+    registers: int | None = None
+    spill_bytes: int | None = None
+    instructions: dict[str, int] = field(default_factory=dict)
+    compile_seconds: float = 0.0
+    register_budgets: dict[str, int] = field(default_factory=dict)
+    cache_key: str = ""
+    cached: bool = False
+    ptxas_log: str = ""
+    compiled: Any = field(default=None, repr=False)     # the DSL's compiled kernel (for launching)
+
+    def to_json(self) -> dict:
+        return {
+            "arch": self.arch,
+            "source_path": str(self.source_path),
+            "ptx_path": str(self.ptx_path) if self.ptx_path else None,
+            "cubin_path": str(self.cubin_path) if self.cubin_path else None,
+            "registers": self.registers,
+            "spill_bytes": self.spill_bytes,
+            "instructions": dict(self.instructions),
+            "compile_seconds": round(self.compile_seconds, 3),
+            "register_budgets": dict(self.register_budgets),
+            "cache_key": self.cache_key,
+            "cached": self.cached,
+        }
+
+
+def generate_source(ws) -> str:
+    """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express)."""
+    return emit_module(plan_kernel(ws))
+
+
+def _library_fingerprint() -> str:
+    """The CuTe DSL version and this backend's sources: a change to either invalidates cached kernels."""
+    h = hashlib.sha256()
+    try:
+        from importlib.metadata import version
+        h.update(version("nvidia-cutlass-dsl").encode())
+    except Exception:  # pragma: no cover - the package is a dependency
+        h.update(b"unknown")
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+_FINGERPRINT: str | None = None
+_MEMORY: dict[str, CompileResult] = {}
+
+
+def cache_key(ws, emit: str) -> str:
+    global _FINGERPRINT
+    from aref.ws import print_ws
+    if _FINGERPRINT is None:
+        _FINGERPRINT = _library_fingerprint()
+    h = hashlib.sha256()
+    h.update(print_ws(ws).encode())
+    h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
+                   emit != "cute")).encode())
+    h.update(_FINGERPRINT.encode())
+    return h.hexdigest()[:20]
+
+
+def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
+                    cache_dir: str | os.PathLike | None = None) -> CompileResult:
+    """Generate (and unless `emit="cute"`, compile) the CuTe DSL kernel of Barrier IR `ws`.
+
+    `out_dir` receives the source (and PTX / cubin); without it files stay in the cache directory.
+    """
+    if emit not in EMITS:
+        raise BackendError(f"unknown emit {emit!r}", hint=f"choose one of {', '.join(EMITS)}")
+    from aref.backend.cute import toolchain
+
+    key = cache_key(ws, emit)
+    cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
+    result = _MEMORY.get(key) or _from_disk(cache, ws, key)
+    if result is None:
+        source = generate_source(ws)
+        cache.mkdir(parents=True, exist_ok=True)
+        src = cache / f"{ws.name}_{key}.py"
+        src.write_text(source)
+        result = CompileResult(ws.name, ws.arch, src, cache_key=key,
+                               register_budgets={g.group.name: g.group.regs for g in ws.groups})
+        if emit != "cute":
+            start = time.perf_counter()
+            report = toolchain.compile_source_file(src, ws.arch, cache)
+            result.ptx_path = report.ptx_path.replace(cache / f"{ws.name}_{key}.{ws.arch}.ptx")
+            if report.cubin_path is not None:
+                result.cubin_path = report.cubin_path.replace(cache / f"{ws.name}_{key}.{ws.arch}.cubin")
+            result.registers, result.spill_bytes = report.registers, report.spill_bytes
+            result.instructions = report.instructions
+            result.ptxas_log, result.compiled = report.ptxas_log, report.compiled
+            result.compile_seconds = time.perf_counter() - start
+        (cache / "result.json").write_text(json.dumps(result.to_json()))
+        _MEMORY[key] = result
+    else:
+        result.cached = True
+    return _deliver(result, out_dir)
+
+
+def _from_disk(cache: Path, ws, key: str) -> CompileResult | None:
+    meta = cache / "result.json"
+    if not meta.exists():
+        return None
+    data = json.loads(meta.read_text())
+    paths = {k: Path(data[k]) if data.get(k) else None for k in ("source_path", "ptx_path", "cubin_path")}
+    if any(p is not None and not p.exists() for p in paths.values()):
+        return None
+    return CompileResult(ws.name, data["arch"], paths["source_path"], paths["ptx_path"], paths["cubin_path"],
+                         data["registers"], data["spill_bytes"], data["instructions"], data["compile_seconds"],
+                         data.get("register_budgets", {}), key)
+
+
+def _deliver(result: CompileResult, out_dir) -> CompileResult:
+    """Copy the artifacts into `out_dir` (the cache keeps its own copy)."""
+    if out_dir is None:
+        return result
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    copied = {}
+    for name in ("source_path", "ptx_path", "cubin_path"):
+        p = getattr(result, name)
+        if p is not None:
+            dst = out / p.name
+            if p.resolve() != dst.resolve():
+                shutil.copyfile(p, dst)
+            copied[name] = dst
+    return CompileResult(**{**result.__dict__, **copied})
+
+
+__all__ = ["BackendError", "CompileResult", "compile_barrier", "generate_source"]

@@ -1,0 +1,532 @@
+"""What the Hopper templates need to know about a Barrier IR kernel, and what they cannot express yet.
+
+`plan_kernel(ws)` reads a `WSKernel` at the barrier level and returns a `KernelPlan`: each warp group's role
+(found from what its ops do, never from its name), the shared-memory buffers of every channel and output
+staging tile, the TMA atoms, the wgmma configurations and the named-barrier ids. Everything the templates
+cannot honour is rejected here with a `BackendError` naming the construct and the user's source line, so
+code generation never produces a kernel that silently means something else.
+
+Layout conventions (the generated code relies on them):
+  * every 2-D shared tile is stored row-major with the widest 128-byte swizzle (`make_smem_layout_a`
+    of a (rows, 1, cols) tile); operands that read it transposed get a composed MN-major view;
+  * a global tensor of rank r whose last t dims are tiled is given to CuTe with its t tiled modes first
+    and its leading (indexed) modes after them, so TMA atoms tile exactly the boxes of the Barrier IR;
+  * a 2-D register tile (R, C) lives in the accumulator layout of a wgmma with N = C (`layout_mma`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aref.errors import ArefError, SrcInfo
+from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
+from aref.ws import Channel, GroupProgram, WSKernel
+
+SMEM_LIMIT = 227 * 1024          # opt-in dynamic shared memory per CTA on sm_90
+SWIZZLE_ALIGN = 1024
+WGMMA_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
+CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
+                 DType.float8_e5m2: "Float8E5M2", DType.float32: "Float32", DType.int32: "Int32"}
+VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
+
+
+class BackendError(ArefError):
+    """The CuTe DSL backend cannot generate this kernel (yet); the message names what and why."""
+
+    kind = "cute backend"
+
+
+def ident(name: str) -> str:
+    """A Python identifier from an IR name (`load1.x` → `load1_x`)."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_") or "v"
+    return out if not out[0].isdigit() else "v" + out
+
+
+# ------------------------------------------------------------------------------------------- plan types
+@dataclass
+class TensorPlan:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    tiled: int = 0               # trailing dims tiled by TMA boxes (0: not accessed by TMA)
+
+    @property
+    def cute_shape(self) -> tuple[int, ...]:
+        """Tiled modes first, then the leading (batch) modes: how the kernel sees the tensor."""
+        lead = len(self.shape) - self.tiled
+        return tuple(self.shape[lead:]) + tuple(self.shape[:lead])
+
+    @property
+    def stride_order(self) -> tuple[int, ...]:
+        """CuTe stride order of `cute_shape` for a row-major torch tensor (0 = fastest)."""
+        rank = len(self.shape)
+        lead = rank - self.tiled
+        order_of_dim = {d: rank - 1 - d for d in range(rank)}       # row-major: last dim fastest
+        dims = list(range(lead, rank)) + list(range(lead))
+        return tuple(order_of_dim[d] for d in dims)
+
+
+@dataclass
+class BufferPlan:
+    """A shared-memory ring of `depth` tiles: one payload of a channel, or a store's staging tile."""
+
+    name: str                    # storage field and tensor variable
+    tile: TileType
+    depth: int
+    purpose: str
+
+    @property
+    def nbytes(self) -> int:
+        return _align(self.tile.nbytes * self.depth, SWIZZLE_ALIGN)
+
+    @property
+    def layout(self) -> str:
+        return f"{self.name}_layout"
+
+
+@dataclass
+class ChannelPlan:
+    ch: Channel
+    name: str
+    buffers: list[BufferPlan]
+    cuda_core_readers: set[int] = field(default_factory=set)   # consumer groups reading slots with CUDA cores
+
+
+@dataclass(frozen=True)
+class TmaPlan:
+    """One TMA atom: `tensor` boxes of `box` into shared tiles of `buffer`'s layout (load or store)."""
+
+    name: str
+    tensor: str
+    box: tuple[int, ...]
+    buffer: str
+    store: bool = False
+    reduce: str | None = None
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """A wgmma tiling: operand dtypes and majors, N, A from shared memory or registers (one 64-row atom)."""
+
+    a_dtype: DType
+    b_dtype: DType
+    a_major: str                 # "K" or "MN"
+    b_major: str
+    n: int
+    a_source: str                # "SMEM" or "RMEM"
+
+
+@dataclass
+class GroupPlan:
+    gp: GroupProgram
+    index: int
+    role: str                    # "tma_producer" | "mma_consumer" | "compute"
+    description: str
+    group_barrier: int = 0       # named barrier id of this warp group alone (stores, CUDA-core releases)
+
+
+@dataclass
+class KernelPlan:
+    ws: WSKernel
+    tensors: list[TensorPlan]
+    channels: list[ChannelPlan]
+    staging: dict[int, BufferPlan]            # id(store op) -> staging buffer
+    tmas: list[TmaPlan]
+    mmas: list[MmaConfig]
+    layout_n: dict[int, int]                  # C extent -> index into mmas used for register layouts
+    groups: list[GroupPlan]
+    smem_bytes: int
+    aliases: dict[str, str] = field(default_factory=dict)   # staging buffer -> idle channel buffer it reuses
+
+    def tensor(self, name: str) -> TensorPlan:
+        return next(t for t in self.tensors if t.name == name)
+
+    def channel(self, name: str) -> ChannelPlan:
+        return next(c for c in self.channels if c.ch.name == name)
+
+    def staging_by_name(self, name: str) -> BufferPlan:
+        return next(b for b in self.staging.values() if b.name == name)
+
+    def staging_names(self) -> set[str]:
+        return {b.name for b in self.staging.values()}
+
+    def buffer(self, name: str) -> BufferPlan:
+        for c in self.channels:
+            for b in c.buffers:
+                if b.name == name:
+                    return b
+        return self.staging_by_name(name)
+
+    def tma(self, tensor: str, box, buffer: str, store=False, reduce=None) -> TmaPlan:
+        if store:
+            return next(t for t in self.tmas if t.store and (t.tensor, t.box, t.reduce) == (tensor, tuple(box), reduce))
+        return next(t for t in self.tmas if not t.store and (t.tensor, t.box) == (tensor, tuple(box)))
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+# ----------------------------------------------------------------------------------------- operand tracing
+@dataclass(frozen=True)
+class SmemOperand:
+    """A shared-memory tile reached from a slot_read through views: rows [row0, row0+rows) of the slot's
+    tile, possibly transposed (then the IR operand is the transpose of the stored tile)."""
+
+    channel: str
+    index: int
+    transposed: bool
+    row0: int
+    rows: int
+
+
+def producers_of(gp: GroupProgram) -> dict[int, Op]:
+    """Value id → defining op, following loop-carried values to their init (same kind of value)."""
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+    if gp.loop is not None:
+        for c, i, y in zip(gp.loop.carried, gp.loop.inits, gp.loop.yields):
+            src = prod.get(id(y)) or prod.get(id(i))
+            if src is not None:
+                prod[id(c)] = src
+        for r, y in zip(gp.loop.results, gp.loop.yields):
+            if id(y) in prod:
+                prod[id(r)] = prod[id(y)]
+    return prod
+
+
+def smem_operand(v: Value, prod: dict[int, Op], loc: SrcInfo) -> SmemOperand | None:
+    """Trace `v` through transpose/slice views to the slot it reads; None if it is not a shared tile."""
+    if not isinstance(v.type, TileType) or v.type.space is not Space.SMEM:
+        return None
+    op = prod.get(id(v))
+    if op is None:
+        raise BackendError("internal: a shared-memory tile without a defining slot_read", loc)
+    if op.kind is OpKind.SLOT_READ:
+        return SmemOperand(op.attrs.channel, op.attrs.index, False, 0, op.result.type.shape[0])
+    if op.kind is OpKind.SELECT:
+        return smem_operand(op.operands[1], prod, loc)
+    inner = smem_operand(op.operands[0], prod, loc)
+    if op.kind is OpKind.TRANSPOSE:
+        return SmemOperand(inner.channel, inner.index, not inner.transposed, inner.row0, inner.rows)
+    if op.kind is OpKind.SLICE:
+        if op.attrs.axis != 0 or inner.transposed:
+            raise BackendError("a shared-memory view that slices columns (or a transposed tile) is not "
+                               "supported by the wgmma templates", op.loc,
+                               hint="cooperative consumers split rows of the A operand only")
+        return SmemOperand(inner.channel, inner.index, False, inner.row0 + op.attrs.start, op.attrs.size)
+    raise BackendError(f"a {op.kind.value} of a shared-memory tile cannot feed an MMA", op.loc)
+
+
+def _mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
+    a, b = op.operands[0], op.operands[1]
+    m, k = a.type.shape
+    n = b.type.shape[1]
+    for v, what in ((a, "A"), (b, "B")):
+        if v.type.dtype not in WGMMA_DTYPES:
+            raise BackendError(f"wgmma operand {what} has dtype {v.type.dtype.value}; the tensor core takes "
+                               f"{', '.join(d.value for d in WGMMA_DTYPES)}", op.loc,
+                               hint="cast the operand with .to(aref.float16) or .to(aref.bfloat16)")
+    fp8 = a.type.dtype.bits == 8
+    if (a.type.dtype.bits == 16) != (b.type.dtype.bits == 16) or (not fp8 and a.type.dtype != b.type.dtype):
+        raise BackendError(f"wgmma needs two equal 16-bit operand types or two fp8 types; got "
+                           f"{a.type.dtype.value} · {b.type.dtype.value}", op.loc)
+    if len(op.operands) > 2 and op.operands[2].type.dtype is not DType.float32:
+        raise BackendError("the wgmma templates accumulate in float32 only", op.loc)
+    k_atom = 32 if fp8 else 16
+    if m % 64 or k % k_atom or n % 8 or not 8 <= n <= 256:
+        raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into wgmma m64n{{8..256}}k{k_atom} "
+                           f"instructions", op.loc, hint="use tile sizes that are multiples of 64 rows")
+    sa, sb = smem_operand(a, prod, op.loc), smem_operand(b, prod, op.loc)
+    if sb is None:
+        raise BackendError("the B operand of a wgmma must come from shared memory (a channel slot)", op.loc,
+                           hint="publish the tile through an aref channel")
+    if sa is None:
+        if _is_transpose(a, prod):
+            raise BackendError("an MMA operand that is the transpose of a register tile needs staging through "
+                               "shared memory, which the Hopper templates do not do yet", op.loc)
+        if fp8:
+            raise BackendError("an fp8 A operand from registers needs a register permutation that the "
+                               "templates do not implement", op.loc)
+        a_major = "K"
+    else:
+        a_major = "MN" if sa.transposed else "K"
+    # The IR's B is K×N; CuTe's B tensor is N×K. A slot tile used transposed is stored N×K (K-major).
+    b_major = "K" if sb.transposed else "MN"
+    if fp8 and (a_major != "K" or b_major != "K"):
+        raise BackendError("fp8 wgmma needs both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
+    return MmaConfig(a.type.dtype, b.type.dtype, a_major, b_major, n, "SMEM" if sa else "RMEM")
+
+
+def _is_transpose(v: Value, prod) -> bool:
+    op = prod.get(id(v))
+    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
+        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
+    return op is not None and op.kind is OpKind.TRANSPOSE
+
+
+# ----------------------------------------------------------------------------------------------- roles
+def classify(gp: GroupProgram) -> tuple[str, str]:
+    """(role, description) from what the group's Barrier IR does."""
+    kinds = {op.kind for op in gp.all_ops()}
+    does = []
+    if OpKind.TMA_LOAD in kinds:
+        does.append("TMA loads")
+    if OpKind.MMA_ASYNC in kinds:
+        does.append("wgmma")
+    math = {op.attrs.fn for op in gp.all_ops() if op.kind in (OpKind.UNARY, OpKind.REDUCE)}
+    if {"exp2", "max"} <= math or {"exp", "max"} <= math:
+        does.append("softmax")
+    elif OpKind.REDUCE in kinds:
+        does.append("row reductions")
+    if OpKind.SLOT_STORE in kinds:
+        does.append("shared-memory hand-off")
+    if OpKind.STORE in kinds:
+        does.append("TMA-store epilogue")
+    compute = kinds & {OpKind.BINARY, OpKind.UNARY, OpKind.REDUCE, OpKind.CAST, OpKind.MMA_ASYNC, OpKind.STORE,
+                       OpKind.SLOT_STORE, OpKind.SLOT_READ}
+    if OpKind.TMA_LOAD in kinds:
+        if compute:
+            raise BackendError(f"warp group '{gp.group.name}' both issues TMA loads and computes; the Hopper "
+                               f"templates keep the TMA producer a pure data-movement role",
+                               _first_loc(gp, OpKind.TMA_LOAD),
+                               hint="partition loads into their own warp group")
+        return "tma_producer", "TMA producer"
+    if OpKind.MMA_ASYNC in kinds:
+        return "mma_consumer", "MMA consumer (" + ", ".join(does) + ")"
+    return "compute", "CUDA-core consumer (" + (", ".join(does) or "no work") + ")"
+
+
+def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
+    return next(op.loc for op in gp.all_ops() if op.kind is kind)
+
+
+# ------------------------------------------------------------------------------------------------ plan
+def plan_kernel(ws: WSKernel) -> KernelPlan:
+    """Check `ws` against what the Hopper templates support and lay out its resources."""
+    if ws.level != "barrier":
+        raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
+    if ws.arch != "sm_90a":
+        raise BackendError(f"the CuTe backend generates Hopper (sm_90a) kernels only; got {ws.arch}", ws.loc,
+                           hint="tcgen05 / tensor-memory templates for sm_100a are not written yet")
+    if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
+        raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
+    for gp in ws.groups:
+        if gp.group.warps != 4:
+            raise BackendError(f"warp group '{gp.group.name}' has {gp.group.warps} warps; the Hopper templates "
+                               f"use whole warp groups of 4 warps", ws.loc)
+    tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
+               if isinstance(p.value.type, TensorType)]
+    by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}
+    groups = []
+    for i, gp in enumerate(ws.groups):
+        role, desc = classify(gp)
+        groups.append(GroupPlan(gp, i, role, desc))
+    channels = [ChannelPlan(ch, ident(ch.name), []) for ch in ws.channels]
+    tmas: list[TmaPlan] = []
+    mmas: list[MmaConfig] = []
+    staging: dict[int, BufferPlan] = {}
+
+    # channel buffers: named after the tensor a TMA payload comes from
+    loads: dict[tuple[str, int], set[str]] = {}
+    for gp in ws.groups:
+        for op in gp.all_ops():
+            if op.kind is OpKind.TMA_LOAD:
+                loads.setdefault((op.attrs.channel, op.attrs.index), set()).add(by_value[id(op.operands[0])].name)
+    for cp in channels:
+        ch = cp.ch
+        if ch.kind not in ("tma", "store"):
+            raise BackendError(f"channel '{ch.name}' of kind {ch.kind!r} is not supported", ch.loc)
+        for j, t in enumerate(ch.payload):
+            if len(t.shape) not in (1, 2):
+                raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
+                                   f"rank 1 and 2", ch.loc)
+            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
+                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
+                                   f"swizzle atoms", ch.loc)
+            src = loads.get((ch.name, j), set())
+            suffix = next(iter(src)) if len(src) == 1 else str(j)
+            cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth,
+                                         f"channel {ch.name} payload {j}"))
+
+    for g in groups:
+        gp = g.gp
+        prod = producers_of(gp)
+        for op in gp.all_ops():
+            if op.kind is OpKind.TMA_LOAD:
+                t = by_value[id(op.operands[0])]
+                box = tuple(op.attrs.tile_shape)
+                _set_tiled(t, len(box), op.loc)
+                _check_divisible(t, box, op.loc)
+                buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
+                if buf.tile.shape != box:
+                    raise BackendError("internal: TMA box differs from the slot tile", op.loc)
+                if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
+                    # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
+                    _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
+            elif op.kind is OpKind.STORE:
+                t = by_value[id(op.operands[0])]
+                box = tuple(op.attrs.tile_shape)
+                value = op.operands[-1].type
+                if len(box) != 2:
+                    raise BackendError("the TMA-store epilogue writes rank-2 tiles only", op.loc)
+                _set_tiled(t, 2, op.loc)
+                _check_divisible(t, box, op.loc)
+                if value.dtype is not t.dtype:
+                    raise BackendError(f"store of a {value.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
+                if value.dtype not in (DType.float16, DType.bfloat16, DType.float32):
+                    raise BackendError(f"the epilogue stores 16-bit or float32 tiles, not {value.dtype.value}",
+                                       op.loc)
+                buf = BufferPlan(f"s_{t.name}_{ident(g.gp.group.name)}" + (f"_{len(staging)}" if any(
+                    b.name.startswith(f"s_{t.name}_{ident(g.gp.group.name)}") for b in staging.values()) else ""),
+                                 TileType(box, value.dtype, Space.SMEM), 1, f"staging of {g.gp.group.name}'s store to {t.name}")
+                staging[id(op)] = buf
+                if not any(x.store and (x.tensor, x.box, x.reduce) == (t.name, box, op.attrs.reduce) for x in tmas):
+                    # groups storing equal boxes share one atom (their staging layouts are equal)
+                    _add_tma(tmas, TmaPlan(f"tma_store_{t.name}" + ("_add" if op.attrs.reduce else ""), t.name,
+                                           box, buf.name, store=True, reduce=op.attrs.reduce))
+            elif op.kind is OpKind.MMA_ASYNC:
+                cfg = _mma_config(op, prod)
+                if cfg not in mmas:
+                    mmas.append(cfg)
+            elif op.kind is OpKind.SLOT_READ:
+                if _cuda_core_read(gp, op.result):
+                    next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)
+    # register tiles need a wgmma C layout with their column count
+    layout_n: dict[int, int] = {}
+    for i, cfg in enumerate(mmas):
+        layout_n.setdefault(cfg.n, i)
+    for g in groups:
+        for op in g.gp.all_ops():
+            for v in (*op.results, *op.operands):
+                t = v.type
+                smem_math = op.kind is OpKind.SLOT_STORE or (
+                    op.kind is OpKind.SLOT_READ and g.index in _channel(channels, op.attrs.channel).cuda_core_readers)
+                if isinstance(t, TileType) and len(t.shape) == 2 and t.shape[1] not in layout_n and t.shape[1] != 1 \
+                        and (t.space is Space.RMEM or smem_math):
+                    n = t.shape[1]
+                    if n % 8 or not 8 <= n <= 256 or t.shape[0] % 64:
+                        raise BackendError(f"register tile {t} cannot be held in a wgmma accumulator layout "
+                                           f"(rows a multiple of 64, 8 ≤ columns ≤ 256)", op.loc)
+                    mmas.append(MmaConfig(DType.float16, DType.float16, "K", "K", n, "SMEM"))
+                    layout_n[n] = len(mmas) - 1
+    # named barriers: the IR's ids first, then one per consumer warp group for its own syncs
+    used = {nb.id for nb in ws.named_barriers}
+    next_id = max(used, default=0) + 1
+    for g in groups:
+        if g.role != "tma_producer":
+            g.group_barrier = next_id
+            next_id += 1
+    if next_id > 16:
+        raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
+    aliases = _staging_aliases(ws, channels, staging)
+    smem = sum(b.nbytes for c in channels for b in c.buffers)
+    smem += sum(b.nbytes for b in staging.values() if b.name not in aliases)
+    smem += _align(16 * sum(c.ch.depth for c in channels), 16) + SWIZZLE_ALIGN
+    if smem > SMEM_LIMIT:
+        parts = ", ".join(f"{c.ch.name}: {c.ch.depth}×{c.ch.slot_bytes} B" for c in channels)
+        stage = sum(b.nbytes for b in staging.values() if b.name not in aliases)
+        raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_90a "
+                           f"(rings {parts}; store staging {stage} B)", ws.loc,
+                           hint="lower a channel depth or the tile sizes")
+    return KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem, aliases)
+
+
+def _staging_aliases(ws: WSKernel, channels: list[ChannelPlan], staging: dict[int, BufferPlan]) -> dict[str, str]:
+    """Stage a store's tile in a channel slot that can no longer change (FA3 stages O in Q's buffer).
+
+    A single-item channel (pre / post / pre-post) whose only consumer is the storing group, and which that
+    group has already released before the store, will never be written again: its producer has no item
+    left, and no other group reads it.
+    """
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for gp in ws.groups:
+        released: set[str] = set()
+        for op in gp.all_ops():
+            if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty":
+                released.add(op.attrs.channel)
+            if op.kind is not OpKind.STORE:
+                continue
+            stage = staging[id(op)]
+            for cp in channels:
+                ch = cp.ch
+                if ch.region == "loop" or ch.consumers != (gp.group.id,) or ch.name not in released:
+                    continue
+                buf = next((b for b in cp.buffers if b.name not in taken and len(b.tile.shape) == 2
+                            and b.nbytes >= stage.nbytes), None)
+                if buf is not None:
+                    out[stage.name] = buf.name
+                    taken.add(buf.name)
+                    break
+    return out
+
+
+def _cuda_core_read(gp: GroupProgram, v: Value, depth: int = 0) -> bool:
+    """Is the shared tile `v` read by anything but a wgmma (through views and loop-carried copies)?"""
+    for u in _users(gp, v):
+        if u.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.SELECT):
+            if depth < 16 and _cuda_core_read(gp, u.result, depth + 1):
+                return True
+        elif u.kind is not OpKind.MMA_ASYNC:
+            return True
+    return False
+
+
+def ir_namer(ws: WSKernel):
+    """The value names `aref ir --stage barrier` prints, so tags read exactly like the IR dump."""
+    import aref.ws as ws_module
+    from aref.printer import Namer
+
+    captured = []
+
+    class Capturing(Namer):
+        def __init__(self):
+            super().__init__()
+            captured.append(self)
+
+    saved = ws_module.Namer
+    ws_module.Namer = Capturing
+    try:
+        ws_module.print_ws(ws)
+    finally:
+        ws_module.Namer = saved
+    return captured[0]
+
+
+def _channel(channels: list[ChannelPlan], name: str) -> ChannelPlan:
+    return next(c for c in channels if c.ch.name == name)
+
+
+def _users(gp: GroupProgram, v: Value) -> list[Op]:
+    out = [op for op in gp.all_ops() if any(o is v for o in op.operands)]
+    if gp.loop is not None and any(y is v for y in gp.loop.yields):
+        for c, y in zip(gp.loop.carried, gp.loop.yields):
+            if y is v:
+                out += [op for op in gp.all_ops() if any(o is c for o in op.operands)]
+    return out
+
+
+def _add_tma(tmas: list[TmaPlan], t: TmaPlan) -> None:
+    if t in tmas:
+        return
+    if any(x.name == t.name for x in tmas):
+        t = TmaPlan(f"{t.name}_{sum(x.name.startswith(t.name) for x in tmas)}", t.tensor, t.box, t.buffer,
+                    t.store, t.reduce)
+    tmas.append(t)
+
+
+def _set_tiled(t: TensorPlan, n: int, loc: SrcInfo) -> None:
+    if t.tiled and t.tiled != n:
+        raise BackendError(f"tensor {t.name} is accessed with boxes of rank {t.tiled} and {n}", loc)
+    if n > len(t.shape):
+        raise BackendError(f"a rank-{n} box on the rank-{len(t.shape)} tensor {t.name}", loc)
+    t.tiled = n
+
+
+def _check_divisible(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
+    for dim, (extent, b) in enumerate(zip(t.shape[len(t.shape) - len(box):], box)):
+        if extent % b:
+            raise BackendError(f"tensor {t.name} dim {len(t.shape) - len(box) + dim} has extent {extent}, not a "
+                               f"multiple of the tile {b}: the Hopper templates do not predicate partial tiles",
+                               loc, hint=f"pad {t.name} or choose a tile size that divides {extent}")
+    if box[-1] * t.dtype.bits % 128:
+        raise BackendError(f"a TMA box of {box[-1]} {t.dtype.value} elements is not a multiple of 16 bytes", loc)

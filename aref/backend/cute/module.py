@@ -1,0 +1,458 @@
+"""Assemble one CuTe DSL module per kernel specialization from a `KernelPlan`.
+
+Module layout (what a reader finds, top to bottom):
+  docstring   the schedule: roles, channels with depths / arrival counts / transaction bytes, registers
+  constants   tile and problem sizes of this specialization
+  storage     a `@cute.struct` with every ring's mbarriers and 1024-byte-aligned tiles
+  roles       one `@cute.jit` function per role; groups whose code is identical up to constants share one
+  kernel      barrier init by one elected thread, CTA sync, dispatch on the warp-group index
+  host        `@cute.jit host(*tensors)`: wgmma tilings, swizzled layouts, TMA atoms, launch
+  fake args   `make_fake_args()` for compiling without a GPU
+"""
+from __future__ import annotations
+
+import difflib
+import re
+
+from aref.backend.cute.analysis import CUTLASS_DTYPE, KernelPlan, MmaConfig, ident, ir_namer
+from aref.backend.cute.role import RoleEmitter
+from aref.backend.cute.source import Lines
+from aref.ir import DType
+
+HEADER_IMPORTS = """\
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.cute.runtime import make_fake_compact_tensor
+from cutlass.tensor_utils import LayoutEnum
+
+from aref.backend.cute import support as aref"""
+
+
+def dt(d: DType) -> str:
+    return f"cutlass.{CUTLASS_DTYPE[d]}"
+
+
+def emit_module(plan: KernelPlan) -> str:
+    ws = plan.ws
+    plan.namer = ir_namer(ws)
+    roles = _roles(plan)
+    parts = [HEADER_IMPORTS, _constants(plan), _storage(plan)]
+    parts += [r["source"] for r in roles["functions"]]
+    parts += [_kernel(plan, roles), _host(plan), _fake_args(plan)]
+    return _docstring(plan, roles) + "\n" + "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- roles
+def _roles(plan: KernelPlan) -> dict:
+    """Emit every group's role function; merge groups whose code differs only in constants and names."""
+    rendered = []
+    for g in plan.groups:
+        em = RoleEmitter(plan, g, plan.aliases)
+        setup, body = em.emit()
+        rendered.append((g, em, setup, body))
+    functions: list[dict] = []
+    calls: dict[int, str] = {}
+    for g, em, setup, body in rendered:
+        base = "producer" if g.role == "tma_producer" else "consumer" if g.role == "mma_consumer" else "compute"
+        text_lines = _function_lines(em, setup, body)
+        for f in functions:
+            merged = _merge(f, g, em, text_lines)
+            if merged:
+                calls[g.index] = merged
+                break
+        else:
+            f = {"base": base, "lines": text_lines, "groups": [g], "args": list(em.args), "renames": {},
+                 "locals": set(em.names.used)}
+            functions.append(f)
+    used = {}
+    for f in functions:
+        n = used.get(f["base"], 0)
+        used[f["base"]] = n + 1
+        f["name"] = f["base"] if sum(x["base"] == f["base"] for x in functions) == 1 else f"{f['base']}{n}"
+        f["source"] = _function_source(plan, f)
+    return {"functions": functions}
+
+
+def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
+    lines = body.lines[:]
+    # register reallocation comes first in the role, before any setup
+    head = []
+    while lines and (lines[0].strip().startswith("# aref-ir") and "setmaxnreg" in lines[0]
+                     or lines[0].strip().startswith("cute.arch.setmaxregister")):
+        head.append(lines.pop(0))
+    if em.producer:
+        # the whole group reallocates registers; one warp waits, arms the barriers and issues the copies
+        lines = ["    # one warp of the group issues every TMA load", "    if warp_in_group == 0:"] + \
+                ["    " + line if line else line for line in lines]
+    return head + setup.lines + lines
+
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\S")
+_TAG = re.compile(r"^(\s*)# aref-ir\[([^\]]*)\](.*)$")
+
+
+def _merge(f: dict, g, em: RoleEmitter, lines: list[str]) -> dict | None:
+    """Share role function `f` with group `g` when their code differs only in numbers, kernel-scope names
+    and whole statements present in one group alone (ping-pong's extra first / last turn).
+
+    Numbers become `cutlass.Constexpr` parameters, names become parameters, and one-group statements are
+    guarded by `if cutlass.const_expr(GROUP == n)`; anything else keeps separate functions.
+    """
+    if f["groups"][0].role != g.role or len(f["groups"]) > 1 and f.get("guarded"):
+        return None
+    names = set(f["args"]) | set(em.args)
+    local = (f["locals"] | em.names.used) - names - {"cute", "cutlass", "aref", "warpgroup", "cpasync"}
+
+    def norm(line: str) -> str:
+        m = _TAG.match(line)
+        if m:      # the op, without value names and ids (those differ between groups)
+            return m.group(1) + "#" + re.sub(r"\d+", "0", re.sub(r"%[\w.^]+", "%", m.group(3)))
+        return " ".join("@" if t in names else "$" if t in local else "0" if t.isdigit() else t
+                        for t in _TOKEN.findall(line)) \
+            + f"|{len(line) - len(line.lstrip())}"
+
+    a, b = f["lines"], lines
+    ops = difflib.SequenceMatcher(None, [norm(x) for x in a], [norm(y) for y in b], autojunk=False).get_opcodes()
+    out: list[str] = []
+    numbers = dict(f.get("numbers", {}))
+    renames = {p: dict(v) for p, v in f["renames"].items()}
+    local_map: dict[str, str] = {}               # g's local name for each of f's (a consistent renaming)
+    guarded = False
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            for x, y in zip(a[i1:i2], b[j1:j2]):
+                merged = _merge_line(x, y, f, g, em, numbers, renames, local_map)
+                if merged is None:
+                    return None
+                out.append(merged)
+        elif tag in ("delete", "insert"):
+            block = a[i1:i2] if tag == "delete" else b[j1:j2]
+            if not _statements(block):
+                return None
+            who = [x.index for x in f["groups"]] if tag == "delete" else [g.index]
+            cond = f"GROUP == {who[0]}" if len(who) == 1 else f"GROUP in {tuple(who)}"
+            indent = block[0][:len(block[0]) - len(block[0].lstrip())]
+            out.append(f"{indent}if cutlass.const_expr({cond}):  # only {', '.join(_group_names(f, g, who))}")
+            out += ["    " + line for line in block]
+            guarded = True
+            if tag == "insert":
+                for t in {t for line in block for t in _TOKEN.findall(line)} & set(em.args) - set(f["args"]):
+                    f["args"].append(t)
+        else:
+            return None
+    f["groups"].append(g)
+    f["lines"], f["numbers"], f["renames"] = out, numbers, renames
+    f["guarded"] = f.get("guarded") or guarded
+    return f
+
+
+def _group_names(f, g, who):
+    by = {x.index: x.gp.group.name for x in f["groups"] + [g]}
+    return [by[i] for i in who]
+
+
+def _statements(block: list[str]) -> bool:
+    """Whole simple statements at one indentation (what a one-group guard may wrap)."""
+    if not block:
+        return False
+    indent = len(block[0]) - len(block[0].lstrip())
+    return all(len(x) - len(x.lstrip()) == indent and not x.rstrip().endswith(":") for x in block)
+
+
+def _merge_line(x: str, y: str, f: dict, g, em, numbers: dict, renames: dict, local_map: dict) -> str | None:
+    mx, my = _TAG.match(x), _TAG.match(y)
+    if mx and my:
+        return f"{mx.group(1)}# aref-ir[{mx.group(2)} {my.group(2)}]{mx.group(3)}"
+    if x == y:
+        return x
+    tx, ty = _TOKEN.findall(x), _TOKEN.findall(y)
+    if len(tx) != len(ty):
+        return None
+    line = x
+    for ti in reversed(range(len(tx))):
+        p, q = tx[ti], ty[ti]
+        if p == q:
+            continue
+        if p.isdigit() and q.isdigit():
+            pname = next((c for c, pq in numbers.items() if pq == (p, q)), None)
+            if pname is None:
+                pname = _param_name(x, ti, numbers)
+                numbers[pname] = (p, q)
+            line = _replace_token(line, ti, pname)
+        elif p in f["args"] and q in em.args:
+            if renames.get(p, {}).get(g.index, q) != q:
+                return None
+            renames.setdefault(p, {})[g.index] = q
+        elif x.lstrip().startswith("#"):
+            continue
+        elif p.isidentifier() and q.isidentifier() and p not in f["args"] and q not in em.args:
+            if local_map.setdefault(p, q) != q or list(local_map.values()).count(q) > 1:
+                return None
+        else:
+            return None
+    return line
+
+
+def _param_name(line: str, index: int, taken: dict) -> str:
+    """A readable name for a per-group constant from where it appears."""
+    toks = _TOKEN.findall(line)
+    if "row_block" in line:
+        base = "ROW_BLOCK"
+    elif "WARP_GROUP_THREADS" in line or "store_tile" in line:
+        base = "GROUP_BARRIER"
+    elif "cute.arch.barrier(" in line:
+        base = "TURN"
+    elif "cute.arch.barrier_arrive(" in line:
+        base = "NEXT_TURN"
+    elif index >= 2 and toks[index - 1] == "=" and toks[index - 2].isidentifier():
+        base = toks[index - 2].upper()
+    elif "tiles[" in line:
+        base = "TILE_OFFSET"
+    else:
+        base = "K"
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+def _rename(line: str, old: str, new: str) -> str:
+    if line.lstrip().startswith("#"):
+        return line
+    return re.sub(rf"\b{re.escape(old)}\b", new, line)
+
+
+def _replace_token(line: str, index: int, new: str) -> str:
+    out, i, pos = [], 0, 0
+    for m in _TOKEN.finditer(line):
+        if i == index:
+            return line[:m.start()] + new + line[m.end():]
+        i += 1
+    return line
+
+
+def _function_source(plan: KernelPlan, f: dict) -> str:
+    g0 = f["groups"][0]
+    import os
+    for p, per_group in list(f["renames"].items()):
+        variants = [p] + list(per_group.values())
+        pre = os.path.commonprefix(variants)
+        suf = os.path.commonprefix([v[::-1] for v in variants])[::-1]
+        new = pre + suf if len(pre) + len(suf) <= min(map(len, variants)) else pre
+        new = new.replace("__", "_").strip("_")
+        if new in variants or not new.isidentifier():
+            new = "own_" + re.sub(r"^s_", "", p)        # this group's own buffer / barrier
+        if new != p and new not in f["args"]:
+            f["args"][f["args"].index(p)] = new
+            f["lines"] = [_rename(line, p, new) for line in f["lines"]]
+            per_group[g0.index] = p
+            f["renames"][new] = per_group
+            del f["renames"][p]
+    params = list(f["args"])
+    numbers = f.get("numbers", {})
+    sig = params + [f"{n}: cutlass.Constexpr" for n in numbers] + (["GROUP: cutlass.Constexpr"] if f.get("guarded") else [])
+    out = Lines()
+    out("@cute.jit")
+    out(f"def {f['name']}({', '.join(sig)}):")
+    out.depth += 1
+    who = ", ".join(f"group {g.index} '{g.gp.group.name}' ({g.gp.group.regs} registers)" for g in f["groups"])
+    doc = f'"""{g0.description}: {who}.'
+    if numbers:
+        doc += "\n\n    Per-group constants: " + ", ".join(numbers) + "."
+    out(doc + '"""' if not numbers else doc + '\n    """')
+    for line in f["lines"]:
+        out.lines.append(line)
+    # calls: one per group with its own names and constants
+    f["calls"] = {}
+    for k, g in enumerate(f["groups"]):
+        args = [f["renames"].get(p, {}).get(g.index, p) for p in params]
+        args += [f"{n}={pq[0] if k == 0 else pq[1]}" for n, pq in numbers.items()]
+        args += [f"GROUP={g.index}"] if f.get("guarded") else []
+        f["calls"][g.index] = f"{f['name']}({', '.join(args)})"
+    return out.text()
+
+
+# --------------------------------------------------------------------------------------- module parts
+def _docstring(plan: KernelPlan, roles) -> str:
+    ws = plan.ws
+    lines = [f'"""aref kernel `{ws.name}` for {ws.arch}, generated from its Barrier IR by aref.backend.cute.', ""]
+    shapes = ", ".join(f"{t.name} {'×'.join(map(str, t.shape))} {t.dtype.value}" for t in plan.tensors)
+    lines.append(f"Problem: {shapes}; grid {tuple(ws.grid)}, {ws.total_threads} threads, "
+                 f"{plan.smem_bytes} bytes of shared memory.")
+    lines.append("Warp groups:")
+    for g in plan.groups:
+        gp = g.gp
+        extra = f", {gp.stages + 1} pipeline stages" if gp.stages else ""
+        extra += f", wgmma depth {gp.mma_depth}" if gp.mma_depth else ""
+        lines.append(f"  {g.index} {gp.group.name:<10} {g.description}; {gp.group.regs} registers{extra}")
+    lines.append("Channels (mbarrier rings; full/empty arrival counts):")
+    for cp in plan.channels:
+        ch = cp.ch
+        pay = ", ".join(f"{'×'.join(map(str, b.tile.shape))} {b.tile.dtype.value}" for b in cp.buffers)
+        names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
+        lines.append(f"  {cp.name}: depth {ch.depth}, [{pay}], {ch.kind}"
+                     + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
+                     + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
+                       f"full {ch.full_count} / empty {ch.empty_count}")
+    if ws.pingpong:
+        lines.append("Ping-pong order on the tensor cores: "
+                     + " -> ".join(ws.groups[g].group.name for g in ws.pingpong)
+                     + " (named barriers " + ", ".join(str(nb.id) for nb in ws.named_barriers) + ")")
+    for stage, target in plan.aliases.items():
+        lines.append(f"The store staged in {stage} reuses {target}, idle once released.")
+    lines.append("")
+    lines.append("Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its")
+    lines.append("group's role function and in the IR's order.")
+    lines.append('"""')
+    return "\n".join(lines)
+
+
+def _constants(plan: KernelPlan) -> str:
+    ws = plan.ws
+    out = [f"GRID = {tuple(ws.grid) + (1,) * (3 - len(ws.grid))}",
+           f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups"]
+    for k, v in ws.constexprs.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(f"{ident(k).upper()} = {v!r}")
+    return "\n".join(out)
+
+
+def _storage(plan: KernelPlan) -> str:
+    out = Lines()
+    out("@cute.struct")
+    with out.block("class SharedStorage:"):
+        out('"""Every ring\'s mbarriers (full, empty per slot), then its tiles and the store staging tiles."""')
+        out()
+        for cp in plan.channels:
+            out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+            out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+        for b in _smem_buffers(plan):
+            out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, "
+                f"{b.tile.numel * b.depth}], 1024]")
+    return out.text()
+
+
+def _smem_buffers(plan: KernelPlan):
+    for cp in plan.channels:
+        yield from cp.buffers
+    for b in plan.staging.values():
+        if b.name not in plan.aliases:
+            yield b
+
+
+def _kernel_params(plan: KernelPlan) -> list[str]:
+    out = []
+    for t in plan.tmas:
+        out += [f"{t.name}: cute.CopyAtom", f"{t.name}_gmem: cute.Tensor"]
+    out += [f"mma{i}: cute.TiledMma" for i in range(len(plan.mmas))]
+    for b in _smem_buffers(plan):
+        out.append(f"{b.layout}: {'cute.ComposedLayout' if len(b.tile.shape) == 2 else 'cute.Layout'}")
+    for stage in plan.aliases:
+        out.append(f"{plan.staging_by_name(stage).layout}: cute.ComposedLayout")
+    return out
+
+
+def _kernel(plan: KernelPlan, roles) -> str:
+    ws = plan.ws
+    out = Lines()
+    out("@cute.kernel")
+    out(f"def {ident(ws.name)}_kernel(")
+    for p in _kernel_params(plan):
+        out(f"    {p},")
+    out("):")
+    out.depth += 1
+    out("warp_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() // 4)")
+    out("storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)")
+    for cp in plan.channels:
+        out(f"{cp.name}_full = storage.{cp.name}_full.data_ptr()")
+        out(f"{cp.name}_empty = storage.{cp.name}_empty.data_ptr()")
+    for b in _smem_buffers(plan):
+        if len(b.tile.shape) == 2:
+            out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
+        else:
+            out(f"{b.name} = storage.{b.name}.get_tensor({b.layout})")
+    with out.block("if cute.arch.warp_idx() == 0:"):
+        for t in plan.tmas:
+            out(f"cpasync.prefetch_descriptor({t.name})")
+        with out.block("with cute.arch.elect_one():"):
+            for cp in plan.channels:
+                ch = cp.ch
+                out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
+                    f"{ch.empty_count})  # {ch.name}")
+            out("cute.arch.mbarrier_init_fence()")
+    out("# every role must see initialised barriers before its first wait or arrive")
+    out("cute.arch.sync_threads()")
+    first = True
+    for f in roles["functions"]:
+        for g in f["groups"]:
+            kw = "if" if first else "elif"
+            first = False
+            with out.block(f"{kw} warp_group == {g.index}:  # {g.gp.group.name}"):
+                out(f["calls"][g.index])
+    return out.text()
+
+
+def _mma_line(i: int, cfg: MmaConfig) -> str:
+    src = ", a_source=warpgroup.OperandSource.RMEM" if cfg.a_source == "RMEM" else ""
+    return (f"mma{i} = sm90_utils.make_trivial_tiled_mma({dt(cfg.a_dtype)}, {dt(cfg.b_dtype)}, "
+            f"OperandMajorMode.{cfg.a_major}, OperandMajorMode.{cfg.b_major}, cutlass.Float32, (1, 1, 1), "
+            f"tiler_mn=(64, {cfg.n}){src})")
+
+
+def _host(plan: KernelPlan) -> str:
+    ws = plan.ws
+    out = Lines()
+    out("@cute.jit")
+    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}):")
+    out.depth += 1
+    out('"""Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid."""')
+    for i, cfg in enumerate(plan.mmas):
+        out(_mma_line(i, cfg))
+    for b in list(_smem_buffers(plan)) + [plan.staging_by_name(s) for s in plan.aliases]:
+        r = b.tile.shape
+        if b.name in plan.staging_names():
+            out(f"{b.layout} = cute.slice_(sm90_utils.make_smem_layout_epi({dt(b.tile.dtype)}, "
+                f"LayoutEnum.ROW_MAJOR, {tuple(r)}, 1), (None, None, 0))")
+        elif len(r) == 2:
+            out(f"{b.layout} = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, ({r[0]}, 1, {r[1]}), "
+                f"{dt(b.tile.dtype)}, {b.depth})")
+        else:
+            out(f"{b.layout} = cute.make_layout(({r[0]}, {b.depth}))")
+    for t in plan.tmas:
+        buf = plan.buffer(t.buffer)
+        box = ", ".join(map(str, t.box)) + ("," if len(t.box) == 1 else "")
+        if t.store:
+            op = "CopyReduceBulkTensorTileS2GOp()" if t.reduce else "CopyBulkTensorTileS2GOp()"
+            layout = buf.layout
+        else:
+            op = "CopyBulkTensorTileG2SOp()"
+            layout = f"cute.slice_({buf.layout}, ({'None, None' if len(buf.tile.shape) == 2 else 'None'}, 0))"
+        out(f"{t.name}, {t.name}_gmem = cpasync.make_tiled_tma_atom(cpasync.{op}, {t.tensor}, {layout}, ({box}))")
+    args = []
+    for t in plan.tmas:
+        args += [t.name, f"{t.name}_gmem"]
+    args += [f"mma{i}" for i in range(len(plan.mmas))]
+    args += [b.layout for b in _smem_buffers(plan)] + [plan.staging_by_name(s).layout for s in plan.aliases]
+    out(f"{ident(ws.name)}_kernel(")
+    out(f"    {', '.join(args)},")
+    out(").launch(")
+    out("    grid=GRID,")
+    out("    block=(THREADS, 1, 1),")
+    out("    smem=SharedStorage.size_in_bytes(),")
+    out("    # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)")
+    out("    min_blocks_per_mp=1,")
+    out(")")
+    return out.text()
+
+
+def _fake_args(plan: KernelPlan) -> str:
+    lines = ["def make_fake_args():",
+             '    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""',
+             "    return ["]
+    for t in plan.tensors:
+        lines.append(f"        make_fake_compact_tensor({dt(t.dtype)}, {t.cute_shape}, stride_order={t.stride_order}, "
+                     f"assumed_align=16),  # {t.name}")
+    lines.append("    ]")
+    return "\n".join(lines)

@@ -1,0 +1,430 @@
+"""One warp group of the Barrier IR → one role function of CuTe DSL source.
+
+The group's synchronisation skeleton is the Barrier IR itself: every wait, arrive, TMA load, wgmma issue,
+wgmma wait, named barrier and register reallocation is emitted in the IR's order, region by region
+(pre / prologue / steady-state loop / epilogue / post), each under a `# aref-ir[...]` tag that tests check
+against the IR. Between those points the role templates fill in the work:
+
+  * TMA producer   one warp issues the loads; the elected thread arms the transaction count;
+  * wgmma          one `aref.wgmma` commit group per IR MMA, operands as shared-memory descriptors
+                   (SS) or a register tile viewed as the A operand (RS, P·V);
+  * register math  elementwise chains are fused into one unrolled loop over the thread's accumulator
+                   elements, row-invariant parts hoisted per row, row reductions finished by a quad
+                   shuffle, so softmax reads as exp2(s·scale − m) with one FMA per element;
+  * epilogues      cast, stmatrix into a staging tile, one elected TMA store.
+
+Register tiles get storage by a small allocator: an MMA accumulates in place, an elementwise result reuses
+the storage of an operand that dies there, loop-carried values keep their storage across iterations (a
+yield that could not be placed there is copied at the end of the body, which is legal only once its MMA
+has retired — checked).
+"""
+from __future__ import annotations
+
+from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, ident, producers_of,
+                                        smem_operand, CUTLASS_DTYPE)
+from aref.backend.cute.math import MathEmitter
+from aref.backend.cute.source import Lines, Names
+from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, coordinate, literal, scalar_binary, strip_parens
+from aref.ir import DType, Op, OpKind, ScalarType, Space, TileType, Value
+from aref.printer import Namer, format_op
+
+TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
+          OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
+          OpKind.FENCE_PROXY_ASYNC, OpKind.SLOT_STORE, OpKind.STORE)
+REGIONS = {"pre": "setup", "prologue": "prologue: pipeline fill", "epilogue": "epilogue: pipeline drain",
+           "post": "after the loop"}
+
+
+def tag_text(op: Op, name) -> str:
+    """The IR op as the printer shows it, without types (the tag's readable part)."""
+    return format_op(op, name).split(" : ")[0]
+
+
+class RoleEmitter(MathEmitter):
+    """Emit the body of one role function for group `g` of `plan`."""
+
+    def __init__(self, plan: KernelPlan, g: GroupPlan, staging_alias: dict[int, str]):
+        super().__init__()
+        self.plan, self.g, self.gp = plan, g, g.gp
+        self.staging_alias = staging_alias
+        self.names = Names()
+        self.args: dict[str, None] = {}            # kernel-scope names this role uses, in first-use order
+        self.setup = Lines(1)
+        self.out = Lines(1)
+        self.env: dict[int, object] = {}
+        self.prod = producers_of(self.gp)
+        self.frags: dict[tuple, str] = {}
+        self.irname = plan.namer
+        self.loc = plan.ws.loc
+        self.op_index = {id(op): i for i, op in enumerate(self.gp.all_ops())}
+        self.pending_store: set[str] = set()       # staging tiles with a TMA store in flight
+        self.producer = g.role == "tma_producer"
+        self.analyse_uses()
+        self.thread_setup()
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def arg(self, name: str) -> str:
+        self.args.setdefault(name, None)
+        return name
+
+    def local(self, key: tuple, hint: str, code: str) -> str:
+        """A setup-section local (fragments, partitions, views), created once."""
+        if key not in self.frags:
+            name = self.names(hint)
+            self.setup(f"{name} = {code}")
+            self.frags[key] = name
+        return self.frags[key]
+
+    def thread_setup(self) -> None:
+        for n in ("tidx", "group_tidx", "warp_in_group", "block"):
+            self.names.reserve(n)
+        self.setup("tidx, _, _ = cute.arch.thread_idx()")
+        self.setup("group_tidx = tidx % aref.WARP_GROUP_THREADS")
+        self.setup("warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)")
+        self.setup("block = cute.arch.block_idx()")
+
+    def thr(self, mma: str) -> str:
+        return self.local(("thr", mma), f"thr_{mma}", f"{self.arg(mma)}.get_slice(group_tidx)")
+
+    def layout_mma(self, cols: int) -> str:
+        return f"mma{self.plan.layout_n[cols]}"
+
+    def scalar(self, v: Value) -> Scalar:
+        c = self.env.get(id(v))
+        if not isinstance(c, Scalar):
+            raise BackendError(f"internal: {v} is not a scalar here", self.gp.group and self.loc)
+        return c
+
+    def tag(self, op: Op) -> None:
+        idx = self.op_index[id(op)]
+        self.out(f"# aref-ir[{self.gp.group.name}#{idx}] {tag_text(op, self.irname)}")
+
+    # --------------------------------------------------------------------------------------------- run
+    def emit(self) -> tuple[Lines, Lines]:
+        gp = self.gp
+        for region, block in gp.regions():
+            if region == "loop":
+                self.emit_loop()
+                continue
+            if not block.ops:
+                continue
+            if region != "pre":
+                self.out(f"# ---- {REGIONS[region]}")
+            for op in block.ops:
+                self.emit_op(op)
+        if self.pending_store:
+            self.out("# shared memory must outlive the TMA stores that read it")
+            self.out("aref.staging_free(warp_in_group)")
+        self.check_registers()
+        return self.setup, self.out
+
+    def emit_loop(self) -> None:
+        lp = self.gp.loop
+        trip = self.scalar(lp.trip_count)
+        iv = self.names(lp.iv.name or "i")
+        self.env[id(lp.iv)] = Scalar(iv, None, (iv, 1, 0))
+        self.loop_entry(lp)
+        rng = f"cutlass.range({trip.expr}, unroll=1)"
+        self.out("# ---- steady state" + (f": {trip.value} iterations" if trip.static else ""))
+        with self.out.block(f"for {iv} in {rng}:"):
+            self.in_loop = True
+            for op in lp.body.ops:
+                self.emit_op(op)
+            self.loop_exit(lp)
+            self.in_loop = False
+        self.loop_results(lp, trip)
+
+    # ---------------------------------------------------------------------------------------- dispatch
+    def emit_op(self, op: Op) -> None:
+        self.loc = op.loc
+        self.pos += 1
+        if op.pred is not None:
+            p = self.scalar(op.pred)
+            if not p.static:
+                raise BackendError("a pipeline step guarded by a run-time predicate; the templates need trip "
+                                   "counts fixed by the specialization", op.loc)
+            if not p.value:
+                if op.kind in TAGGED:
+                    self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
+                             f"  (skipped: no such pipeline step in this specialization)")
+                return
+        k = op.kind
+        handler = getattr(self, "op_" + k.name.lower(), None)
+        if handler is None:
+            raise BackendError(f"the Hopper templates cannot emit a {k.value} op in a "
+                               f"{self.g.description}", op.loc)
+        if k in TAGGED:
+            self.tag(op)
+        handler(op)
+        self.track_live()
+
+    # ------------------------------------------------------------------------------------------ scalars
+    def op_const(self, op: Op) -> None:
+        v = op.attrs.value
+        if isinstance(op.result.type, TileType):
+            raise BackendError("a constant tile", op.loc)
+        self.env[id(op.result)] = Scalar.const(v)
+
+    def op_program_id(self, op: Op) -> None:
+        name = self.names(op.result.name or f"pid{op.attrs.axis}")
+        self.out(f"{name} = block[{op.attrs.axis}]")
+        self.env[id(op.result)] = Scalar(name, None, (name, 1, 0))
+
+    def op_scalar(self, op: Op) -> None:
+        a, b = (self.scalar(v) for v in op.operands)
+        s = scalar_binary(op.attrs.fn, a, b)
+        hint = op.result.name
+        if not s.static and s.affine is None and hint and "^" not in hint and self.uses.get(id(op.result), 0) > 1:
+            name = self.names(hint)
+            self.out(f"{name} = {strip_parens(s.expr)}")
+            s = Scalar(name)
+        self.env[id(op.result)] = s
+
+    op_scalar_binary = op_scalar
+
+    def op_select(self, op: Op) -> None:
+        p = self.scalar(op.operands[0])
+        if not p.static:
+            raise BackendError("a run-time select between pipeline states", op.loc)
+        self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
+
+    # ------------------------------------------------------------------------------------------- barriers
+    def bar(self, v_bar: Value, slot: Value, which: str, channel: str) -> str:
+        cp = self.plan.channel(channel)
+        ptr = self.arg(f"{cp.name}_{which}")
+        s = self.scalar(slot)
+        return ptr if s.static and s.value == 0 else f"{ptr} + {strip_parens(s.expr) if s.static else s.expr}"
+
+    def op_mbarrier_wait(self, op: Op) -> None:
+        a = op.attrs
+        parity = self.scalar(op.operands[2])
+        self.out(f"cute.arch.mbarrier_wait({self.bar(op.operands[0], op.operands[1], a.which, a.channel)}, "
+                 f"{strip_parens(parity.expr)})")
+
+    op_mbar_wait = op_mbarrier_wait
+
+    def op_mbar_expect_tx(self, op: Op) -> None:
+        ptr = self.bar(op.operands[0], op.operands[1], "full", op.attrs.channel)
+        with self.out.block("with cute.arch.elect_one():"):
+            self.out(f"cute.arch.mbarrier_arrive_and_expect_tx({ptr}, {op.attrs.bytes})")
+
+    def op_mbar_arrive(self, op: Op) -> None:
+        a = op.attrs
+        cp = self.plan.channel(a.channel)
+        ptr = self.bar(op.operands[0], op.operands[1], a.which, a.channel)
+        if a.which == "empty":
+            if a.count != 1:
+                raise BackendError(f"an empty-barrier arrive of count {a.count}; the templates release a slot "
+                                   f"once per consumer warp group", op.loc)
+            self.before_release(a.channel)
+            if self.g.index in cp.cuda_core_readers:
+                self.out(f"# every warp's CUDA-core reads of the slot are done before the single arrival")
+                self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, "
+                         f"number_of_threads=aref.WARP_GROUP_THREADS)")
+            self.out(f"aref.arrive_once({ptr}, warp_in_group)")
+        else:
+            if a.count != self.gp.group.threads:
+                raise BackendError(f"a full-barrier arrive of count {a.count} from a {self.gp.group.threads}-thread "
+                                   f"group", op.loc)
+            self.out(f"cute.arch.mbarrier_arrive({ptr})  # every thread of the group: count {a.count}")
+
+    def op_named_bar_sync(self, op: Op) -> None:
+        self.out(f"cute.arch.barrier(barrier_id={op.attrs.id}, number_of_threads={op.attrs.threads})")
+
+    def op_named_bar_arrive(self, op: Op) -> None:
+        self.out(f"cute.arch.barrier_arrive(barrier_id={op.attrs.id}, number_of_threads={op.attrs.threads})")
+
+    def op_setmaxnreg(self, op: Op) -> None:
+        fn = "increase" if op.attrs.increase else "decrease"
+        self.out(f"cute.arch.setmaxregister_{fn}({op.attrs.regs})")
+
+    def op_fence_proxy_async(self, op: Op) -> None:
+        self.out('cute.arch.fence_proxy("async.shared", space="cta")')
+
+    def op_mma_wait(self, op: Op) -> None:
+        self.out(f"warpgroup.wait_group({op.attrs.pending})")
+        self.retire(op.attrs.pending)
+
+    # ----------------------------------------------------------------------------------------------- TMA
+    def op_tma_load(self, op: Op) -> None:
+        a = op.attrs
+        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
+            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
+        rank = len(t.shape)
+        coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
+        ring, slot = op.operands[1 + rank], self.scalar(op.operands[2 + rank])
+        buf = self.plan.channel(a.channel).buffers[a.index]
+        tma = self.plan.tma(t.name, a.tile_shape, buf.name)
+        s_part, g_part = self.tma_partition(tma, buf.name, len(a.tile_shape), rank)
+        lead = rank - len(a.tile_shape)
+        idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
+        bar = self.bar(op.operands[-2], op.operands[2 + rank], "full", a.channel)
+        self.out(f"cute.copy({self.arg(tma.name)}, {g_part}[None, {idx}], {s_part}[None, {strip_parens(slot.expr)}], "
+                 f"tma_bar_ptr={bar})")
+
+    def tma_partition(self, tma, smem: str, tiled: int, rank: int, staging=None) -> tuple[str, str]:
+        key = ("tma", tma.name, smem)
+        if key not in self.frags:
+            short = f"{tma.tensor}_staged" if tma.store else (smem[2:] if smem.startswith("s_") else smem)
+            s_name, g_name = self.names(f"{short}_tma"), self.names(f"{tma.tensor}_tiles")
+            nones = ", ".join(["None"] * rank) + ("," if rank == 1 else "")
+            box = ", ".join(str(b) for b in tma.box) + ("," if len(tma.box) == 1 else "")
+            s_src = staging or self.arg(smem)
+            self.setup(f"{s_name}, {g_name} = cpasync.tma_partition(")
+            self.setup(f"    {self.arg(tma.name)}, 0, cute.make_layout(1), cute.group_modes({s_src}, 0, {tiled}),")
+            self.setup(f"    cute.group_modes(cute.local_tile({self.arg(tma.name + '_gmem')}, ({box}), ({nones})), "
+                       f"0, {tiled}),")
+            self.setup(")")
+            self.frags[key] = (s_name, g_name)
+        return self.frags[key]
+
+    # ------------------------------------------------------------------------------------ slots and MMA
+    def op_slot_read(self, op: Op) -> None:
+        a = op.attrs
+        self.env[id(op.result)] = SmemTile(a.channel, a.index, self.scalar(op.operands[1]),
+                                           self.scalar(op.operands[2]), op.result.type)
+
+    def op_transpose(self, op: Op) -> None:
+        src = self.env[id(op.operands[0])]
+        if isinstance(src, SmemTile):
+            self.env[id(op.result)] = SmemTile(src.channel, src.index, src.slot, src.item, op.result.type,
+                                               not src.transposed, src.row0)
+            return
+        self.env[id(op.result)] = ("transpose", src)      # only legal as an MMA operand (analysis rejects it)
+
+    def op_slice(self, op: Op) -> None:
+        src = self.env[id(op.operands[0])]
+        if not isinstance(src, SmemTile) or op.attrs.axis != 0:
+            raise BackendError("a slice of a register tile", op.loc)
+        self.env[id(op.result)] = SmemTile(src.channel, src.index, src.slot, src.item, op.result.type,
+                                           src.transposed, src.row0 + op.attrs.start)
+
+    def operand_frag(self, v: Value, mma: str, which: str) -> str:
+        """The wgmma fragment of operand `which` (A or B) for IR value `v`, sliced to its slot."""
+        so: SmemOperand = smem_operand(v, self.prod, self.loc)
+        tile = self.env[id(v)]
+        if so is None:                                       # RS: a 16-bit register tile as operand A
+            buf = self.materialize(v)
+            return self.local(("opa", buf.name), f"{buf.name}_as_a", f"aref.as_operand_a({buf.name})")
+        cp = self.plan.channel(so.channel)
+        ring = cp.buffers[so.index]
+        rows, cols = ring.tile.shape
+        # CuTe wants A as M×K and B as N×K: the IR's A is used as stored, its B transposed.
+        as_stored = (which == "A") != so.transposed
+        view, vname = self.arg(ring.name), ring.name[2:]
+        if so.rows != rows:
+            blk = so.row0 // so.rows
+            view = f"aref.row_block({view}, {so.rows}, {cols}, {blk})"
+            vname += "_rows"
+        if not as_stored:
+            view = f"aref.transposed({view}, {rows}, {cols}, {ring.depth})"
+            vname += "_t"
+        thr = self.thr(mma)
+        frag = self.local(("frag", mma, which, vname), f"{which.lower()}_{vname}",
+                          f"{self.arg(mma)}.make_fragment_{which}({thr}.partition_{which}({view}))")
+        return f"{frag}[None, None, None, {strip_parens(tile.slot.expr)}]"
+
+    def op_mma_async(self, op: Op) -> None:
+        cfg_i = self.plan.mmas.index(self.mma_cfg(op))
+        mma = f"mma{cfg_i}"
+        a = self.operand_frag(op.operands[0], mma, "A")
+        b = self.operand_frag(op.operands[1], mma, "B")
+        r = op.result
+        reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg))
+        if len(op.operands) > 2:
+            acc_v = op.operands[2]
+            c = self.env[id(acc_v)]
+            if isinstance(c, Zero) and c.fill == 0.0 and self.last_use(acc_v) <= self.pos:
+                buf, accumulate = self.new_buffer(r, hint=acc_v.name), False
+            else:
+                buf = self.materialize(acc_v)
+                if self.last_use(acc_v) > self.pos:
+                    raise BackendError("an accumulator that is read after an MMA updates it in place", op.loc)
+                accumulate = True
+        else:
+            buf, accumulate = self.new_buffer(r), False
+        self.env[id(r)] = Reg(buf)
+        self.out(f"aref.wgmma({self.arg(mma)}, {buf.name}, {a}, {b}, accumulate={accumulate})")
+        self.issued(buf, *reads)
+
+    def mma_cfg(self, op: Op):
+        from aref.backend.cute.analysis import _mma_config
+        return _mma_config(op, self.prod)
+
+    def op_slot_store(self, op: Op) -> None:
+        a = op.attrs
+        cp = self.plan.channel(a.channel)
+        ring = cp.buffers[a.index]
+        slot = strip_parens(self.scalar(op.operands[1]).expr)
+        v = op.operands[3]
+        t = v.type
+        if len(t.shape) == 1:
+            buf = self.materialize(v)
+            rc = self.row_coords(t.shape[0])
+            with self.out.block(f"for i in cutlass.range_constexpr({buf.rows}):"):
+                self.out(f"{self.arg(ring.name)}[{rc}[i, 0][0], {slot}] = {buf.name}[i]")
+            return
+        buf = self.materialize(v)
+        dst = f"{self.arg(ring.name)}[None, None, {slot}]"
+        mma = self.arg(self.layout_mma(t.shape[1]))
+        if t.dtype.bits == 16:
+            self.out(f"aref.stmatrix({mma}, {buf.name}, {dst}, group_tidx)")
+        else:
+            self.out(f"cute.autovec_copy({buf.name}, {self.thr(mma)}.partition_C({dst}))")
+
+    # ----------------------------------------------------------------------------------------- epilogue
+    def op_store(self, op: Op) -> None:
+        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
+            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
+        stage = self.plan.staging[id(op)]
+        value = op.operands[-1]
+        coords = [self.scalar(c) for c in op.operands[1:-1]]
+        rank = len(t.shape)
+        tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
+        s_tensor = self.staging_tensor(stage)
+        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank, staging=s_tensor)
+        buf = self.materialize(value)
+        if stage.name in self.pending_store:
+            self.out("# the previous TMA store from this staging tile must have read it")
+            self.out("aref.staging_free(warp_in_group)")
+            self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
+        mma = self.arg(self.layout_mma(value.type.shape[1]))
+        fn = "store_tile" if value.type.dtype.bits == 16 else "store_tile_f32"
+        self.out(f"aref.{fn}({mma}, {buf.name}, {s_tensor}, group_tidx, barrier_id={self.g.group_barrier})")
+        lead = rank - 2
+        idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
+        self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
+        self.pending_store.add(stage.name)
+
+    def staging_tensor(self, stage) -> str:
+        alias = self.staging_alias.get(stage.name)
+        if alias is None:
+            return self.arg(stage.name)
+        return self.local(("stage", stage.name), f"{stage.tile and 'staging'}",
+                          f"aref.recast_tile({self.arg(alias)}, {self.arg(stage.layout)}, "
+                          f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]})")
+
+    # ------------------------------------------------------------------------------------ register values
+    def op_full(self, op: Op) -> None:
+        self.env[id(op.result)] = Zero(op.result.type, op.attrs.value)
+
+    def op_cast(self, op: Op) -> None:
+        src = self.env[id(op.operands[0])]
+        t = op.result.type
+        if isinstance(src, SmemTile) or t.dtype is DType.float32:
+            self.lazy_or_now(op)
+            return
+        if t.dtype.bits != 16:
+            raise BackendError(f"a cast to {t.dtype.value} in registers; the templates convert accumulators to "
+                               f"16-bit types only", op.loc)
+        self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it
+
+    def op_binary(self, op: Op) -> None:
+        self.lazy_or_now(op)
+
+    op_unary = op_compare = op_where = op_expand_dims = op_binary
+
+    def op_reduce(self, op: Op) -> None:
+        if op.attrs.axis != len(op.operands[0].type.shape) - 1:
+            raise BackendError("a reduction over rows (axis 0); the templates reduce along rows only", op.loc)
+        self.reduce(op)

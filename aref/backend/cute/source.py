@@ -1,0 +1,56 @@
+"""Small building blocks for writing generated Python: an indented line buffer and unique identifiers."""
+from __future__ import annotations
+
+import contextlib
+import keyword
+import re
+
+from aref.backend.cute.analysis import ident
+
+
+class Lines:
+    """Indented source lines."""
+
+    def __init__(self, indent: int = 0):
+        self.lines: list[str] = []
+        self.depth = indent
+
+    def __call__(self, text: str = "") -> None:
+        self.lines.append(("    " * self.depth + text) if text else "")
+
+    @contextlib.contextmanager
+    def block(self, header: str):
+        self(header)
+        self.depth += 1
+        mark = len(self.lines)
+        yield
+        if len(self.lines) == mark:     # an empty Python block needs a statement
+            self("pass")
+        self.depth -= 1
+
+    def extend(self, other: "Lines") -> None:
+        self.lines += ["    " * self.depth + line if line else "" for line in other.lines]
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+class Names:
+    """Unique Python identifiers within one generated function."""
+
+    def __init__(self, reserved=()):
+        self.used = set(reserved) | set(keyword.kwlist) | {"cute", "cutlass", "aref", "warpgroup", "cpasync"}
+
+    def __call__(self, hint: str) -> str:
+        base = ident(hint.split("^")[0])
+        base = re.sub(r"(_\d+)+$", "", base) or base
+        name, i = base, 1
+        while name in self.used:
+            name = f"{base}_{i}"
+            i += 1
+        self.used.add(name)
+        return name
+
+    def reserve(self, name: str) -> str:
+        self.used.add(name)
+        return name

@@ -1,0 +1,183 @@
+"""Device helpers that every generated kernel imports (`from aref.backend.cute import support as aref`).
+
+These are the small, expert-written building blocks the role templates are made of: barrier ring setup, one
+wgmma commit group, slot release, register views of wgmma accumulators, quad reductions and the epilogue's
+register → shared memory → TMA store path. Generated modules call them by name, so a kernel reads as its
+schedule rather than as a page of layout algebra. They are `@cute.jit` functions: the DSL traces (inlines)
+them into the calling kernel, so they cost nothing at run time.
+
+Conventions shared with the generated code:
+  * A register tile of shape (R, C) in a consumer warp group is held in the accumulator layout of a wgmma
+    with N = C; `rows_view` shows it as (rows of this thread, columns of this thread). Row vectors (R,) hold
+    one value per row of this thread, in the same row order, so `tile_rc[i, j]` and `vec[i]` line up.
+  * A row of a wgmma accumulator is spread over the 4 threads of a quad: row reductions finish with a
+    quad shuffle (`quad_max`, `quad_sum`).
+"""
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+WARP_GROUP_THREADS = 128
+
+
+@cute.jit
+def init_ring(full, empty, depth: cutlass.Constexpr, full_arrivals: cutlass.Constexpr,
+              empty_arrivals: cutlass.Constexpr):
+    """Initialise the `full` and `empty` mbarrier of every slot of one aref ring (one elected thread).
+
+    Unrolled so the PTX holds exactly one mbarrier.init per barrier.
+    """
+    for slot in cutlass.range_constexpr(depth):
+        cute.arch.mbarrier_init(full + slot, full_arrivals)
+        cute.arch.mbarrier_init(empty + slot, empty_arrivals)
+
+
+@cute.jit
+def wgmma(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor,
+          accumulate: cutlass.Constexpr):
+    """Issue one MMA of the Barrier IR as one wgmma commit group: acc (+)= a · b over every k-block.
+
+    `accumulate=False` starts from zero (the first k-block overwrites acc), so score tiles need no fill.
+    A fresh atom carries the ACCUMULATE flag, leaving the caller's tiled MMA unchanged across loop trips.
+    """
+    warpgroup.fence()
+    atom = cute.make_mma_atom(tiled_mma.op)
+    atom.set(warpgroup.Field.ACCUMULATE, accumulate)
+    for kb in cutlass.range_constexpr(cute.size(a, mode=[2])):
+        cute.gemm(atom, acc, a[None, None, kb], b[None, None, kb], acc)
+        atom.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+
+
+@cute.jit
+def arrive_once(bar, warp_in_group):
+    """One arrival for the whole warp group (the Barrier IR's count=1 per consumer group).
+
+    Callers order it after the group's reads of the slot: wgmma.wait_group for tensor-core reads (the wgmma
+    is warp-group collective, so one warp observing completion covers the group), plus a warp-group barrier
+    when CUDA cores of several warps read the slot too.
+    """
+    if warp_in_group == 0:
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive(bar)
+
+
+@cute.jit
+def rows_view(acc: cute.Tensor):
+    """View a wgmma accumulator ((2 cols, 2 rows, N/8), MMA_M, MMA_N) as this thread's (rows, cols)."""
+    compact = cute.make_layout(acc.layout.shape)
+    s, d = compact.shape, compact.stride
+    rows_cols = cute.make_layout(
+        ((s[0][1], s[1]), (s[0][0], s[0][2], s[2])),
+        stride=((d[0][1], d[1]), (d[0][0], d[0][2], d[2])),
+    )
+    return cute.make_tensor(acc.iterator, cute.composition(acc.layout, rows_cols))
+
+
+@cute.jit
+def as_operand_a(p: cute.Tensor):
+    """View a 16-bit tile held in accumulator layout as the register A operand of a following wgmma.
+
+    For 16-bit types a thread's A fragment of one k16 block is two adjacent column groups of its C
+    fragment, so ((2, 2, N/8), MMA_M, MMA_N) regroups to ((2, 2, 2), MMA_M, (N/16, MMA_N)) without moving
+    data (the FA3 trick that keeps P in registers for P·V).
+    """
+    div = cute.logical_divide(p.layout, ((None, None, 2), None, None))
+    s, d = div.shape, div.stride
+    frg = cute.make_layout(
+        ((s[0][0], s[0][1], s[0][2][0]), s[1], (s[0][2][1], s[2])),
+        stride=((d[0][0], d[0][1], d[0][2][0]), d[1], (d[0][2][1], d[2])),
+    )
+    return cute.make_tensor(p.iterator, frg)
+
+
+@cute.jit
+def quad_max(x):
+    """Max over the 4 threads that share an accumulator row."""
+    return cute.arch.warp_reduction_max(x, threads_in_group=4)
+
+
+@cute.jit
+def quad_sum(x):
+    """Sum over the 4 threads that share an accumulator row."""
+    return cute.arch.warp_reduction_sum(x, threads_in_group=4)
+
+
+@cute.jit
+def row_coords(thr_mma, rows: cutlass.Constexpr, cols: cutlass.Constexpr):
+    """(row, col) of every accumulator element of this thread, as a (rows, cols) view like `rows_view`."""
+    coords = thr_mma.partition_C(cute.make_identity_tensor((rows, cols)))
+    return rows_view(coords)
+
+
+@cute.jit
+def store_tile(tiled_mma: cute.TiledMma, frag: cute.Tensor, staging: cute.Tensor, group_tidx,
+               barrier_id: cutlass.Constexpr):
+    """Registers → shared memory staging tile (stmatrix), visible to the TMA unit.
+
+    `frag` is a 16-bit tile in the accumulator layout of `tiled_mma`. The fence orders this group's
+    generic-proxy writes before the async-proxy read of the TMA store; the named barrier (this warp group
+    only) makes every warp's part visible before one thread issues the store.
+    """
+    stmatrix(tiled_mma, frag, staging, group_tidx)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
+
+
+@cute.jit
+def store_tile_f32(tiled_mma: cute.TiledMma, frag: cute.Tensor, staging: cute.Tensor, group_tidx,
+                   barrier_id: cutlass.Constexpr):
+    """Like `store_tile` for 32-bit tiles (no stmatrix): plain shared-memory stores of the accumulator."""
+    staged = tiled_mma.get_slice(group_tidx).partition_C(staging)
+    cute.autovec_copy(frag, staged)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
+
+
+@cute.jit
+def issue_store(tma_atom: cute.CopyAtom, staging_part: cute.Tensor, gmem_part: cute.Tensor, warp_in_group):
+    """One thread issues the TMA store of a staged tile and commits it as a bulk-async group."""
+    if warp_in_group == 0:
+        cute.copy(tma_atom, staging_part, gmem_part)
+        cute.arch.cp_async_bulk_commit_group()
+
+
+@cute.jit
+def staging_free(warp_in_group):
+    """Wait until this group's earlier TMA stores have read their staging tiles (before reuse or exit)."""
+    if warp_in_group == 0:
+        cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+@cute.jit
+def stmatrix(tiled_mma: cute.TiledMma, frag: cute.Tensor, dst: cute.Tensor, group_tidx):
+    """Write a 16-bit tile held in the accumulator layout of `tiled_mma` to a shared tile with stmatrix."""
+    r2s = cute.make_tiled_copy_C(sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, frag.element_type,
+                                                               cutlass.Float32), tiled_mma)
+    cute.copy(r2s, r2s.retile(frag), r2s.get_slice(group_tidx).partition_D(dst))
+
+
+@cute.jit
+def row_block(ring: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constexpr, block: cutlass.Constexpr):
+    """Rows [block·rows, (block+1)·rows) of every slot of a (R, C, depth) ring: a cooperative group's A rows."""
+    return cute.flat_divide(ring, (rows, cols))[None, None, block, 0, None]
+
+
+@cute.jit
+def transposed(ring: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constexpr, depth: cutlass.Constexpr):
+    """The (C, R, depth) view of a row-major (R, C, depth) ring: an MN-major wgmma operand."""
+    return cute.composition(ring, cute.make_ordered_layout((cols, rows, depth), order=(1, 0, 2)))
+
+
+@cute.jit
+def recast_tile(buffer: cute.Tensor, layout: cute.ComposedLayout, dtype: cutlass.Constexpr):
+    """A staging tile of `dtype` and `layout` placed over the storage of an idle shared buffer."""
+    return cute.make_tensor(cute.recast_ptr(buffer.iterator, layout.inner, dtype=dtype), layout.outer)
+
+
+@cute.jit
+def where(cond, a, b):
+    """Elementwise select of two float32 values."""
+    return cutlass.Float32(cutlass.select_(cond, cutlass.Float32(a), cutlass.Float32(b)))

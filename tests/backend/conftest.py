@@ -1,0 +1,57 @@
+"""Shared fixtures of the CuTe backend tests: Barrier IR of the examples and compiled kernels, each made once
+per test session (compiles take 0.3–2 s each; the disk cache lives in a session temporary directory so a
+run always compiles what it checks)."""
+import functools
+
+import pytest
+
+from aref.compiler import CompileOptions, lower_to
+from aref.harness import load_example
+
+# (example, partition, consumers): every example through both partitioners' kinds of Barrier IR.
+CONFIGS = [
+    ("gemm", "heuristic", "plain"),
+    ("gemm", "heuristic", "cooperative"),
+    ("dual_gemm", "heuristic", "cooperative"),
+    ("gemm_reduce", "heuristic", "plain"),
+    ("gemm_reduce", "heuristic", "cooperative"),
+    ("attention_fwd", "heuristic", "pingpong"),
+    ("gemm", "optimal", "auto"),
+    ("dual_gemm", "optimal", "auto"),
+    ("gemm_reduce", "optimal", "auto"),
+    ("attention_fwd", "optimal", "auto"),
+]
+
+
+def config_id(cfg):
+    return "-".join(cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def barrier_ir(example: str, partition: str = "heuristic", consumers: str = "auto", size: str = "small",
+               **overrides):
+    ex = load_example(f"examples/{example}.py")
+    kernel = ex.kernel.specialize(**ex.inputs(size, **overrides))
+    return lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition=partition, consumers=consumers))
+
+
+_COMPILED = {}
+
+
+@pytest.fixture(scope="session")
+def backend_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cute_cache")
+
+
+@pytest.fixture(scope="session")
+def compiled(backend_cache):
+    """`compiled(example, partition, consumers, **overrides)` → CompileResult, once per session."""
+    from aref.backend.cute import compile_barrier
+
+    def get(example, partition="heuristic", consumers="auto", size="small", **overrides):
+        key = (example, partition, consumers, size, tuple(sorted(overrides.items())))
+        if key not in _COMPILED:
+            ws = barrier_ir(example, partition, consumers, size, **overrides)
+            _COMPILED[key] = (ws, compile_barrier(ws, cache_dir=backend_cache))
+        return _COMPILED[key]
+    return get
