@@ -55,3 +55,28 @@ def compiled(backend_cache):
             _COMPILED[key] = (ws, compile_barrier(ws, cache_dir=backend_cache))
         return _COMPILED[key]
     return get
+
+
+def with_budgets(ws, consumer_regs: int, producer_regs: int = 40):
+    """A copy of `ws` with other register budgets (and matching setmaxnreg ops).
+
+    The optimal partitioner's register model currently gives consumer groups budgets below their
+    accumulators (reported by the backend as a clear error); tests use this to compile its Barrier IR
+    with budgets a CUTLASS kernel would use.
+    """
+    import copy
+    import dataclasses
+
+    from aref.ir import OpKind, SetMaxNRegAttrs
+    from aref.lower import launch_registers
+
+    ws = copy.deepcopy(ws)
+    base = launch_registers(ws)
+    for gp in ws.groups:
+        regs = producer_regs if gp.group.role == "producer" else consumer_regs
+        gp.group = dataclasses.replace(gp.group, regs=regs)
+        gp.pre.ops = [op for op in gp.pre.ops if op.kind is not OpKind.SETMAXNREG]
+        if regs != base:
+            from aref.ir import Op
+            gp.pre.ops.insert(0, Op(OpKind.SETMAXNREG, (), (), SetMaxNRegAttrs(regs, regs > base), ws.loc))
+    return ws

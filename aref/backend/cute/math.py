@@ -382,7 +382,15 @@ class MathEmitter:
             self.check_not_inflight(c.buf)
             return f"{c.buf.rc}[r, c]" if c.buf.is_tile else f"{c.buf.name}[r]"
         if isinstance(c, SmemTile):
-            return self.smem_element(c, v)
+            text = self.smem_element(c, v)
+            if two_d and self.depends(v) == 1:           # one shared-memory read per row, not per element
+                key = ("row", id(v))
+                if key not in self.elem_cache:
+                    name = self.names("row_" + (v.name or c.channel))
+                    pre.append(f"{name} = {text}")
+                    self.elem_cache[key] = name
+                return self.elem_cache[key]
+            return text
         if isinstance(c, tuple) and c[0] == "cast":
             raise BackendError("a 16-bit tile used in register math; compute in float32", self.loc)
         op = c[1]

@@ -76,7 +76,7 @@ class RoleEmitter(MathEmitter):
         return self.frags[key]
 
     def thread_setup(self) -> None:
-        for n in ("tidx", "group_tidx", "warp_in_group", "block"):
+        for n in ("tidx", "group_tidx", "warp_in_group", "block", "r", "c", "x"):
             self.names.reserve(n)
         self.setup("tidx, _, _ = cute.arch.thread_idx()")
         self.setup("group_tidx = tidx % aref.WARP_GROUP_THREADS")
@@ -361,8 +361,8 @@ class RoleEmitter(MathEmitter):
         if len(t.shape) == 1:
             buf = self.materialize(v)
             rc = self.row_coords(t.shape[0])
-            with self.out.block(f"for i in cutlass.range_constexpr({buf.rows}):"):
-                self.out(f"{self.arg(ring.name)}[{rc}[i, 0][0], {slot}] = {buf.name}[i]")
+            with self.out.block(f"for r in cutlass.range_constexpr({buf.rows}):"):
+                self.out(f"{self.arg(ring.name)}[{rc}[r, 0][0], {slot}] = {buf.name}[r]")
             return
         buf = self.materialize(v)
         dst = f"{self.arg(ring.name)}[None, None, {slot}]"
