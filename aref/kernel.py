@@ -110,9 +110,11 @@ class KernelFunction:
         tensors, constexprs = self.bind(args, kwargs)
         kernel = self._specialize(tensors, constexprs)
         if any(t.is_cuda for t in tensors.values()):
-            raise ArefError(
-                "launching on a GPU needs the CuTe DSL backend, which this build does not provide yet",
-                user_loc(), hint="pass CPU tensors to run the reference interpreter")
+            # GPU: compile this specialization once through the CuTe DSL backend (cached), check the
+            # arguments (device, dtype, shape, contiguity, alignment) and launch it on the tensors' device
+            from aref.backend.cute.launch import launch
+            launch(kernel, tensors, user_loc())
+            return
         from aref.interpret import run_kernel
         run_kernel(kernel, tensors)
 

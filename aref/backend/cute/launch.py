@@ -1,0 +1,113 @@
+"""Launching a generated kernel on a GPU: `kernel(*cuda_tensors, **constexprs)`.
+
+The first call of a specialization lowers its Tile IR to Barrier IR for the device's architecture, generates
+and compiles the CuTe DSL module (cached in memory and on disk by `compile_barrier`) and keeps the compiled
+function; later calls only check their arguments and launch. Tensors cross into CuTe through DLPack, in the
+mode order the generated kernel expects (tiled modes first, batch modes last); the grid is the kernel's own
+(a constant of the generated module).
+
+Everything that would make a launch wrong is checked before it, with an `ArefError` naming the argument:
+device, dtype, shape, row-major contiguity and 16-byte alignment (TMA descriptors need both).
+"""
+from __future__ import annotations
+
+from aref.errors import ArefError, ArefTypeError, SrcInfo, UNKNOWN_LOC
+from aref.ir import DType
+
+TORCH_DTYPE_NAMES = {DType.float16: "float16", DType.bfloat16: "bfloat16", DType.float8_e4m3: "float8_e4m3fn",
+                     DType.float8_e5m2: "float8_e5m2", DType.float32: "float32", DType.int32: "int32"}
+ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
+
+_LAUNCHERS: dict[int, "Launcher"] = {}       # id(Tile IR kernel) -> launcher (specializations are cached)
+
+
+class Launcher:
+    """A compiled specialization and the order / permutation of its tensor arguments."""
+
+    def __init__(self, ws, result, plan):
+        self.ws, self.result, self.plan = ws, result, plan
+        self.compiled = None
+
+    def arguments(self, tensors: dict) -> list:
+        """DLPack views of the torch tensors, tiled modes first (as the generated kernel indexes them)."""
+        from cutlass.cute.runtime import from_dlpack
+
+        args = []
+        for t in self.plan.tensors:
+            x = tensors[t.name]
+            lead = len(t.shape) - t.tiled
+            perm = list(range(lead, len(t.shape))) + list(range(lead))
+            args.append(from_dlpack(x.permute(*perm) if perm != sorted(perm) else x, assumed_align=16))
+        return args
+
+    def __call__(self, tensors: dict) -> None:
+        args = self.arguments(tensors)
+        if self.compiled is None:
+            # compiled once with the real (static-shape) tensors, from the generated source kept by
+            # compile_barrier; the arch comes from the device, never from CUTE_DSL_* variables
+            from aref.backend.cute import toolchain
+            module = toolchain.load_module_from_path(self.result.source_path)
+            report = toolchain.compile_jit(module.host, args, self.ws.arch, self.result.source_path.parent / "gpu")
+            self.compiled = report.compiled
+        self.compiled(*args)
+
+
+def device_arch(tensors: dict) -> str:
+    import torch
+
+    devices = {t.device for t in tensors.values()}
+    if len(devices) != 1:
+        raise ArefError(f"kernel arguments are on different devices: {sorted(map(str, devices))}",
+                        hint="move every tensor to one GPU")
+    device = devices.pop()
+    if device.type != "cuda":
+        raise ArefError(f"kernel arguments mix CPU and GPU tensors", hint="move every tensor to one GPU")
+    cap = torch.cuda.get_device_capability(device)
+    arch = ARCH_OF_CAPABILITY.get(tuple(cap))
+    if arch is None:
+        raise ArefError(f"GPU {torch.cuda.get_device_name(device)} (compute capability {cap[0]}.{cap[1]}) is not "
+                        f"a target of aref", hint="aref generates kernels for Hopper (sm_90a)")
+    return arch
+
+
+def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda: bool = True) -> None:
+    """Raise an `ArefError` naming the first argument the generated kernel cannot take as it is."""
+    for p in ws.params:
+        if p.name not in tensors:
+            raise ArefTypeError(f"missing tensor argument '{p.name}'", loc)
+        x, want = tensors[p.name], p.value.type
+        if require_cuda and not x.is_cuda:
+            raise ArefError(f"argument '{p.name}' is on {x.device}, the others on a GPU", loc,
+                            hint="move every tensor to the same GPU")
+        dtype = str(x.dtype).replace("torch.", "")
+        if dtype != TORCH_DTYPE_NAMES.get(want.dtype):
+            raise ArefTypeError(f"argument '{p.name}' has dtype {dtype}; this specialization takes "
+                                f"{TORCH_DTYPE_NAMES.get(want.dtype, want.dtype.value)}", loc)
+        if tuple(x.shape) != tuple(want.shape):
+            raise ArefTypeError(f"argument '{p.name}' has shape {tuple(x.shape)}; this specialization takes "
+                                f"{tuple(want.shape)}", loc)
+        if not x.is_contiguous():
+            raise ArefTypeError(f"argument '{p.name}' is not contiguous (strides {tuple(x.stride())}); the "
+                                f"generated kernel's TMA descriptors assume row-major tensors", loc,
+                                hint=f"pass {p.name}.contiguous()")
+        if x.data_ptr() % 16:
+            raise ArefTypeError(f"argument '{p.name}' starts at an address that is not 16-byte aligned "
+                                f"({x.data_ptr():#x}); TMA needs 16-byte aligned global tensors", loc,
+                                hint="pass a freshly allocated tensor or a clone")
+
+
+def launch(kernel, tensors: dict, loc: SrcInfo = UNKNOWN_LOC) -> None:
+    """Compile (once per specialization) and launch Tile IR `kernel` on the GPU holding `tensors`."""
+    launcher = _LAUNCHERS.get(id(kernel))
+    if launcher is None:
+        from aref.backend.cute import compile_barrier
+        from aref.backend.cute.analysis import plan_kernel
+        from aref.compiler import CompileOptions, lower_to
+
+        arch = device_arch(tensors)
+        ws = lower_to(kernel, "barrier", CompileOptions(arch=arch))
+        result = compile_barrier(ws, emit="cute")
+        launcher = Launcher(ws, result, plan_kernel(ws))
+        _LAUNCHERS[id(kernel)] = launcher
+    check_arguments(launcher.ws, tensors, loc)
+    launcher(tensors)
