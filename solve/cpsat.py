@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import time
-from typing import Sequence
 
 from ortools.sat.python import cp_model
 
@@ -56,10 +55,3 @@ def run(model: cp_model.CpModel, time_limit: float, workers: int = 1, determinis
     if name == "invalid":
         raise RuntimeError(f"CP-SAT rejected the model: {model.validate()}")
     return Run(name, solver, time.perf_counter() - start)
-
-
-def set_hint(model: cp_model.CpModel, variables: Sequence, values: Sequence[int]) -> None:
-    """Replace the model's solution hint."""
-    model.clear_hints()
-    for var, val in zip(variables, values):
-        model.add_hint(var, val)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import json
 import math
-from typing import Any, Iterable
+from typing import Any
 
 REGISTERS = "registers"
 
@@ -235,9 +235,6 @@ class Graph:
         return edge
 
     # ----------------------------------------------------------------------------- queries
-    def op_names(self) -> list[str]:
-        return list(self.ops)
-
     def in_edges(self, name: str) -> list[Edge]:
         return [e for e in self.edges if e.dst == name]
 
@@ -374,9 +371,3 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.ops)} ops, {len(self.edges)} edges, units={self.units})"
-
-
-def ops_using(graph: Graph, units: Iterable[str]) -> list[str]:
-    """Names of ops that occupy any of ``units``."""
-    wanted = set(units)
-    return [op.name for op in graph.ops.values() if wanted & set(op.usage)]

@@ -251,7 +251,7 @@ class JointModel:
         return (self.res[n], life, longest, presence, self.graph.ops[n].footprint[memory], f"{tag}[{n}]")
 
     def _build_registers(self) -> None:
-        m, g, mach = self.model, self.graph, self.graph.machine
+        m, mach = self.model, self.graph.machine
         G = self.groups
         cap = mach.group_register_cap
         top = cap if not self.guarded else 4 * max(cap, mach.registers_per_thread)

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 import networkx as nx
 import pytest
 
-from solve import Graph, Machine, RecurrenceError, compute_bounds, rec_mii, res_mii
+from solve import Graph, RecurrenceError, compute_bounds, rec_mii, res_mii
 from solve.bounds import rec_mii_exclusive
 
 
