@@ -46,6 +46,11 @@ class SolveOptions:
     ``extra_stages``.  Zero is the paper's search; the default 1 leaves room for the extra
     prologue stage that warp specialization often needs (FA3 hoists a GEMM), which the shortest
     plain schedule need not have.
+
+    ``time_limit`` bounds the whole search (seconds).  CP-SAT runs ``workers`` threads; one is
+    deterministic and, on small models, as fast as a portfolio.  With more, ``deterministic``
+    interleaves them reproducibly (slower).  ``explain`` adds the reasons of infeasible IIs;
+    ``normalize_budget`` is the paper's U for the time-indexed encoding; ``max_ii`` caps the search.
     """
 
     encoding: str = INTERVAL
