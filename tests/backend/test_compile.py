@@ -17,6 +17,7 @@ OK = [
     ("gemm_reduce", "heuristic", "cooperative", {}),
     ("attention_fwd", "heuristic", "pingpong", {}),
     ("attention_fwd", "heuristic", "pingpong", {"size": "large"}),
+    ("attention_bwd", "heuristic", "plain", {"BN": 64}),
 ]
 
 
@@ -40,6 +41,9 @@ def test_example_compiles_without_spills(compiled, cfg):
     reallocating = sum(any(op.kind is OpKind.SETMAXNREG for op in gp.all_ops()) for gp in ws.groups)
     assert ins["setmaxnreg"] == reallocating > 0
     assert ins["stmatrix"] > 0                                    # the epilogue stages through shared memory
+    if example == "attention_bwd":      # Pᵀ·dO and dSᵀ·Q read transposed tiles; dQ accumulates by TMA reduce-add
+        assert "cp.reduce.async.bulk.tensor" in result.ptx_path.read_text()
+        assert ins["fence.proxy.async"] > 0
     if ws.pingpong:
         assert ins["bar.arrive"] + ins["barrier.arrive"] > 0 and ins["bar.sync"] + ins["barrier.sync"] > 0
     # one wgmma commit group per Barrier IR MMA (the inlined role functions keep them apart per group)

@@ -136,6 +136,7 @@ class KernelPlan:
     groups: list[GroupPlan]
     smem_bytes: int
     aliases: dict[str, str] = field(default_factory=dict)   # staging buffer -> idle channel buffer it reuses
+    scratch: dict[tuple, BufferPlan] = field(default_factory=dict)   # (group, value key) -> transposed operand tile
 
     def tensor(self, name: str) -> TensorPlan:
         return next(t for t in self.tensors if t.name == name)
@@ -154,6 +155,9 @@ class KernelPlan:
             for b in c.buffers:
                 if b.name == name:
                     return b
+        for b in self.scratch.values():
+            if b.name == name:
+                return b
         return self.staging_by_name(name)
 
     def tma(self, tensor: str, box, buffer: str, store=False, reduce=None) -> TmaPlan:
@@ -241,8 +245,10 @@ def _mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
                            hint="publish the tile through an aref channel")
     if sa is None:
         if _is_transpose(a, prod):
-            raise BackendError("an MMA operand that is the transpose of a register tile needs staging through "
-                               "shared memory, which the Hopper templates do not do yet", op.loc)
+            # staged through a shared scratch tile by the group itself and read back transposed (MN-major)
+            if a.type.dtype.bits != 16:
+                raise BackendError("a transposed register tile as wgmma operand must be 16-bit", op.loc)
+            return MmaConfig(a.type.dtype, b.type.dtype, "MN", "K" if sb.transposed else "MN", n, "SMEM")
         if fp8:
             raise BackendError("an fp8 A operand from registers needs a register permutation that the "
                                "templates do not implement", op.loc)
@@ -254,6 +260,26 @@ def _mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
     if fp8 and (a_major != "K" or b_major != "K"):
         raise BackendError("fp8 wgmma needs both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
     return MmaConfig(a.type.dtype, b.type.dtype, a_major, b_major, n, "SMEM" if sa else "RMEM")
+
+
+def scratch_key(gp: GroupProgram, v: Value, prod) -> tuple:
+    """Which shared scratch tile holds the transposed register operand `v` (a transpose, or a loop-carried
+    one: its init, every iteration's yield and the loop's result share the carried value's tile)."""
+    lp = gp.loop
+    if lp is not None:
+        for i, (c, r) in enumerate(zip(lp.carried, lp.results)):
+            if v is c or v is r:
+                return ("carried", i)
+    src = prod[id(v)].operands[0]
+    return _cast_key(src, prod)
+
+
+def _cast_key(v: Value, prod) -> tuple:
+    """Register tiles equal up to casts share one scratch tile (`ds.to(f16)` written twice in the IR)."""
+    op = prod.get(id(v))
+    if op is not None and op.kind is OpKind.CAST:
+        return ("cast", id(op.operands[0]), op.attrs.dtype)
+    return ("value", id(v))
 
 
 def _is_transpose(v: Value, prod) -> bool:
@@ -324,6 +350,7 @@ def plan_kernel(ws: WSKernel) -> KernelPlan:
     tmas: list[TmaPlan] = []
     mmas: list[MmaConfig] = []
     staging: dict[int, BufferPlan] = {}
+    scratch: dict[tuple, BufferPlan] = {}
 
     # channel buffers: named after the tensor a TMA payload comes from
     loads: dict[tuple[str, int], set[str]] = {}
@@ -387,6 +414,14 @@ def plan_kernel(ws: WSKernel) -> KernelPlan:
                 cfg = _mma_config(op, prod)
                 if cfg not in mmas:
                     mmas.append(cfg)
+                a = op.operands[0]
+                if smem_operand(a, prod, op.loc) is None and _is_transpose(a, prod):
+                    src = prod[id(a)].operands[0]          # the register tile before the transpose
+                    key = (g.index, scratch_key(gp, a, prod))
+                    if key not in scratch:
+                        name = f"s_{ident(g.gp.group.name)}_{ident(src.name or 'tile')}_T{len(scratch)}"
+                        scratch[key] = BufferPlan(name, src.type.with_space(Space.SMEM), 1,
+                                                  f"{g.gp.group.name}'s transposed MMA operand")
             elif op.kind is OpKind.SLOT_READ:
                 if _cuda_core_read(gp, op.result):
                     next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)
@@ -418,7 +453,7 @@ def plan_kernel(ws: WSKernel) -> KernelPlan:
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
     aliases = _staging_aliases(ws, channels, staging)
-    smem = sum(b.nbytes for c in channels for b in c.buffers)
+    smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in scratch.values())
     smem += sum(b.nbytes for b in staging.values() if b.name not in aliases)
     smem += _align(16 * sum(c.ch.depth for c in channels), 16) + SWIZZLE_ALIGN
     if smem > SMEM_LIMIT:
@@ -427,7 +462,7 @@ def plan_kernel(ws: WSKernel) -> KernelPlan:
         raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_90a "
                            f"(rings {parts}; store staging {stage} B)", ws.loc,
                            hint="lower a channel depth or the tile sizes")
-    return KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem, aliases)
+    return KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem, aliases, scratch)
 
 
 def _staging_aliases(ws: WSKernel, channels: list[ChannelPlan], staging: dict[int, BufferPlan]) -> dict[str, str]:

@@ -9,8 +9,8 @@ which keeps the schedule's overlap (softmax between two wgmma waits stays there)
 from __future__ import annotations
 
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
-from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, literal, strip_parens
-from aref.ir import DType, Op, OpKind, TileType, Value
+from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, literal, paren, strip_parens
+from aref.ir import DType, Op, OpKind, Space, TileType, Value
 
 ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.EXPAND_DIMS, OpKind.CAST)
 FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
@@ -94,6 +94,11 @@ class MathEmitter:
                         self.uses[id(self._root(y))] -= 1
         self.fused: set[int] = set()
         ops = list(gp.all_ops())
+        # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
+        # the next iteration), so their sources stay live until then
+        self.deferred = {id(op.result) for op in ops if op.results and (
+            op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32
+            or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         position = {id(op): i + 1 for i, op in enumerate(ops)}
         for op in ops:
             if op.kind not in ELEMENTWISE or not op.results or not self.use_at.get(id(op.result)):
@@ -139,7 +144,8 @@ class MathEmitter:
             return self._last[key]
         last = self.def_at.get(key, 0)
         for p, user in self.use_at.get(key, []):
-            if user is not None and user.results and id(user.results[0]) in self.fused:
+            if user is not None and user.results and (id(user.results[0]) in self.fused
+                                                      or id(user.results[0]) in self.deferred):
                 p = self.last_use(user.results[0])
             last = max(last, p)
         start, end = self.loop_span
@@ -167,7 +173,7 @@ class MathEmitter:
                 continue
             self.holder[b.name] = v
             return b
-        name = self.names(hint or v.name or ("s" if len(t.shape) == 2 else "row"))
+        name = self.names(hint or self.hint(v) or ("s" if len(t.shape) == 2 else "row"))
         dt = f"cutlass.{CUTLASS_DTYPE[t.dtype]}"
         if len(t.shape) == 2:
             mma = self.layout_mma(t.shape[1])
@@ -275,7 +281,7 @@ class MathEmitter:
         elif isinstance(c, tuple) and c[0] == "cast":
             src = self.materialize(c[1].operands[0])
             self.check_not_inflight(src)
-            buf = self.new_buffer(v, hint=(c[1].operands[0].name or "tile") + "_" + t.dtype.value)
+            buf = self.new_buffer(v, hint=f"{src.name}_{t.dtype.value}")
             self.out(f"{buf.name}.store({src.name}.load().to(cutlass.{CUTLASS_DTYPE[t.dtype]}))")
         elif isinstance(c, tuple) and c[0] == "lazy":
             buf = self.elementwise(v, c[1])
@@ -340,7 +346,7 @@ class MathEmitter:
         pre: list[str] = []
         self.elem_pre, self.elem_cache = [], {}
         expr = strip_parens(self.render(src, pre, two_d=True, top=False))
-        buf = self.new_buffer(op.result, hint=self.hint(op.result))
+        buf = self.new_buffer(op.result, hint=self.hint(op.result) or f"row_{fn}")
         self.env[id(op.result)] = Reg(buf)
         rows, cols = 2 * src.type.shape[0] // 64, src.type.shape[1] // 4
         init = "-cutlass.Float32.inf" if fn == "max" else "cutlass.Float32(0.0)"
@@ -480,6 +486,11 @@ class MathEmitter:
                 continue
             if isinstance(car.type, TileType) and car.type.space.value == "smem":
                 self.env[id(car)] = self.carried_slot(car, y, yields)
+            elif isinstance(c, tuple) and c[0] in ("transpose", "staged"):
+                scratch = self.scratch_of(car)                  # a transposed operand lives in shared memory
+                if c[0] == "transpose":
+                    self.stage(c[1].operands[0], scratch)
+                self.env[id(car)] = ("staged", scratch)
             elif isinstance(c, Scalar):
                 ys = yields.get(id(y))
                 if c.static and ys is not None and ys.static and ys.value == c.value:
@@ -522,7 +533,7 @@ class MathEmitter:
         i, _, k = item.affine
         depth = self.plan.channel(so.channel).ch.depth
         prev = affine_expr(i, 1, k - 1)
-        slot = Scalar(f"({prev}) % {depth}" if depth > 1 else "0", 0 if depth == 1 else None)
+        slot = Scalar(f"{paren(prev)} % {depth}" if depth > 1 else "0", 0 if depth == 1 else None)
         return SmemTile(so.channel, so.index, slot, Scalar(prev, None, (i, 1, k - 1)), car.type,
                         so.transposed, so.row0)
 
@@ -533,6 +544,10 @@ class MathEmitter:
                 continue
             if id(car) in self.carried_vars:
                 self.out(f"{self.carried_vars[id(car)]} = {strip_parens(self.scalar(y).expr)}")
+            elif isinstance(c, tuple) and c[0] == "staged":
+                yc = self.env[id(y)]
+                if yc[0] == "transpose":
+                    self.stage(yc[1].operands[0], c[1])
             elif isinstance(c, Reg):
                 yb = self.materialize(y)
                 if yb is not c.buf:

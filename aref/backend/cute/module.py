@@ -337,6 +337,7 @@ def _storage(plan: KernelPlan) -> str:
 def _smem_buffers(plan: KernelPlan):
     for cp in plan.channels:
         yield from cp.buffers
+    yield from plan.scratch.values()
     for b in plan.staging.values():
         if b.name not in plan.aliases:
             yield b

@@ -125,7 +125,8 @@ class RoleEmitter(MathEmitter):
         self.env[id(lp.iv)] = Scalar(iv, None, (iv, 1, 0))
         self.loop_entry(lp)
         rng = f"cutlass.range({trip.expr}, unroll=1)"
-        self.out("# ---- steady state" + (f": {trip.value} iterations" if trip.static else ""))
+        count = f": {trip.value} iteration{'s' if trip.value != 1 else ''}" if trip.static else ""
+        self.out("# ---- steady state" + count)
         with self.out.block(f"for {iv} in {rng}:"):
             self.in_loop = True
             for op in lp.body.ops:
@@ -290,7 +291,7 @@ class RoleEmitter(MathEmitter):
             self.env[id(op.result)] = SmemTile(src.channel, src.index, src.slot, src.item, op.result.type,
                                                not src.transposed, src.row0)
             return
-        self.env[id(op.result)] = ("transpose", src)      # only legal as an MMA operand (analysis rejects it)
+        self.env[id(op.result)] = ("transpose", op)       # staged through shared memory where a wgmma reads it
 
     def op_slice(self, op: Op) -> None:
         src = self.env[id(op.operands[0])]
@@ -303,6 +304,8 @@ class RoleEmitter(MathEmitter):
         """The wgmma fragment of operand `which` (A or B) for IR value `v`, sliced to its slot."""
         so: SmemOperand = smem_operand(v, self.prod, self.loc)
         tile = self.env[id(v)]
+        if so is None and isinstance(tile, tuple) and tile[0] in ("transpose", "staged"):
+            return self.staged_transpose(v, mma)
         if so is None:                                       # RS: a 16-bit register tile as operand A
             buf = self.materialize(v)
             return self.local(("opa", buf.name), f"{buf.name}_as_a", f"aref.as_operand_a({buf.name})")
@@ -324,6 +327,39 @@ class RoleEmitter(MathEmitter):
                           f"{self.arg(mma)}.make_fragment_{which}({thr}.partition_{which}({view}))")
         return f"{frag}[None, None, None, {strip_parens(tile.slot.expr)}]"
 
+    def scratch_of(self, v: Value):
+        from aref.backend.cute.analysis import scratch_key
+        return self.plan.scratch[(self.g.index, scratch_key(self.gp, v, self.prod))]
+
+    def stage(self, src: Value, scratch) -> None:
+        """Write register tile `src` to a scratch tile that wgmmas then read transposed (MN-major)."""
+        if self.frags.get(("staged", scratch.name)) is src:
+            return
+        pseudo = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
+        if self.busy(pseudo):
+            raise BackendError("a transposed operand tile is rewritten while a wgmma may still read it", self.loc)
+        buf = self.materialize(src)
+        rows, cols = scratch.tile.shape
+        self.out(f"# {buf.name}ᵀ as a wgmma A operand: stage it in shared memory, read it back MN-major")
+        self.out(f"aref.stmatrix({self.arg(self.layout_mma(cols))}, {buf.name}, {self.arg(scratch.name)}"
+                 f"[None, None, 0], group_tidx)")
+        self.out('cute.arch.fence_proxy("async.shared", space="cta")')
+        self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
+        self.frags[("staged", scratch.name)] = src
+
+    def staged_transpose(self, v: Value, mma: str) -> str:
+        """The fragment of Aᵀ for a transposed register tile `v` (staged here unless already staged)."""
+        c = self.env[id(v)]
+        scratch = self.scratch_of(v)
+        if c[0] == "transpose":
+            self.stage(c[1].operands[0], scratch)
+        rows, cols = scratch.tile.shape
+        frag = self.local(("scratch", mma, scratch.name), f"a_{scratch.name[2:]}",
+                          f"{self.arg(mma)}.make_fragment_A({self.thr(mma)}.partition_A("
+                          f"aref.transposed({self.arg(scratch.name)}, {rows}, {cols}, 1)))")
+        self.scratch_reads = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
+        return f"{frag}[None, None, None, 0]"
+
     def op_mma_async(self, op: Op) -> None:
         cfg_i = self.plan.mmas.index(self.mma_cfg(op))
         mma = f"mma{cfg_i}"
@@ -331,6 +367,8 @@ class RoleEmitter(MathEmitter):
         b = self.operand_frag(op.operands[1], mma, "B")
         r = op.result
         reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg))
+        if getattr(self, "scratch_reads", None) is not None:
+            reads, self.scratch_reads = reads + (self.scratch_reads,), None
         if len(op.operands) > 2:
             acc_v = op.operands[2]
             c = self.env[id(acc_v)]
@@ -384,8 +422,8 @@ class RoleEmitter(MathEmitter):
         s_tensor = self.staging_tensor(stage)
         s_part, g_part = self.tma_partition(tma, stage.name, 2, rank, staging=s_tensor)
         buf = self.materialize(value)
-        if stage.name in self.pending_store:
-            self.out("# the previous TMA store from this staging tile must have read it")
+        if stage.name in self.pending_store or self.in_loop:
+            self.out("# the previous TMA store from this staging tile (an earlier iteration's) must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
         mma = self.arg(self.layout_mma(value.type.shape[1]))

@@ -133,22 +133,22 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
     b_kc_K = mma0.make_fragment_B(thr_mma0.partition_B(s_kc_K))
     s = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float32)
     s_rc = aref.rows_view(s)
+    row_max = cute.make_rmem_tensor(2, cutlass.Float32)
     row = cute.make_rmem_tensor(2, cutlass.Float32)
-    row_1 = cute.make_rmem_tensor(2, cutlass.Float32)
-    row_2 = cute.make_rmem_tensor(2, cutlass.Float32)
-    tile_f16 = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float16)
+    row_sum = cute.make_rmem_tensor(2, cutlass.Float32)
+    s_f16 = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float16)
     thr_mma1 = mma1.get_slice(group_tidx)
-    s_1 = cute.make_rmem_tensor(thr_mma1.partition_shape_C((64, 64)), cutlass.Float32)
-    s_1_rc = aref.rows_view(s_1)
-    tile_f16_as_a = aref.as_operand_a(tile_f16)
+    o0 = cute.make_rmem_tensor(thr_mma1.partition_shape_C((64, 64)), cutlass.Float32)
+    o0_rc = aref.rows_view(o0)
+    s_f16_as_a = aref.as_operand_a(s_f16)
     b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 2)))
-    row_3 = cute.make_rmem_tensor(2, cutlass.Float32)
+    row_sum_1 = cute.make_rmem_tensor(2, cutlass.Float32)
     staging = aref.recast_tile(own_load_x_Q, s_O_consumer_layout, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
         tma_store_O, 0, cute.make_layout(1), cute.group_modes(staging, 0, 2),
         cute.group_modes(cute.local_tile(tma_store_O_gmem, (64, 64), (None, None, None)), 0, 2),
     )
-    tile_f16_1 = cute.make_rmem_tensor(thr_mma1.partition_shape_C((64, 64)), cutlass.Float16)
+    o0_f16 = cute.make_rmem_tensor(thr_mma1.partition_shape_C((64, 64)), cutlass.Float16)
     pid_m = block[0]
     bh = block[1]
     # aref-ir[consumer0#9 consumer1#9] mbarrier_wait %load.x.full[%14] parity %14
@@ -171,24 +171,24 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
         x = -cutlass.Float32.inf
         for c in cutlass.range_constexpr(32):
             x = cute.arch.fmax(x, s_rc[r, c])
-        row[r] = aref.quad_max(x)  # the other columns of the row live in the quad
+        row_max[r] = aref.quad_max(x)  # the other columns of the row live in the quad
     for r in cutlass.range_constexpr(2):
-        row[r] = row[r] * 0.18033688011112042
+        row_max[r] = row_max[r] * 0.18033688011112042
     for r in cutlass.range_constexpr(2):
         for c in cutlass.range_constexpr(32):
-            s_rc[r, c] = cute.math.exp2((s_rc[r, c] * 0.18033688011112042) - row[r], fastmath=True)
+            s_rc[r, c] = cute.math.exp2((s_rc[r, c] * 0.18033688011112042) - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(2):
-        row_1[r] = cute.math.exp2(-cutlass.Float32.inf - row[r], fastmath=True)
+        row[r] = cute.math.exp2(-cutlass.Float32.inf - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(2):
         x = cutlass.Float32(0.0)
         for c in cutlass.range_constexpr(32):
             x = x + s_rc[r, c]
-        row_2[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
+        row_sum[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
     # aref-ir[consumer0#41 consumer1#42] mbarrier_arrive %kc.empty[%21] item %19
     aref.arrive_once(kc_empty, warp_in_group)
-    tile_f16.store(s.load().to(cutlass.Float16))
-    s_1.fill(0.0)
-    # ---- steady state: 1 iterations
+    s_f16.store(s.load().to(cutlass.Float16))
+    o0.fill(0.0)
+    # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
         kc_slot = (j + 1) % 2
         # aref-ir[consumer0#50 consumer1#51] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
@@ -201,7 +201,7 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
         # aref-ir[consumer0#58 consumer1#59] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
         cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 2) % 2)
         # aref-ir[consumer0#60 consumer1#61] %53 = mma_async %44, %v, %45
-        aref.wgmma(mma1, s_1, tile_f16_as_a, b_vc_V_t[None, None, None, vc_slot], accumulate=True)
+        aref.wgmma(mma1, o0, s_f16_as_a, b_vc_V_t[None, None, None, vc_slot], accumulate=True)
         # aref-ir[consumer0#61 consumer1#62] named_barrier_arrive id=2 threads=256
         cute.arch.barrier_arrive(barrier_id=NEXT_TURN, number_of_threads=256)
         # aref-ir[consumer0#62 consumer1#64] mma_wait pending=1
@@ -210,40 +210,40 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(32):
                 x = cute.arch.fmax(x, s_rc[r, c])
-            row_1[r] = aref.quad_max(x)  # the other columns of the row live in the quad
+            row[r] = aref.quad_max(x)  # the other columns of the row live in the quad
         for r in cutlass.range_constexpr(2):
-            row_1[r] = cute.arch.fmax(row[r], (row_1[r] * 0.18033688011112042))
+            row[r] = cute.arch.fmax(row_max[r], (row[r] * 0.18033688011112042))
         for r in cutlass.range_constexpr(2):
             for c in cutlass.range_constexpr(32):
-                s_rc[r, c] = cute.math.exp2((s_rc[r, c] * 0.18033688011112042) - row_1[r], fastmath=True)
+                s_rc[r, c] = cute.math.exp2((s_rc[r, c] * 0.18033688011112042) - row[r], fastmath=True)
         for r in cutlass.range_constexpr(2):
-            row[r] = cute.math.exp2(row[r] - row_1[r], fastmath=True)
+            row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(2):
             x = cutlass.Float32(0.0)
             for c in cutlass.range_constexpr(32):
                 x = x + s_rc[r, c]
-            row_3[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
+            row_sum_1[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
         for r in cutlass.range_constexpr(2):
-            row_2[r] = (row_2[r] * row[r]) + row_3[r]
+            row_sum[r] = (row_sum[r] * row_max[r]) + row_sum_1[r]
         # aref-ir[consumer0#78 consumer1#79] mma_wait pending=0
         warpgroup.wait_group(0)
         for r in cutlass.range_constexpr(2):
             for c in cutlass.range_constexpr(16):
-                s_1_rc[r, c] = s_1_rc[r, c] * row[r]
+                o0_rc[r, c] = o0_rc[r, c] * row_max[r]
         # aref-ir[consumer0#80 consumer1#81] mbarrier_arrive %kc.empty[%kc.slot.1] item %47
         aref.arrive_once(kc_empty + kc_slot, warp_in_group)
         # aref-ir[consumer0#81 consumer1#82] mbarrier_arrive %vc.empty[%vc.slot.1] item %j.1
         aref.arrive_once(vc_empty + vc_slot, warp_in_group)
-        # carry row_1 into the next iteration
-        row.store(row_1.load())
-        tile_f16.store(s.load().to(cutlass.Float16))
+        # carry row into the next iteration
+        row_max.store(row.load())
+        s_f16.store(s.load().to(cutlass.Float16))
     # ---- epilogue: pipeline drain
     # aref-ir[consumer0#89 consumer1#90] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
     cute.arch.mbarrier_wait(vc_full + 1, 0)
     # aref-ir[consumer0#91 consumer1#92] named_barrier_sync id=1 threads=256
     cute.arch.barrier(barrier_id=TURN, number_of_threads=256)
     # aref-ir[consumer0#92 consumer1#93] %79 = mma_async %72, %v.1, %73
-    aref.wgmma(mma1, s_1, tile_f16_as_a, b_vc_V_t[None, None, None, 1], accumulate=True)
+    aref.wgmma(mma1, o0, s_f16_as_a, b_vc_V_t[None, None, None, 1], accumulate=True)
     # aref-ir[consumer0#93 consumer1#94] named_barrier_arrive id=2 threads=256
     cute.arch.barrier_arrive(barrier_id=NEXT_TURN, number_of_threads=256)
     # aref-ir[consumer0#94 consumer1#95] mma_wait pending=0
@@ -255,12 +255,12 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
     aref.arrive_once(own_load_x_empty, warp_in_group)
     # aref-ir[consumer0#110 consumer1#113] store %O[%bh.1, %87, %91] = %90 tile=(64, 64)
     for r in cutlass.range_constexpr(2):
-        row_l_safe = aref.where(row_2[r] == 0.0, 1.0, row_2[r])
+        row_l_safe = aref.where(row_sum[r] == 0.0, 1.0, row_sum[r])
         inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(16):
-            s_1_rc[r, c] = s_1_rc[r, c] * inv_row
-    tile_f16_1.store(s_1.load().to(cutlass.Float16))
-    aref.store_tile(mma1, tile_f16_1, staging, group_tidx, barrier_id=GROUP_BARRIER)
+            o0_rc[r, c] = o0_rc[r, c] * inv_row
+    o0_f16.store(o0.load().to(cutlass.Float16))
+    aref.store_tile(mma1, o0_f16, staging, group_tidx, barrier_id=GROUP_BARRIER)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + TILE_OFFSET, 0, bh], warp_in_group)
     if cutlass.const_expr(GROUP == 1):  # only consumer0
         # aref-ir[consumer0#111] named_barrier_sync id=1 threads=256
