@@ -61,9 +61,13 @@ class CompileResult:
         }
 
 
-def generate_source(ws) -> str:
-    """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express)."""
-    return emit_module(plan_kernel(ws))
+def generate_source(ws, persistent: bool = False, ctas: int = 132) -> str:
+    """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express).
+
+    `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
+    static round-robin scheduler (`ctas` defaults to the 132 SMs of an H100 SXM).
+    """
+    return emit_module(plan_kernel(ws, persistent, ctas))
 
 
 def _library_fingerprint() -> str:
@@ -83,7 +87,7 @@ _FINGERPRINT: str | None = None
 _MEMORY: dict[str, CompileResult] = {}
 
 
-def cache_key(ws, emit: str) -> str:
+def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132) -> str:
     global _FINGERPRINT
     from aref.ws import print_ws
     if _FINGERPRINT is None:
@@ -91,26 +95,28 @@ def cache_key(ws, emit: str) -> str:
     h = hashlib.sha256()
     h.update(print_ws(ws).encode())
     h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
-                   emit != "cute")).encode())
+                   emit != "cute", persistent, ctas if persistent else 0)).encode())
     h.update(_FINGERPRINT.encode())
     return h.hexdigest()[:20]
 
 
 def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
-                    cache_dir: str | os.PathLike | None = None) -> CompileResult:
+                    cache_dir: str | os.PathLike | None = None, persistent: bool = False,
+                    ctas: int = 132) -> CompileResult:
     """Generate (and unless `emit="cute"`, compile) the CuTe DSL kernel of Barrier IR `ws`.
 
     `out_dir` receives the source (and PTX / cubin); without it files stay in the cache directory.
+    `persistent` / `ctas`: see `generate_source`.
     """
     if emit not in EMITS:
         raise BackendError(f"unknown emit {emit!r}", hint=f"choose one of {', '.join(EMITS)}")
     from aref.backend.cute import toolchain
 
-    key = cache_key(ws, emit)
+    key = cache_key(ws, emit, persistent, ctas)
     cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
-        source = generate_source(ws)
+        source = generate_source(ws, persistent, ctas)
         cache.mkdir(parents=True, exist_ok=True)
         src = cache / f"{ws.name}_{key}.py"
         src.write_text(source)

@@ -137,6 +137,16 @@ class KernelPlan:
     smem_bytes: int
     aliases: dict[str, str] = field(default_factory=dict)   # staging buffer -> idle channel buffer it reuses
     scratch: dict[tuple, BufferPlan] = field(default_factory=dict)   # (group, value key) -> transposed operand tile
+    persistent: bool = False                 # one CTA per SM walking the tiles (static round-robin scheduler)
+    ctas: int = 0                            # CTAs of a persistent launch
+    items_per_tile: dict[str, int] = field(default_factory=dict)     # channel -> items one tile puts
+
+    @property
+    def tiles(self) -> int:
+        n = 1
+        for g in self.ws.grid:
+            n *= g
+        return n
 
     def tensor(self, name: str) -> TensorPlan:
         return next(t for t in self.tensors if t.name == name)
@@ -326,8 +336,11 @@ def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
 
 
 # ------------------------------------------------------------------------------------------------ plan
-def plan_kernel(ws: WSKernel) -> KernelPlan:
-    """Check `ws` against what the Hopper templates support and lay out its resources."""
+def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> KernelPlan:
+    """Check `ws` against what the Hopper templates support and lay out its resources.
+
+    `persistent`: launch min(`ctas`, tiles) CTAs that each walk tiles round-robin (132 = H100 SXM SMs).
+    """
     if ws.level != "barrier":
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
     if ws.arch != "sm_90a":
@@ -452,7 +465,8 @@ def plan_kernel(ws: WSKernel) -> KernelPlan:
             next_id += 1
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
-    aliases = _staging_aliases(ws, channels, staging)
+    # a persistent CTA's next tile reloads the channel a store would alias, so it stages separately
+    aliases = {} if persistent else _staging_aliases(ws, channels, staging)
     smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in scratch.values())
     smem += sum(b.nbytes for b in staging.values() if b.name not in aliases)
     smem += _align(16 * sum(c.ch.depth for c in channels), 16) + SWIZZLE_ALIGN
@@ -462,7 +476,42 @@ def plan_kernel(ws: WSKernel) -> KernelPlan:
         raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_90a "
                            f"(rings {parts}; store staging {stage} B)", ws.loc,
                            hint="lower a channel depth or the tile sizes")
-    return KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem, aliases, scratch)
+    if persistent and ctas < 1:
+        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
+    return KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem, aliases, scratch,
+                      persistent, ctas, _items_per_tile(ws) if persistent else {})
+
+
+def _items_per_tile(ws: WSKernel) -> dict[str, int]:
+    """Items each channel's producer puts per tile: its `empty` waits, the loop's counted trip times."""
+    from aref.backend.cute.values import Scalar, scalar_binary
+
+    out: dict[str, int] = {}
+    for ch in ws.channels:
+        gp = ws.groups[ch.producer]
+        static: dict[int, object] = {}
+        for op in gp.all_ops():
+            if op.kind is OpKind.CONST and not isinstance(op.result.type, TileType):
+                static[id(op.result)] = op.attrs.value
+            elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
+                a, b = (Scalar.const(static[id(o)]) for o in op.operands)
+                static[id(op.result)] = scalar_binary(op.attrs.fn, a, b).value
+        trip = static.get(id(gp.loop.trip_count)) if gp.loop is not None else 0
+        n = 0
+        for region, block in gp.regions():
+            for op in block.ops:
+                if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == ch.name and op.attrs.which == "empty":
+                    if op.pred is not None and static.get(id(op.pred)) is False:
+                        continue
+                    if region == "loop":
+                        if trip is None:
+                            raise BackendError("a persistent kernel needs loop trip counts fixed by the "
+                                               "specialization", ws.loc)
+                        n += trip
+                    else:
+                        n += 1
+        out[ch.name] = n
+    return out
 
 
 def _staging_aliases(ws: WSKernel, channels: list[ChannelPlan], staging: dict[int, BufferPlan]) -> dict[str, str]:

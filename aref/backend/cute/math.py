@@ -534,6 +534,7 @@ class MathEmitter:
         depth = self.plan.channel(so.channel).ch.depth
         prev = affine_expr(i, 1, k - 1)
         slot = Scalar(f"{paren(prev)} % {depth}" if depth > 1 else "0", 0 if depth == 1 else None)
+        slot = self.slot_of(so.channel, slot)
         return SmemTile(so.channel, so.index, slot, Scalar(prev, None, (i, 1, k - 1)), car.type,
                         so.transposed, so.row0)
 
@@ -569,6 +570,6 @@ class MathEmitter:
                 i, _, k = c.item.affine
                 item = trip.value + k
                 depth = self.plan.channel(c.channel).ch.depth
-                c = SmemTile(c.channel, c.index, Scalar.const(item % depth), Scalar.const(item), c.tile,
-                             c.transposed, c.row0)
+                c = SmemTile(c.channel, c.index, self.slot_of(c.channel, Scalar.const(item % depth)),
+                             Scalar.const(item), c.tile, c.transposed, c.row0)
             self.env[id(res)] = c

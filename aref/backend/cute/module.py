@@ -35,6 +35,7 @@ def dt(d: DType) -> str:
 
 
 def emit_module(plan: KernelPlan) -> str:
+    """The generated module's source text."""
     ws = plan.ws
     plan.namer = ir_namer(ws)
     roles = _roles(plan)
@@ -82,11 +83,27 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
     while lines and (lines[0].strip().startswith("# aref-ir") and "setmaxnreg" in lines[0]
                      or lines[0].strip().startswith("cute.arch.setmaxregister")):
         head.append(lines.pop(0))
+    setup_lines = setup.lines
+    if em.plan.persistent:
+        setup_lines = [line for line in setup_lines if line.strip() != "block = cute.arch.block_idx()"]
+        gx, gy, _ = _grid3(em.plan.ws.grid)
+        loop = ["    # persistent: this CTA walks the tiles round-robin, every ring continuing across tiles",
+                "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]",
+                "    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
+                "        tile_count = (tile - first_tile) // num_ctas",
+                f"        block = (tile % {gx}, (tile // {gx}) % {gy}, tile // {gx * gy})"]
+        loop += ["        " + line for line in em.bases.values()]
+        lines = loop + ["    " + line if line else line for line in lines]
     if em.producer:
         # the whole group reallocates registers; one warp waits, arms the barriers and issues the copies
         lines = ["    # one warp of the group issues every TMA load", "    if warp_in_group == 0:"] + \
                 ["    " + line if line else line for line in lines]
-    return head + setup.lines + lines
+    return head + setup_lines + lines + em.final.lines
+
+
+def _grid3(grid) -> tuple[int, int, int]:
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    return g[0], g[1], g[2]
 
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\S")
@@ -311,8 +328,12 @@ def _docstring(plan: KernelPlan, roles) -> str:
 
 def _constants(plan: KernelPlan) -> str:
     ws = plan.ws
-    out = [f"GRID = {tuple(ws.grid) + (1,) * (3 - len(ws.grid))}",
-           f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups"]
+    if plan.persistent:
+        out = [f"NUM_TILES = {plan.tiles}  # the tile grid {_grid3(ws.grid)}, walked by persistent CTAs",
+               f"GRID = ({min(plan.ctas, plan.tiles)}, 1, 1)  # one CTA per SM"]
+    else:
+        out = [f"GRID = {_grid3(ws.grid)}"]
+    out.append(f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups")
     for k, v in ws.constexprs.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out.append(f"{ident(k).upper()} = {v!r}")

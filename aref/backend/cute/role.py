@@ -24,7 +24,8 @@ from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, Sme
                                         smem_operand, CUTLASS_DTYPE)
 from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
-from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, coordinate, literal, scalar_binary, strip_parens
+from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, literal, paren,
+                                      scalar_binary, strip_parens)
 from aref.ir import DType, Op, OpKind, ScalarType, Space, TileType, Value
 from aref.printer import Namer, format_op
 
@@ -58,6 +59,7 @@ class RoleEmitter(MathEmitter):
         self.loc = plan.ws.loc
         self.op_index = {id(op): i for i, op in enumerate(self.gp.all_ops())}
         self.pending_store: set[str] = set()       # staging tiles with a TMA store in flight
+        self.bases: dict[str, str] = {}            # persistent: ring position of each channel at the tile start
         self.producer = g.role == "tma_producer"
         self.analyse_uses()
         self.thread_setup()
@@ -112,9 +114,11 @@ class RoleEmitter(MathEmitter):
                 self.out(f"# ---- {REGIONS[region]}")
             for op in block.ops:
                 self.emit_op(op)
+        self.final = Lines(1)
         if self.pending_store:
-            self.out("# shared memory must outlive the TMA stores that read it")
-            self.out("aref.staging_free(warp_in_group)")
+            target = self.final if self.plan.persistent else self.out     # after the tile loop if persistent
+            target("# shared memory must outlive the TMA stores that read it")
+            target("aref.staging_free(warp_in_group)")
         self.check_registers()
         return self.setup, self.out
 
@@ -190,15 +194,41 @@ class RoleEmitter(MathEmitter):
         self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
 
     # ------------------------------------------------------------------------------------------- barriers
+    # persistent kernels: a CTA's n-th tile continues every ring where the previous tile left it, so the
+    # IR's per-tile slot / parity (functions of the item modulo 2·depth) are shifted by `<ring>_base`,
+    # the ring position (n · items per tile) mod 2·depth at the start of the tile.
+    def ring_base(self, channel: str) -> str:
+        cp = self.plan.channel(channel)
+        name = f"{cp.name}_base"
+        if name not in self.bases:
+            per_tile = self.plan.items_per_tile[channel]
+            self.bases[name] = f"{name} = (tile_count * {per_tile}) % {2 * cp.ch.depth}  # ring position at this tile"
+        return name
+
+    def slot_of(self, channel: str, slot: Scalar) -> Scalar:
+        if not self.plan.persistent:
+            return slot
+        depth = self.plan.channel(channel).ch.depth
+        return Scalar(f"({self.ring_base(channel)} + {paren(slot.expr)}) % {depth}")
+
     def bar(self, v_bar: Value, slot: Value, which: str, channel: str) -> str:
         cp = self.plan.channel(channel)
         ptr = self.arg(f"{cp.name}_{which}")
-        s = self.scalar(slot)
-        return ptr if s.static and s.value == 0 else f"{ptr} + {strip_parens(s.expr) if s.static else s.expr}"
+        s = self.slot_of(channel, self.scalar(slot))
+        return ptr if s.static and s.value == 0 else f"{ptr} + {strip_parens(s.expr) if s.static else paren(s.expr)}"
 
     def op_mbarrier_wait(self, op: Op) -> None:
         a = op.attrs
         parity = self.scalar(op.operands[2])
+        if self.plan.persistent:
+            depth = self.plan.channel(a.channel).ch.depth
+            slot = self.scalar(op.operands[1])
+            if slot.static and parity.static:
+                pos = f"{self.ring_base(a.channel)} + {slot.value + depth * (parity.value if a.which == 'full' else 1 - parity.value)}"
+            else:
+                local = parity.expr if a.which == "full" else f"(1 - {paren(parity.expr)})"
+                pos = f"{self.ring_base(a.channel)} + {paren(slot.expr)} + {depth} * {local}"
+            parity = Scalar(f"(({pos}) // {depth}) % 2" if a.which == "full" else f"1 - ((({pos}) // {depth}) % 2)")
         self.out(f"cute.arch.mbarrier_wait({self.bar(op.operands[0], op.operands[1], a.which, a.channel)}, "
                  f"{strip_parens(parity.expr)})")
 
@@ -257,6 +287,7 @@ class RoleEmitter(MathEmitter):
         buf = self.plan.channel(a.channel).buffers[a.index]
         tma = self.plan.tma(t.name, a.tile_shape, buf.name)
         s_part, g_part = self.tma_partition(tma, buf.name, len(a.tile_shape), rank)
+        slot = self.slot_of(a.channel, slot)
         lead = rank - len(a.tile_shape)
         idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
         bar = self.bar(op.operands[-2], op.operands[2 + rank], "full", a.channel)
@@ -282,7 +313,7 @@ class RoleEmitter(MathEmitter):
     # ------------------------------------------------------------------------------------ slots and MMA
     def op_slot_read(self, op: Op) -> None:
         a = op.attrs
-        self.env[id(op.result)] = SmemTile(a.channel, a.index, self.scalar(op.operands[1]),
+        self.env[id(op.result)] = SmemTile(a.channel, a.index, self.slot_of(a.channel, self.scalar(op.operands[1])),
                                            self.scalar(op.operands[2]), op.result.type)
 
     def op_transpose(self, op: Op) -> None:
@@ -393,7 +424,7 @@ class RoleEmitter(MathEmitter):
         a = op.attrs
         cp = self.plan.channel(a.channel)
         ring = cp.buffers[a.index]
-        slot = strip_parens(self.scalar(op.operands[1]).expr)
+        slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
         v = op.operands[3]
         t = v.type
         if len(t.shape) == 1:
@@ -422,7 +453,7 @@ class RoleEmitter(MathEmitter):
         s_tensor = self.staging_tensor(stage)
         s_part, g_part = self.tma_partition(tma, stage.name, 2, rank, staging=s_tensor)
         buf = self.materialize(value)
-        if stage.name in self.pending_store or self.in_loop:
+        if stage.name in self.pending_store or self.in_loop or self.plan.persistent:
             self.out("# the previous TMA store from this staging tile (an earlier iteration's) must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
