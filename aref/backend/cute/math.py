@@ -226,7 +226,7 @@ class MathEmitter:
         """Record the peak of registers held by live tiles (after each op)."""
         live = [b for b in self.buffers
                 if self.busy(b) or (self.holder.get(b.name) is not None
-                                    and self.last_use(self.holder[b.name]) > self.pos)]
+                                    and self.last_use(self.holder[b.name]) >= self.pos)]
         n = sum(b.registers for b in live)
         if n > self.peak[0]:
             self.peak = (n, live)

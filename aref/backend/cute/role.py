@@ -478,15 +478,24 @@ class RoleEmitter(MathEmitter):
         self.env[id(op.result)] = Zero(op.result.type, op.attrs.value)
 
     def op_cast(self, op: Op) -> None:
-        src = self.env[id(op.operands[0])]
         t = op.result.type
-        if isinstance(src, SmemTile) or t.dtype is DType.float32:
+        if t.dtype is DType.float32:
             self.lazy_or_now(op)
             return
         if t.dtype.bits != 16:
             raise BackendError(f"a cast to {t.dtype.value} in registers; the templates convert accumulators to "
                                f"16-bit types only", op.loc)
-        self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it
+        self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
+        if self.reads_smem(op.operands[0]):
+            self.materialize(op.result)                   # ... unless its input is a slot about to be released
+
+    def reads_smem(self, v: Value) -> bool:
+        c = self.env.get(id(v))
+        if isinstance(c, SmemTile):
+            return True
+        if isinstance(c, tuple) and c[0] in ("lazy", "cast"):
+            return any(self.reads_smem(o) for o in c[1].operands)
+        return False
 
     def op_binary(self, op: Op) -> None:
         self.lazy_or_now(op)
