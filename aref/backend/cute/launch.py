@@ -61,7 +61,7 @@ def device_arch(tensors: dict) -> str:
                         hint="move every tensor to one GPU")
     device = devices.pop()
     if device.type != "cuda":
-        raise ArefError(f"kernel arguments mix CPU and GPU tensors", hint="move every tensor to one GPU")
+        raise ArefError("kernel arguments mix CPU and GPU tensors", hint="move every tensor to one GPU")
     cap = torch.cuda.get_device_capability(device)
     arch = ARCH_OF_CAPABILITY.get(tuple(cap))
     if arch is None:

@@ -242,11 +242,9 @@ def _rename(line: str, old: str, new: str) -> str:
 
 
 def _replace_token(line: str, index: int, new: str) -> str:
-    out, i, pos = [], 0, 0
-    for m in _TOKEN.finditer(line):
+    for i, m in enumerate(_TOKEN.finditer(line)):
         if i == index:
             return line[:m.start()] + new + line[m.end():]
-        i += 1
     return line
 
 

@@ -20,14 +20,14 @@ has retired — checked).
 """
 from __future__ import annotations
 
-from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, ident, producers_of,
+from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, producers_of,
                                         smem_operand, CUTLASS_DTYPE)
 from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
-from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, literal, paren,
+from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren,
                                       scalar_binary, strip_parens)
-from aref.ir import DType, Op, OpKind, ScalarType, Space, TileType, Value
-from aref.printer import Namer, format_op
+from aref.ir import DType, Op, OpKind, TileType, Value
+from aref.printer import format_op
 
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
@@ -249,7 +249,7 @@ class RoleEmitter(MathEmitter):
                                    f"once per consumer warp group", op.loc)
             self.before_release(a.channel)
             if self.g.index in cp.cuda_core_readers:
-                self.out(f"# every warp's CUDA-core reads of the slot are done before the single arrival")
+                self.out("# every warp's CUDA-core reads of the slot are done before the single arrival")
                 self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, "
                          f"number_of_threads=aref.WARP_GROUP_THREADS)")
             self.out(f"aref.arrive_once({ptr}, warp_in_group)")
@@ -283,7 +283,7 @@ class RoleEmitter(MathEmitter):
             [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
         rank = len(t.shape)
         coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
-        ring, slot = op.operands[1 + rank], self.scalar(op.operands[2 + rank])
+        slot = self.scalar(op.operands[2 + rank])
         buf = self.plan.channel(a.channel).buffers[a.index]
         tma = self.plan.tma(t.name, a.tile_shape, buf.name)
         s_part, g_part = self.tma_partition(tma, buf.name, len(a.tile_shape), rank)
@@ -417,8 +417,8 @@ class RoleEmitter(MathEmitter):
         self.issued(buf, *reads)
 
     def mma_cfg(self, op: Op):
-        from aref.backend.cute.analysis import _mma_config
-        return _mma_config(op, self.prod)
+        from aref.backend.cute.analysis import mma_config
+        return mma_config(op, self.prod)
 
     def op_slot_store(self, op: Op) -> None:
         a = op.attrs
