@@ -22,12 +22,14 @@ from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import MAX_REGS, MIN_REGS, Partition, REPLICATED, check_registers, split_budget
+from partition.model import Partition, REPLICATED, check_registers, split_budget
 
 CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
+MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
+TMEM_BYTES_PER_CLK = 512       # tcgen05.ld/st bandwidth per SM (ASSUMPTION: 128 lanes x 32 bit per clock)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
 SMEM_ALIGN = 1024              # swizzled tiles start on 1 KB boundaries
 
@@ -111,6 +113,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     parent[find(op)] = find(src)
 
     units = {"tc": 1, "tma": 1, "mufu": 1, "fma": 1}
+    if m.tmem_columns:
+        units.update({"tmem_ld": 1, "tmem_st": 1})      # tcgen05.ld / tcgen05.st paths
     memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - _resident_smem(kernel)}
     if m.tmem_columns:
         memory["tmem"] = m.tmem_columns
@@ -131,6 +135,31 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     clusters: dict[Op, list[Op]] = {}
     for op in cuda:
         clusters.setdefault(find(op), []).append(op)
+    holds_mma_tile: set[Op] = set()
+    if m.tmem_columns:
+        # Blackwell: softmax reads S from tensor memory into registers (tcgen05.ld, one row per thread) and
+        # holds it through the row max and the exponentials, while only the running max / sum vectors live
+        # across iterations. As in Twill's graphs the cluster splits into a row-max node and an exp node, each
+        # holding S while it runs, and small nodes for the loop-carried statistics.
+        yielded = {id(y) for y in kernel.loop.yields}
+        for root, ops in list(clusters.items()):
+            reads_mma = [o for o in ops if any(s.kind is OpKind.MMA for v in o.operands for s, d in sources(v)
+                                                if d == 0)]
+            if not any(o.kind is OpKind.REDUCE for o in reads_mma):
+                continue
+            state = [o for o in ops if any(id(r) in yielded for r in o.results)]
+            # before the statistics update: the row max and what feeds it; after it: the exponentials
+            after = set(state)
+            for o in ops:                                  # program order is a topological order
+                if o not in after and any(s in after for v in o.operands for s, d in sources(v) if d == 0):
+                    after.add(o)
+            head = [o for o in ops if o not in after]
+            tail = [o for o in ops if o in after and o not in state]
+            del clusters[root]
+            for part in [head, tail] + [[o] for o in state]:
+                if part:
+                    clusters[part[0]] = part
+            holds_mma_tile |= {head[0]} | ({tail[0]} if tail and any(o in reads_mma for o in tail) else set())
     for op in body:
         if op.kind is OpKind.LOAD:
             n = name_for(op, "load")
@@ -156,14 +185,41 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 unit, cyc = op_cost(o, m)
                 if unit in units:
                     usage[unit] = usage.get(unit, 0) + cyc
+            if m.tmem_columns:
+                # tiles read from / written to tensor memory move over its load / store paths
+                loaded = {id(v): v for o in ops for v in o.operands
+                          if any(s.kind is OpKind.MMA for s, d in sources(v))}
+                stored = [r for o in ops for r in o.results
+                          if any(u not in ops for u in _users(r, kernel)) and _feeds_mma(r, kernel)]
+                ld = sum(v.type.nbytes for v in loaded.values()) // TMEM_BYTES_PER_CLK
+                st = sum(r.type.nbytes for r in stored) // TMEM_BYTES_PER_CLK
+                if ld:
+                    usage["tmem_ld"] = ld
+                if st:
+                    usage["tmem_st"] = st
             live_out = [r for o in ops for r in o.results
                         if any(u not in ops for u in _users(r, kernel))]
-            regs = sum(_tile_registers(r.type) for r in live_out)
+            # on Blackwell, tiles feeding an MMA (P, the rescaled O) are written to tensor memory: they take
+            # columns there, not registers, and do not cross groups through shared memory
+            in_tmem = [r for r in live_out if m.tmem_columns and _feeds_mma(r, kernel)]
+            moved = [r for r in live_out if r not in in_tmem]
+            regs = sum(_tile_registers(r.type) for r in moved)
+            moved_regs = regs
+            tmem_cols = sum(max(1, r.type.nbytes // 4 // m.tmem_lanes) for r in in_tmem)
+            if op in holds_mma_tile:
+                from_mma = [v for o in ops for v in o.operands
+                            if any(s.kind is OpKind.MMA for s, d in sources(v) if d == 0)]
+                regs = max([regs] + [_tile_registers(v.type) for v in from_mma])
             is_exp = any(o.kind is OpKind.UNARY and o.attrs.fn in ("exp", "exp2") for o in ops)
-            kind = "rescale" if op in acc_feeder else ("exp" if is_exp else "compute")
+            is_max = op in holds_mma_tile and not is_exp
+            kind = ("rescale" if op in acc_feeder else "max" if is_max else "exp" if is_exp
+                    else "state" if m.tmem_columns and all(
+                        any(y is r for y in kernel.loop.yields for r in o.results) for o in ops)
+                    else "compute")
             n = name_for(ops[-1], kind)
-            g.add_op(n, usage, footprint={"registers": regs} if regs else None, kind=kind,
-                     transfer_cost=_transfer_cycles(regs, m) if regs else 0)
+            footprint = {k: v for k, v in (("registers", regs), ("tmem", tmem_cols)) if v}
+            g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                     transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES)
             ex.members[n], ex.kind[n] = ops, kind
     for n, ops in ex.members.items():
         for o in ops:
@@ -181,9 +237,50 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     delay = 0 if src_node.streaming else src_node.duration
                     blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
                     tmem = bool(m.tmem_columns) and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
-                    g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None)
+                    if tmem and ex.kind[sn] == "gemm":
+                        delay += MMA_COMMIT_CYCLES          # tcgen05.commit reaching the waiting group
+                    # a result in two memories: an MMA reads its tensor-memory part, others its registers
+                    parts = sorted(src_node.footprint)
+                    memories = None
+                    if len(parts) > 1:
+                        memories = ["tmem"] if ex.kind[n] == "gemm" else [p for p in parts if p != "tmem"]
+                    g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
+                               memories=memories)
+    _ring_reuse(ex, body, sources)
     g.validate()
     return ex
+
+
+def _ring_reuse(ex: Extraction, body: list[Op], sources) -> None:
+    """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
+    reader of that slot (the ops using the loaded tile) has finished — so the schedule fits the user's ring."""
+    g = ex.graph
+    for n, ops in ex.members.items():
+        if ex.kind[n] != "tma":
+            continue
+        load = ops[0]
+        put = next((p for p in body if p.kind is OpKind.PUT and any(v is load.result for v in p.operands[1:])),
+                   None)
+        if put is None:
+            continue
+        depth = put.operands[0].type.depth
+        readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
+        for r in sorted(readers):
+            g.add_edge(r, n, g.ops[r].duration, depth, data=False)
+
+
+def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:
+    """Is `v` (through views and casts) an operand of an MMA?"""
+    if depth > 8:
+        return False
+    for u in _users(v, kernel):
+        if u is None:
+            continue
+        if u.kind is OpKind.MMA:
+            return True
+        if u.kind in VIEWS + (OpKind.CAST,) and _feeds_mma(u.results[0], kernel, depth + 1):
+            return True
+    return False
 
 
 def _load_depth(op: Op, body: list[Op]) -> int:
@@ -241,7 +338,7 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
     for grp in order:
         kinds = {ex.kind[n] for n in by_group[grp]}
         role = ("producer" if kinds == {"tma"} else "mma" if kinds == {"gemm"} and blackwell
-                else "consumer" if "gemm" in kinds else "softmax" if "exp" in kinds
+                else "consumer" if "gemm" in kinds else "softmax" if kinds & {"exp", "max"}
                 else "correction" if kinds <= {"rescale"} else "compute")
         warps = 1 if blackwell and role in ("producer", "mma") else 4
         specs.append((f"{role}{remap[grp]}", role, warps))
@@ -255,22 +352,25 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
 
 
 def _budgets(specs, result, order) -> list[WarpGroup]:
-    regs = {}
-    for i, grp in enumerate(order):
-        r = result.registers.get(grp) if isinstance(result.registers, dict) else None
-        if r:
-            regs[i] = max(MIN_REGS, min(MAX_REGS, -(-r // 8) * 8))
-    groups = [WarpGroup(i, name, role, warps, regs.get(i, 0)) for i, (name, role, warps) in enumerate(specs)]
-    if all(g.regs for g in groups):
-        try:
-            check_registers(groups)
-            return groups
-        except ArefError:
-            pass
-    fixed = [(n, r, w, 40 if r == "producer" else 48) for n, r, w in specs if r in ("producer",) or w == 1]
-    flexible = [(n, r, w) for n, r, w in specs if not (r in ("producer",) or w == 1)]
+    """Register budgets: the TMA group and single-warp groups keep little (24 / 40 / 48 per thread, as FA3,
+    CUTLASS and FA4 do); the compute groups share the rest of the register file evenly — the solver's
+    per-group figure counts only the tiles live between ops, while the code also needs the working set of
+    each op. A share below the solver's figure is an error."""
+    compute = [n for n, r, w in specs if r != "producer" and w > 1]
+    fixed = [(n, r, w, (24 if len(compute) > 1 else 40) if r == "producer" else 48)
+             for n, r, w in specs if r == "producer" or w == 1]
+    flexible = [(n, r, w) for n, r, w in specs if not (r == "producer" or w == 1)]
     made = {g.name: g for g in split_budget(fixed, flexible)}
-    return [WarpGroup(i, n, r, w, made[n].regs) for i, (n, r, w) in enumerate(specs)]
+    groups = [WarpGroup(i, n, r, w, made[n].regs) for i, (n, r, w) in enumerate(specs)]
+    needs = result.registers if isinstance(result.registers, dict) else {}
+    for i, grp in enumerate(order):
+        need = needs.get(grp, 0)
+        if need > groups[i].regs:
+            raise SolverError(f"the schedule needs {need} registers per thread in group {groups[i].name}, but "
+                              f"only {groups[i].regs} fit beside the other groups",
+                              hint="allow fewer warp groups or smaller tiles")
+    check_registers(groups)
+    return groups
 
 
 def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) -> None:

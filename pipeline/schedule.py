@@ -359,8 +359,18 @@ def _near_residue(op: Op, edges, residue) -> int:
 
 # ------------------------------------------------------------------------------------- channel depth
 def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> dict[str, int]:
-    """Per loop channel: 1 + the most steps any consumer holds a slot (get stage to consumed stage)."""
+    """Per loop channel: 1 + the most steps between an item's put and its last release — at least the steps
+    a consumer holds the slot (get to consumed); with groups on different stages, also how far the release
+    trails the put (the producer must not need the slot again before it is free)."""
     need: dict[str, int] = {}
+    put_stage: dict[int, int] = {}
+    for gp in kernel.groups:
+        sched = schedules.get(gp.group.id)
+        if gp.loop is None or sched is None:
+            continue
+        for op in gp.loop.body.ops:
+            if op.kind is OpKind.PUT:
+                put_stage[id(op.operands[0])] = min(put_stage.get(id(op.operands[0]), 1 << 30), sched.stage[op])
     for gp in kernel.groups:
         sched = schedules.get(gp.group.id)
         if gp.loop is None or sched is None:
@@ -370,7 +380,10 @@ def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> di
                 ch = kernel.channel_of(op.operands[0])
                 gets = [g for g in gp.loop.body.ops if g.kind is OpKind.GET and g.operands[0] is op.operands[0]]
                 held = sched.stage[op] - min(sched.stage[g] for g in gets)
-                need[ch.name] = max(need.get(ch.name, 1), held + 1)
+                # a TMA producer runs ahead freely (it only waits for free slots); a staged producer of
+                # register tiles must find the slot free when its later stage puts the next item
+                trail = 0 if ch.kind == "tma" else sched.stage[op] - put_stage.get(id(ch.value), sched.stage[op])
+                need[ch.name] = max(need.get(ch.name, 1), held + 1, trail + 1)
     return need
 
 

@@ -1,0 +1,100 @@
+"""The optimal partitioner on graphs extracted from the examples' Tile IR: Twill's results at realistic shapes,
+the `aref solve --json` contract (re-checked independently), and optimal partitions that simulate exactly."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import aref
+import solve as S
+from aref import sim
+from aref.compiler import CompileOptions, lower_to
+from aref.harness import load_example
+from example_paths import EXAMPLE_NAMES, ROOT, example_path
+from partition.optimal import extract_graph
+
+
+def solved(name, arch, time_limit=120, **dims):
+    ex = load_example(example_path(name))
+    kernel = ex.kernel.specialize(**ex.inputs(**dims))
+    extraction = extract_graph(kernel, arch)
+    return extraction, S.solve(extraction.graph, S.SolveOptions(time_limit=time_limit))
+
+
+def kinds(extraction, result):
+    return {g: sorted(extraction.kind[n] for n in ops) for g, ops in result.groups.items()}
+
+
+def test_gemm_reaches_the_tensor_core_bound():
+    ex, r = solved("gemm", "sm_90a")
+    assert r.status == S.OPTIMAL and r.proven_optimal and r.ii == r.lower_bound == 512
+    assert sorted(kinds(ex, r).values()) == [["gemm"], ["tma", "tma"]]
+
+
+def test_hopper_attention_is_fa3_ping_pong():
+    """Head dim 128, two 64-row sub-tiles: II equals the tensor-core bound, TMA alone, and each sub-tile's
+    GEMMs and softmax on its own consumer group."""
+    ex, r = solved("attention_fwd", "sm_90a", D=128)
+    assert r.proven_optimal and r.ii == r.lower_bound == 4 * 512
+    groups = kinds(ex, r)
+    assert ["tma", "tma"] in groups.values()
+    consumers = [k for k in groups.values() if "gemm" in k]
+    assert len(consumers) == 2 and all(k.count("exp") == 1 and k.count("gemm") == 2 for k in consumers)
+
+
+def test_blackwell_attention_is_fa4():
+    """256 query rows in two 128-row sub-tiles: TMA alone, every MMA from one group with no softmax work, the
+    two sub-tiles' exponentials on two different groups, the O rescaling on a third group apart from both."""
+    ex, r = solved("attention_fwd", "sm_100a", D=128, BM=256, Sq=512)
+    assert r.proven_optimal and r.ii == r.lower_bound
+    groups = kinds(ex, r)
+    mma_groups = [g for g, k in groups.items() if "gemm" in k]
+    assert len(mma_groups) == 1 and set(groups[mma_groups[0]]) == {"gemm"}
+    exp_groups = [g for g, k in groups.items() if "exp" in k]
+    assert len(exp_groups) == 2
+    rescale_groups = {g for g, k in groups.items() if "rescale" in k}
+    assert rescale_groups and not rescale_groups & (set(exp_groups) | set(mma_groups))
+    assert ["tma", "tma"] in groups.values()
+
+
+def test_solve_json_contract_and_independent_recheck():
+    proc = subprocess.run([sys.executable, "-m", "aref", "solve", example_path("attention_fwd"), "--set", "D=128",
+                           "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("ii", "lower_bound", "proven_optimal", "solve_seconds", "length", "assignment", "schedule",
+                "encoding", "ops", "graph", "infeasible"):
+        assert key in out
+    assert {"name", "kind", "line", "unit", "group", "cycle", "stage"} <= set(out["ops"][0])
+    graph = S.Graph.from_json(out["graph"])
+    report = S.check(graph, out["ii"], out["schedule"], out["assignment"])
+    assert report.ok, report
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_optimal_partition_simulates_like_the_reference(name, arch):
+    ex = load_example(example_path(name))
+    inputs = ex.inputs()
+    ws = lower_to(ex.kernel.specialize(**inputs), "barrier",
+                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=60))
+    report = sim.check(ws, inputs, ex.reference_fn, seeds=10)
+    assert report.ok, report.to_json()
+
+
+@aref.aref_kernel(grid=(1,))
+def no_loop(A, C):  # <- the optimal partitioner schedules a loop
+    aref.store(C, (0, 0), aref.load(A, (0, 0), (64, 64)))
+
+
+def test_solver_error_names_the_kernel():
+    import inspect
+    import torch
+    from partition.optimal import SolverError
+    A = torch.zeros(64, 64, dtype=torch.float16)
+    kernel = no_loop.specialize(A, A.clone())
+    with pytest.raises(SolverError) as info:
+        lower_to(kernel, "partitioned", CompileOptions(partition="optimal"))
+    assert "has none" in info.value.message
+    assert info.value.loc.line == inspect.getsourcelines(no_loop.fn)[1]
