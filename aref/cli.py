@@ -156,6 +156,9 @@ def _compile_args(p):
     p.add_argument("--emit", default="ptx", choices=("cute", "ptx", "cubin"),
                    help="what to write: the generated CuTe DSL source, or also its PTX / cubin")
     p.add_argument("--out", default=None, help="output directory (default: ./aref_out/<kernel>)")
+    p.add_argument("--persistent", action="store_true",
+                   help="one CTA per SM looping over output tiles (static round-robin tile scheduler)")
+    p.add_argument("--ctas", type=int, default=132, help="persistent CTAs to launch (default: H100's 132 SMs)")
 
 
 @command("compile", "generate CuTe DSL code for a kernel and compile it (no GPU needed)", _compile_args)
@@ -165,7 +168,7 @@ def cmd_compile(args, console: Console) -> int:
     kernel = example.kernel.specialize(**inputs)
     ws = lower_to(kernel, "barrier", options_of(args))
     out_dir = args.out or os.path.join("aref_out", f"{example.name}.{args.arch}.{args.partition}")
-    result = compile_barrier(ws, out_dir=out_dir, emit=args.emit)
+    result = compile_barrier(ws, out_dir=out_dir, emit=args.emit, persistent=args.persistent, ctas=args.ctas)
     data = result.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "partition": args.partition, **data}))

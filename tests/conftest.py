@@ -3,10 +3,7 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(ROOT, "examples")
-GOLDEN = os.path.join(ROOT, "tests", "golden")
-EXAMPLE_NAMES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"]
+from example_paths import GOLDEN
 
 
 def pytest_addoption(parser):
@@ -34,6 +31,3 @@ def golden(request):
                                  f"change is intended)"
     return check
 
-
-def example_path(name: str) -> str:
-    return os.path.join(EXAMPLES, f"{name}.py")

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLE_NAMES, ROOT, example_path
+from example_paths import EXAMPLE_NAMES, ROOT, example_path
 
 
 def aref(*args, check=True):

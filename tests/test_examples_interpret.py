@@ -3,7 +3,7 @@ trip counts where pipelines usually break (0, 1, D, D+1, 2D+1 for a channel of d
 import pytest
 
 from aref.harness import load_example, run_interpreter
-from conftest import EXAMPLE_NAMES, example_path
+from example_paths import EXAMPLE_NAMES, example_path
 
 # example -> (the example_inputs argument that sets the loop's trip count, tile size along it, depth D)
 TRIP_KNOB = {

@@ -4,7 +4,7 @@ import pytest
 from aref.harness import load_example
 from aref.printer import print_kernel
 from aref.verify import verify
-from conftest import EXAMPLE_NAMES, example_path
+from example_paths import EXAMPLE_NAMES, example_path
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)

@@ -9,7 +9,7 @@ from aref.compiler import CompileOptions, lower_to
 from aref.harness import load_example
 from aref.ir import ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, Value
 from aref.lower import lower
-from conftest import example_path
+from example_paths import example_path
 
 I32 = ScalarType(DType.int32)
 

@@ -8,7 +8,7 @@ from aref.harness import load_example
 from aref.ir import (CastAttrs, DType, FnAttrs, FullAttrs, NoAttrs, Op, OpKind, ScalarType, Space, TileType,
                      Value)
 from aref.verify import verify
-from conftest import example_path
+from example_paths import example_path
 
 
 @pytest.fixture
