@@ -16,7 +16,7 @@ import re
 
 from aref.backend.cute.analysis import CUTLASS_DTYPE, KernelPlan, MmaConfig, ident, ir_namer
 from aref.backend.cute.role import RoleEmitter
-from aref.backend.cute.source import Lines
+from aref.backend.cute.source import Lines, prune_unused
 from aref.ir import DType
 
 HEADER_IMPORTS = """\
@@ -98,7 +98,7 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
         # the whole group reallocates registers; one warp waits, arms the barriers and issues the copies
         lines = ["    # one warp of the group issues every TMA load", "    if warp_in_group == 0:"] + \
                 ["    " + line if line else line for line in lines]
-    return head + setup_lines + lines + em.final.lines
+    return head + prune_unused(setup_lines, head + lines + em.final.lines) + lines + em.final.lines
 
 
 def _grid3(grid) -> tuple[int, int, int]:

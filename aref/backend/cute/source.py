@@ -35,6 +35,27 @@ class Lines:
         return "\n".join(self.lines)
 
 
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*) = ")
+
+
+def prune_unused(setup: list[str], rest: list[str]) -> list[str]:
+    """The setup lines without assignments `name = ...` that nothing else reads (the generic thread and
+    fragment setup of a role emits a few that a given kernel does not need), removed until none is left."""
+    setup = list(setup)
+    while True:
+        for i, line in enumerate(setup):
+            m = _ASSIGN.match(line)
+            if not m:
+                continue
+            word = re.compile(rf"\b{re.escape(m.group(1))}\b")
+            if not any(word.search(x) for j, x in enumerate(setup) if j != i) and \
+                    not any(word.search(x) for x in rest):
+                del setup[i]
+                break
+        else:
+            return setup
+
+
 class Names:
     """Unique Python identifiers within one generated function."""
 

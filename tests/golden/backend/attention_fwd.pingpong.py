@@ -59,7 +59,6 @@ def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load1_x_e
     # aref-ir[producer#0] setmaxnreg dec 24
     cute.arch.setmaxregister_decrease(24)
     tidx, _, _ = cute.arch.thread_idx()
-    group_tidx = tidx % aref.WARP_GROUP_THREADS
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     block = cute.arch.block_idx()
     load_x_Q_tma, Q_tiles = cpasync.tma_partition(

@@ -46,7 +46,6 @@ def producer(ab_empty, ab_full, s_ab_A, tma_A, tma_A_gmem, s_ab_B, tma_B, tma_B_
     # aref-ir[producer#0] setmaxnreg dec 40
     cute.arch.setmaxregister_decrease(40)
     tidx, _, _ = cute.arch.thread_idx()
-    group_tidx = tidx % aref.WARP_GROUP_THREADS
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     block = cute.arch.block_idx()
     ab_A_tma, A_tiles = cpasync.tma_partition(
@@ -91,7 +90,6 @@ def consumer(ab_full, s_ab_A, mma0, s_ab_B, ab_empty, s_C_consumer, tma_store_C,
     a_ab_A_rows = mma0.make_fragment_A(thr_mma0.partition_A(aref.row_block(s_ab_A, 64, 64, ROW_BLOCK)))
     b_ab_B = mma0.make_fragment_B(thr_mma0.partition_B(s_ab_B))
     acc = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float32)
-    acc_rc = aref.rows_view(acc)
     C_staged_tma, C_tiles = cpasync.tma_partition(
         tma_store_C, 0, cute.make_layout(1), cute.group_modes(s_C_consumer, 0, 2),
         cute.group_modes(cute.local_tile(tma_store_C_gmem, (64, 128), (None, None)), 0, 2),
