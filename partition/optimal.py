@@ -30,6 +30,7 @@ THREADS = 128
 BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
 TMEM_BYTES_PER_CLK = 512       # tcgen05.ld/st bandwidth per SM (ASSUMPTION: 128 lanes x 32 bit per clock)
+CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
 SMEM_ALIGN = 1024              # swizzled tiles start on 1 KB boundaries
 
@@ -61,8 +62,10 @@ def _align(n: int, a: int) -> int:
 
 
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
-                  allow_transfers: bool = True) -> Extraction:
-    """The solver's view of `kernel`'s loop body on `arch`'s machine model."""
+                  allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM) -> Extraction:
+    """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
+    `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
+    search work in quantum units, which is what makes proofs fast — the solver is exact on this graph)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc)
     m = machine_for(arch)
@@ -247,8 +250,27 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
                                memories=memories)
     _ring_reuse(ex, body, sources)
+    _round_up(g, quantum)
     g.validate()
     return ex
+
+
+def _round_up(g: S.Graph, q: int) -> None:
+    """Every cycle count of the graph rounded up to a multiple of `q` (never shortened: a schedule of the
+    rounded graph is valid for the exact one)."""
+    if q <= 1:
+        return
+
+    def up(x: int) -> int:
+        return -(-x // q) * q if x > 0 else x
+
+    for op in g.ops.values():
+        op.usage = {u: up(c) for u, c in op.usage.items()}
+        op.transfer_cost = up(op.transfer_cost)
+    for e in g.edges:
+        e.delay = up(e.delay)
+        if getattr(e, "transfer_cost", None):
+            e.transfer_cost = up(e.transfer_cost)
 
 
 def _ring_reuse(ex: Extraction, body: list[Op], sources) -> None:

@@ -36,7 +36,7 @@ def test_hopper_attention_is_fa3_ping_pong():
     """Head dim 128, two 64-row sub-tiles: II equals the tensor-core bound, TMA alone, and each sub-tile's
     GEMMs and softmax on its own consumer group."""
     ex, r = solved("attention_fwd", "sm_90a", D=128)
-    assert r.proven_optimal and r.ii == r.lower_bound == 4 * 512
+    assert r.proven_optimal and r.ii == r.lower_bound == 4 * 512      # 512-cycle GEMMs: whole quanta
     groups = kinds(ex, r)
     assert ["tma", "tma"] in groups.values()
     consumers = [k for k in groups.values() if "gemm" in k]
