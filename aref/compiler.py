@@ -58,6 +58,11 @@ def _partition(kernel: Kernel, options: CompileOptions):
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
         kernel, part, anchors = optimal_partition(kernel, options)
+        expert = _matching_heuristic(kernel, part, options)
+        if expert is not None:
+            # the solver proved this assignment optimal and it is one the expert templates know (e.g. FA3
+            # ping-pong): realize it with the expert structure rather than op by op from the modulo schedule
+            kernel, part, anchors = expert[0], expert[1], None
     else:
         from partition.heuristic import HeuristicOptions, heuristic_partition
         kernel, part = heuristic_partition(kernel, options.arch,
@@ -67,6 +72,30 @@ def _partition(kernel: Kernel, options: CompileOptions):
     ws = distribute(kernel, part, options.arch)
     ws.anchors = anchors
     return _checked(ws, options)
+
+
+def _matching_heuristic(kernel: Kernel, part, options: CompileOptions):
+    """The heuristic partition (kernel, partition) if it places the ops in the same groups as `part`, up to
+    the groups' numbering; else None."""
+    from partition.heuristic import HeuristicOptions, heuristic_partition
+    try:
+        hk, hp = heuristic_partition(kernel, options.arch, HeuristicOptions(options.consumers,
+                                                                           options.num_consumers))
+    except ArefError:
+        return None
+    if hk is not kernel:
+        return None                       # the heuristic rewrote the kernel (cooperative rows): not the same
+
+    def blocks(p):
+        groups: dict[int, set] = {}
+        for op, g in p.assign.items():
+            groups.setdefault(g, set()).add(id(op))
+        return sorted((frozenset(s) for s in groups.values()), key=lambda s: sorted(s))
+
+    if blocks(hp) != blocks(part):
+        return None
+    hp.notes += part.notes + ["realized with the heuristic's role structure"]
+    return hk, hp
 
 
 def _pipeline(ws, options: CompileOptions):
