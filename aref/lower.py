@@ -212,7 +212,7 @@ def _insert_mma_waits(gp: GroupProgram) -> None:
     if not any(op.kind is OpKind.MMA_ASYNC for op in gp.all_ops()):
         return
     slot_readers = _slot_mma_readers(gp)
-    prod = _producers(gp)
+    prod = gp.producers()
     issued = False
     for region, block in gp.regions():
         if region == "loop":
@@ -287,20 +287,6 @@ def _mma_origin(v: Value, prod: dict[int, Op], depth: int = 0) -> bool:
     if op.kind is OpKind.SELECT:
         return any(_mma_origin(x, prod, depth + 1) for x in op.operands[1:])
     return False
-
-
-def _producers(gp: GroupProgram) -> dict[int, Op]:
-    """Value id → producing op; a loop-carried value maps to its yield's producer (and its init's)."""
-    prod = {id(r): op for op in gp.all_ops() for r in op.results}
-    if gp.loop is not None:
-        for c, y, i in zip(gp.loop.carried, gp.loop.yields, gp.loop.inits):
-            src = prod.get(id(y)) or prod.get(id(i))
-            if src is not None:
-                prod[id(c)] = src
-        for r, y in zip(gp.loop.results, gp.loop.yields):
-            if id(y) in prod:
-                prod[id(r)] = prod[id(y)]
-    return prod
 
 
 def _steady_waits(gp: GroupProgram, slot_readers) -> list[Op]:

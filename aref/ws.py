@@ -127,6 +127,20 @@ class GroupProgram:
         for _, block in self.regions():
             yield from block.ops
 
+    def producers(self) -> dict[int, Op]:
+        """Value id → the op producing it; a loop-carried value maps to the producer of its yield (else of its
+        init), a loop result to its yield's producer."""
+        prod = {id(r): op for op in self.all_ops() for r in op.results}
+        if self.loop is not None:
+            for c, y, i in zip(self.loop.carried, self.loop.yields, self.loop.inits):
+                src = prod.get(id(y)) or prod.get(id(i))
+                if src is not None:
+                    prod[id(c)] = src
+            for r, y in zip(self.loop.results, self.loop.yields):
+                if id(y) in prod:
+                    prod[id(r)] = prod[id(y)]
+        return prod
+
 
 @dataclass
 class WSKernel:

@@ -364,17 +364,13 @@ def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> di
     trails the put (the producer must not need the slot again before it is free)."""
     need: dict[str, int] = {}
     put_stage: dict[int, int] = {}
-    for gp in kernel.groups:
-        sched = schedules.get(gp.group.id)
-        if gp.loop is None or sched is None:
-            continue
+    staged = [(gp, schedules[gp.group.id]) for gp in kernel.groups
+              if gp.loop is not None and gp.group.id in schedules]
+    for gp, sched in staged:
         for op in gp.loop.body.ops:
             if op.kind is OpKind.PUT:
                 put_stage[id(op.operands[0])] = min(put_stage.get(id(op.operands[0]), 1 << 30), sched.stage[op])
-    for gp in kernel.groups:
-        sched = schedules.get(gp.group.id)
-        if gp.loop is None or sched is None:
-            continue
+    for gp, sched in staged:
         for op in gp.loop.body.ops:
             if op.kind is OpKind.CONSUMED:
                 ch = kernel.channel_of(op.operands[0])

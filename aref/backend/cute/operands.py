@@ -41,17 +41,8 @@ class SmemOperand:
 
 
 def producers_of(gp: GroupProgram) -> dict[int, Op]:
-    """Value id → defining op, following loop-carried values to their init (same kind of value)."""
-    prod = {id(r): op for op in gp.all_ops() for r in op.results}
-    if gp.loop is not None:
-        for c, i, y in zip(gp.loop.carried, gp.loop.inits, gp.loop.yields):
-            src = prod.get(id(y)) or prod.get(id(i))
-            if src is not None:
-                prod[id(c)] = src
-        for r, y in zip(gp.loop.results, gp.loop.yields):
-            if id(y) in prod:
-                prod[id(r)] = prod[id(y)]
-    return prod
+    """Value id → defining op, following loop-carried values (see `GroupProgram.producers`)."""
+    return gp.producers()
 
 
 def smem_operand(v: Value, prod: dict[int, Op], loc: SrcInfo) -> SmemOperand | None:
