@@ -6,7 +6,7 @@ import pytest
 from aref.backend.cute import compile_barrier
 from tests.backend.conftest import barrier_ir
 
-EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd"]
+EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
