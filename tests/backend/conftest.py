@@ -8,21 +8,6 @@ import pytest
 from aref.compiler import CompileOptions, lower_to
 from aref.harness import load_example
 
-# (example, partition, consumers): every example through both partitioners' kinds of Barrier IR.
-CONFIGS = [
-    ("gemm", "heuristic", "plain"),
-    ("gemm", "heuristic", "cooperative"),
-    ("dual_gemm", "heuristic", "cooperative"),
-    ("gemm_reduce", "heuristic", "plain"),
-    ("gemm_reduce", "heuristic", "cooperative"),
-    ("attention_fwd", "heuristic", "pingpong"),
-    ("gemm", "optimal", "auto"),
-    ("dual_gemm", "optimal", "auto"),
-    ("gemm_reduce", "optimal", "auto"),
-    ("attention_fwd", "optimal", "auto"),
-]
-
-
 def config_id(cfg):
     return "-".join(cfg)
 
