@@ -297,7 +297,7 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
     if loop is not None:
         _drop_dead_carries(tracer, loop)
     kernel_loc = SrcInfo(parsed.filename, fn.__code__.co_firstlineno)
-    grid_shape = _grid(tracer, grid, tensors, constexprs, kernel_loc)
+    grid_shape = _grid(tracer, grid, kernel_loc)
     kernel = Kernel(parsed.name, params, dict(constexprs), grid_shape, tracer.pre, loop, tracer.post,
                     kernel_loc)
     verify(kernel)
@@ -335,11 +335,11 @@ def _drop_dead_carries(tracer: Tracer, loop: Loop) -> None:
     loop.results = tuple(loop.results[i] for i in keep)
 
 
-def _grid(tracer: Tracer, grid, tensors, constexprs, loc) -> tuple[int, ...]:
+def _grid(tracer: Tracer, grid, loc) -> tuple[int, ...]:
     """The launch grid: from the decorator's `grid=`, else inferred from stores at program-id coordinates."""
     axes = sorted(tracer.program_ids)
     if grid is not None:
-        g = tuple(grid) if not callable(grid) else tuple(grid(**tensors, **constexprs))
+        g = tuple(grid)
         if len(g) < (max(axes) + 1 if axes else 0) or not all(isinstance(x, int) and x >= 0 for x in g):
             raise ArefTypeError(f"grid {g!r} does not cover program_id axes {axes}", loc)
         return g

@@ -61,7 +61,7 @@ def run_cta(kernel: Kernel, tensors: dict[str, torch.Tensor], cta: tuple[int, ..
     state.run(kernel.post.ops)
 
 
-def _as_tensor(x, like: torch.Tensor | None = None) -> torch.Tensor:
+def _as_tensor(x) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.float() if x.dtype not in (torch.bool, torch.int32) else x
     return torch.tensor(x, dtype=torch.float32 if isinstance(x, float) else torch.int32)

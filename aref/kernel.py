@@ -90,11 +90,8 @@ class KernelFunction:
         key = (tuple(sorted((n, t) for n, t in types.items())), tuple(sorted(constexprs.items(), key=str)))
         kernel = self._cache.get(key)
         if kernel is None:
-            grid_fn = None
-            if self.grid is not None:
-                grid_fn = (lambda **kw: self.grid(**{**tensors, **constexprs})) if callable(self.grid) \
-                    else self.grid
-            kernel = trace(self.fn, self.parsed, types, constexprs, grid_fn)
+            grid = self.grid(**tensors, **constexprs) if callable(self.grid) else self.grid
+            kernel = trace(self.fn, self.parsed, types, constexprs, grid)
             self._cache[key] = kernel
         return kernel
 

@@ -243,7 +243,7 @@ def _slot_mma_readers(gp: GroupProgram) -> dict[str, list[Op]]:
     changed = True
     while changed:
         changed = False
-        for region, block in gp.regions():
+        for _, block in gp.regions():
             for op in block.ops:
                 if op.kind is OpKind.SLOT_READ:
                     for r in op.results:

@@ -33,7 +33,7 @@ class Namer:
         return "%" + n
 
 
-def _attrs(op: Op, name) -> str:
+def _attrs(op: Op) -> str:
     a, k = op.attrs, op.kind
     if k is OpKind.CONST:
         return repr(a.value)
@@ -110,7 +110,7 @@ def format_op(op: Op, name, extra: str = "") -> str:
     """One op as `%r = kind attrs %operands : types`, with `extra` annotations before the type."""
     res = ", ".join(name(r) for r in op.results)
     args = _args(op, name)
-    attrs = _attrs(op, name)
+    attrs = _attrs(op)
     body = " ".join(x for x in (op.kind.value, args, attrs, extra) if x)
     types = ", ".join(str(r.type) for r in op.results)
     text = (f"{res} = " if res else "") + body + (f" : {types}" if types else "")

@@ -73,7 +73,7 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
     # loop-carried values link the op that yields to the ops that read the carried value
     alias: dict[int, Value] = {}
     if kernel.loop is not None:
-        for c, y, r, i in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results, kernel.loop.inits):
+        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
             alias[id(c)] = y
             alias[id(r)] = y
 

@@ -249,7 +249,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                         memories = ["tmem"] if ex.kind[n] == "gemm" else [p for p in parts if p != "tmem"]
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
                                memories=memories)
-    _ring_reuse(ex, body, sources)
+    _ring_reuse(ex, body)
     _round_up(g, quantum)
     g.validate()
     return ex
@@ -273,7 +273,7 @@ def _round_up(g: S.Graph, q: int) -> None:
             e.transfer_cost = up(e.transfer_cost)
 
 
-def _ring_reuse(ex: Extraction, body: list[Op], sources) -> None:
+def _ring_reuse(ex: Extraction, body: list[Op]) -> None:
     """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
     reader of that slot (the ops using the loaded tile) has finished — so the schedule fits the user's ring."""
     g = ex.graph

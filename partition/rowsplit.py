@@ -161,7 +161,8 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
                 continue
             for j in range(k):
                 if op.kind is OpKind.STORE:
-                    out.append(_split_store(op, j, k, rows, lambda v: lookup(v, j, out, op.loc), out, const))
+                    out.append(_split_store(op, j, k, rows, lambda v, j=j, loc=op.loc: lookup(v, j, out, loc), out,
+                                            const))
                     replica[out[-1]] = j
                     continue
                 operands = tuple(lookup(v, j, out, op.loc) for v in op.operands)

@@ -90,7 +90,7 @@ def body_edges(gp: GroupProgram) -> list[tuple[Op, Op, int]]:
     return edges
 
 
-def _reaches(edges, sources: set[Op], through=lambda op: True) -> set[Op]:
+def _reaches(edges, sources: set[Op]) -> set[Op]:
     """Ops reachable from `sources` by same-iteration edges."""
     succ: dict[Op, list[Op]] = {}
     for u, v, d in edges:
@@ -100,7 +100,7 @@ def _reaches(edges, sources: set[Op], through=lambda op: True) -> set[Op]:
     while stack:
         u = stack.pop()
         for v in succ.get(u, []):
-            if v not in seen and through(v):
+            if v not in seen:
                 seen.add(v)
                 stack.append(v)
     return seen
@@ -167,7 +167,7 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
             f"{held} step(s) by the pipeline plus {depth} for MMAs in flight, which needs depth ≥ {need}",
             ch.loc, hint=f"deepen it (aref.channel(depth={need})) or lower mma_depth")
     _place_channel_ops(gp, edges, stage, depth)
-    _propagate(ops, edges, stage)
+    _propagate(edges, stage)
     order = step_order(ops, stage, edges, tensor_core_first(ops, stage, edges) if options.tensor_core_first
                        else None)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
@@ -189,7 +189,7 @@ def _coarse_stages(ops: list[Op], edges) -> dict[Op, int]:
         if u_stage and any(op in compute for op in _reaches(edges, set(mmas) - u_stage)):
             for op in u_stage:
                 stage[op] = 1
-    _propagate(ops, edges, stage)
+    _propagate(edges, stage)
     return stage
 
 
@@ -250,7 +250,7 @@ def _place_channel_ops(gp, edges, stage, depth) -> None:
             users = _users_of_get(edges, op)
             stage[op] = min((stage[u] for u in users), default=0)
             by_channel.setdefault(id(op.operands[0]), []).append(op)
-    for ch, gets in by_channel.items():          # one stage per channel and kind keeps items in order
+    for gets in by_channel.values():             # one stage per channel and kind keeps items in order
         s = min(stage[g] for g in gets)
         for g in gets:
             stage[g] = s
@@ -268,7 +268,7 @@ def _place_channel_ops(gp, edges, stage, depth) -> None:
             stage[op] = base if mma_stage is None else max(base, mma_stage)
 
 
-def _propagate(ops, edges, stage) -> None:
+def _propagate(edges, stage) -> None:
     """Everything else runs as early as its operands allow (ASAP over same-iteration edges)."""
     changed = True
     while changed:
@@ -292,7 +292,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     stage = {op: anchor.get(op, (0, 0))[0] for op in ops}
     base = min(stage.values(), default=0)
     stage = {op: s - base for op, s in stage.items()}
-    _propagate(ops, edges, stage)
+    _propagate(edges, stage)
     explicit = options.mma_depth is not None
     depth = options.mma_depth if explicit else 1
     span = _held_span(gp, kernel, edges, stage)
@@ -304,7 +304,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
                            hint=f"use aref.channel(depth={held + depth + 1})")
     depth = max(0, min(depth, fit))
     _place_channel_ops(gp, edges, stage, depth)
-    _propagate(ops, edges, stage)
+    _propagate(edges, stage)
     index = {op: i for i, op in enumerate(ops)}
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
     late = float("inf")
