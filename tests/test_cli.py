@@ -67,3 +67,48 @@ def test_console_script_installed():
     exe = os.path.join(os.path.dirname(sys.executable), "aref")
     assert os.path.exists(exe)
     assert subprocess.run([exe, "--help"], capture_output=True, text=True).returncode == 0
+
+
+def test_run_sim_json_contract():
+    out = json.loads(aref("run", example_path("attention_fwd"), "--backend", "sim", "--partition", "heuristic",
+                          "--seeds", "50", "--json").stdout)
+    assert out["ok"] is True and out["deadlocks"] == 0 and out["interleavings"] == 50
+    assert {"ok", "max_abs_err", "deadlocks", "interleavings"} <= set(out)
+
+
+def test_run_sim_exhaustive_and_blackwell():
+    out = json.loads(aref("run", example_path("gemm"), "--backend", "sim", "--arch", "sm_100a", "--seeds", "5",
+                          "--exhaustive", "--set", "M=128", "--set", "N=128", "--set", "K=128", "--json").stdout)
+    assert out["ok"] is True and out["interleavings"] > 5
+
+
+@pytest.mark.parametrize("stage", ["partitioned", "pipelined", "barrier"])
+def test_ir_stages(stage):
+    text = aref("ir", example_path("gemm"), "--stage", stage, "--arch", "sm_100a").stdout
+    assert text.startswith(f"ws_kernel @gemm(") and f"level={stage}" in text
+    if stage == "barrier":
+        assert "mbarrier_wait" in text and "tma_load" in text and "parity" in text
+
+
+def test_compare_json_contract():
+    out = json.loads(aref("compare", example_path("gemm"), "--size", "small", "--json").stdout)
+    for mode in ("heuristic", "optimal"):
+        assert {"ii", "cycles_per_iter", "tc_utilization", "warp_groups"} <= set(out[mode])
+    assert out["optimal"]["ii"] == out["lower_bound"] and out["optimal"]["proven_optimal"] is True
+
+
+def test_compile_json_contract(tmp_path):
+    out = json.loads(aref("compile", example_path("gemm"), "--arch", "sm_90a", "--out", str(tmp_path),
+                          "--json").stdout)
+    assert {"arch", "ptx_path", "registers", "spill_bytes", "instructions"} <= set(out)
+    assert out["arch"] == "sm_90a" and out["spill_bytes"] == 0 and os.path.exists(out["ptx_path"])
+    for op in ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait.parity", "setmaxnreg"):
+        assert out["instructions"][op] > 0
+
+
+def test_solve_reports_infeasible_ranges_with_reasons():
+    out = json.loads(aref("solve", example_path("attention_fwd"), "--arch", "sm_100a", "--set", "D=128",
+                          "--set", "BM=128", "--set", "Sq=256", "--set", "SUBTILE=1", "--time-limit", "15",
+                          "--json").stdout)
+    assert out["ii"] > out["lower_bound"] and out["infeasible"]
+    assert all(entry["reasons"] for entry in out["infeasible"])
