@@ -267,7 +267,7 @@ def _compiler_channels(crossings: list[_Crossing], kernel: Kernel) -> list[Chann
         base = "_".join((v.name or _kind_name(producers.get(id(v)))).split(".")[0] for v in cr.values[:3])
         n = names.get(base, 0)
         names[base] = n + 1
-        name = f"{base}{'' if n == 0 else n}.x"
+        name = f"{base}.x" if n == 0 else f"{base}_{n}.x"
         payload = tuple(v.type.with_space(Space.TMEM if cr.tmem else Space.SMEM) for v in cr.values)
         value = Value(ArefType(payload, 1), name)
         loc = next((op.loc for op in kernel.all_ops() if any(r is cr.values[0] for r in op.results)),

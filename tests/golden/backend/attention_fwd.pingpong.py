@@ -9,10 +9,10 @@ Channels (mbarrier rings; full/empty arrival counts):
   kc: depth 2, [128×64 f16], tma 16384 B, producer -> consumer0, consumer1, full 1 / empty 2
   vc: depth 2, [128×64 f16], tma 16384 B, producer -> consumer0, consumer1, full 1 / empty 2
   load_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer0, full 1 / empty 1
-  load1_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer1, full 1 / empty 1
+  load_1_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer1, full 1 / empty 1
 Ping-pong order on the tensor cores: consumer0 -> consumer1 (named barriers 1, 2)
 The store staged in s_O_consumer0 reuses s_load_x_Q, idle once released.
-The store staged in s_O_consumer1 reuses s_load1_x_Q, idle once released.
+The store staged in s_O_consumer1 reuses s_load_1_x_Q, idle once released.
 
 Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its
 group's role function and in the IR's order.
@@ -45,16 +45,16 @@ class SharedStorage:
     vc_empty: cute.struct.MemRange[cutlass.Int64, 2]
     load_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     load_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
-    load1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
-    load1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
+    load_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
+    load_1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
     s_kc_K: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
     s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
     s_load_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
-    s_load1_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
+    s_load_1_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
 
 
 @cute.jit
-def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load1_x_empty, load1_x_full, s_load1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem):
+def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empty, load_1_x_full, s_load_1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem):
     """TMA producer: group 0 'producer' (24 registers)."""
     # aref-ir[producer#0] setmaxnreg dec 24
     cute.arch.setmaxregister_decrease(24)
@@ -65,8 +65,8 @@ def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load1_x_e
         tma_Q, 0, cute.make_layout(1), cute.group_modes(s_load_x_Q, 0, 2),
         cute.group_modes(cute.local_tile(tma_Q_gmem, (64, 64), (None, None, None)), 0, 2),
     )
-    load1_x_Q_tma, Q_tiles_1 = cpasync.tma_partition(
-        tma_Q, 0, cute.make_layout(1), cute.group_modes(s_load1_x_Q, 0, 2),
+    load_1_x_Q_tma, Q_tiles_1 = cpasync.tma_partition(
+        tma_Q, 0, cute.make_layout(1), cute.group_modes(s_load_1_x_Q, 0, 2),
         cute.group_modes(cute.local_tile(tma_Q_gmem, (64, 64), (None, None, None)), 0, 2),
     )
     kc_K_tma, K_tiles = cpasync.tma_partition(
@@ -88,13 +88,13 @@ def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load1_x_e
             cute.arch.mbarrier_arrive_and_expect_tx(load_x_full, 8192)
         # aref-ir[producer#11] tma_load %Q[%bh, %1, %2] -> %load.x.ring0[%4] bar %load.x.full[%4] item %3 tile=(64, 64)
         cute.copy(tma_Q, Q_tiles[None, 2 * pid_m + 0, 0, bh], load_x_Q_tma[None, 0], tma_bar_ptr=load_x_full)
-        # aref-ir[producer#14] mbarrier_wait %load1.x.empty[%4] parity %5
-        cute.arch.mbarrier_wait(load1_x_empty, 1)
-        # aref-ir[producer#15] mbarrier_arrive_expect_tx %load1.x.full[%4] tx=8192B
+        # aref-ir[producer#14] mbarrier_wait %load_1.x.empty[%4] parity %5
+        cute.arch.mbarrier_wait(load_1_x_empty, 1)
+        # aref-ir[producer#15] mbarrier_arrive_expect_tx %load_1.x.full[%4] tx=8192B
         with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(load1_x_full, 8192)
-        # aref-ir[producer#16] tma_load %Q[%bh, %7, %2] -> %load1.x.ring0[%4] bar %load1.x.full[%4] item %3 tile=(64, 64)
-        cute.copy(tma_Q, Q_tiles_1[None, 2 * pid_m + 1, 0, bh], load1_x_Q_tma[None, 0], tma_bar_ptr=load1_x_full)
+            cute.arch.mbarrier_arrive_and_expect_tx(load_1_x_full, 8192)
+        # aref-ir[producer#16] tma_load %Q[%bh, %7, %2] -> %load_1.x.ring0[%4] bar %load_1.x.full[%4] item %3 tile=(64, 64)
+        cute.copy(tma_Q, Q_tiles_1[None, 2 * pid_m + 1, 0, bh], load_1_x_Q_tma[None, 0], tma_bar_ptr=load_1_x_full)
         # ---- steady state: 2 iterations
         for j in cutlass.range(2, unroll=1):
             kc_slot = j % 2
@@ -116,7 +116,7 @@ def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load1_x_e
 
 
 @cute.jit
-def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_V, vc_empty, own_load_x_empty, s_O_consumer_layout, tma_store_O, tma_store_O_gmem, TURN: cutlass.Constexpr, NEXT_TURN: cutlass.Constexpr, GROUP_BARRIER: cutlass.Constexpr, TILE_OFFSET: cutlass.Constexpr, GROUP: cutlass.Constexpr):
+def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_V, vc_empty, load_x_empty, s_O_consumer_layout, tma_store_O, tma_store_O_gmem, TURN: cutlass.Constexpr, NEXT_TURN: cutlass.Constexpr, GROUP_BARRIER: cutlass.Constexpr, TILE_OFFSET: cutlass.Constexpr, GROUP: cutlass.Constexpr):
     """MMA consumer (wgmma, softmax, TMA-store epilogue): group 1 'consumer0' (240 registers), group 2 'consumer1' (240 registers).
 
     Per-group constants: TURN, NEXT_TURN, GROUP_BARRIER, TILE_OFFSET.
@@ -128,7 +128,7 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     block = cute.arch.block_idx()
     thr_mma0 = mma0.get_slice(group_tidx)
-    a_load_x_Q = mma0.make_fragment_A(thr_mma0.partition_A(own_load_x_Q))
+    a_load_x_Q = mma0.make_fragment_A(thr_mma0.partition_A(s_load))
     b_kc_K = mma0.make_fragment_B(thr_mma0.partition_B(s_kc_K))
     s = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float32)
     s_rc = aref.rows_view(s)
@@ -142,7 +142,7 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
     s_f16_as_a = aref.as_operand_a(s_f16)
     b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 2)))
     row_sum_1 = cute.make_rmem_tensor(2, cutlass.Float32)
-    staging = aref.recast_tile(own_load_x_Q, s_O_consumer_layout, cutlass.Float16)
+    staging = aref.recast_tile(s_load, s_O_consumer_layout, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
         tma_store_O, 0, cute.make_layout(1), cute.group_modes(staging, 0, 2),
         cute.group_modes(cute.local_tile(tma_store_O_gmem, (64, 64), (None, None, None)), 0, 2),
@@ -151,7 +151,7 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
     pid_m = block[0]
     bh = block[1]
     # aref-ir[consumer0#9 consumer1#9] mbarrier_wait %load.x.full[%14] parity %14
-    cute.arch.mbarrier_wait(own_load_x_full, 0)
+    cute.arch.mbarrier_wait(load, 0)
     if cutlass.const_expr(GROUP == 2):  # only consumer1
         # aref-ir[consumer1#15] named_barrier_arrive id=1 threads=256
         cute.arch.barrier_arrive(barrier_id=1, number_of_threads=256)
@@ -251,7 +251,7 @@ def consumer(own_load_x_full, kc_full, own_load_x_Q, mma0, s_kc_K, kc_empty, mma
     aref.arrive_once(vc_empty + 1, warp_in_group)
     # ---- after the loop
     # aref-ir[consumer0#99 consumer1#100] mbarrier_arrive %load.x.empty[%82] item %81
-    aref.arrive_once(own_load_x_empty, warp_in_group)
+    aref.arrive_once(load_x_empty, warp_in_group)
     # aref-ir[consumer0#110 consumer1#113] store %O[%bh.1, %87, %91] = %90 tile=(64, 64)
     for r in cutlass.range_constexpr(2):
         row_l_safe = aref.where(row_sum[r] == 0.0, 1.0, row_sum[r])
@@ -283,7 +283,7 @@ def attention_fwd_kernel(
     s_kc_K_layout: cute.ComposedLayout,
     s_vc_V_layout: cute.ComposedLayout,
     s_load_x_Q_layout: cute.ComposedLayout,
-    s_load1_x_Q_layout: cute.ComposedLayout,
+    s_load_1_x_Q_layout: cute.ComposedLayout,
     s_O_consumer0_layout: cute.ComposedLayout,
     s_O_consumer1_layout: cute.ComposedLayout,
 ):
@@ -295,12 +295,12 @@ def attention_fwd_kernel(
     vc_empty = storage.vc_empty.data_ptr()
     load_x_full = storage.load_x_full.data_ptr()
     load_x_empty = storage.load_x_empty.data_ptr()
-    load1_x_full = storage.load1_x_full.data_ptr()
-    load1_x_empty = storage.load1_x_empty.data_ptr()
+    load_1_x_full = storage.load_1_x_full.data_ptr()
+    load_1_x_empty = storage.load_1_x_empty.data_ptr()
     s_kc_K = storage.s_kc_K.get_tensor(s_kc_K_layout.outer, swizzle=s_kc_K_layout.inner)
     s_vc_V = storage.s_vc_V.get_tensor(s_vc_V_layout.outer, swizzle=s_vc_V_layout.inner)
     s_load_x_Q = storage.s_load_x_Q.get_tensor(s_load_x_Q_layout.outer, swizzle=s_load_x_Q_layout.inner)
-    s_load1_x_Q = storage.s_load1_x_Q.get_tensor(s_load1_x_Q_layout.outer, swizzle=s_load1_x_Q_layout.inner)
+    s_load_1_x_Q = storage.s_load_1_x_Q.get_tensor(s_load_1_x_Q_layout.outer, swizzle=s_load_1_x_Q_layout.inner)
     if cute.arch.warp_idx() == 0:
         cpasync.prefetch_descriptor(tma_Q)
         cpasync.prefetch_descriptor(tma_K)
@@ -310,16 +310,16 @@ def attention_fwd_kernel(
             aref.init_ring(kc_full, kc_empty, 2, 1, 2)  # kc
             aref.init_ring(vc_full, vc_empty, 2, 1, 2)  # vc
             aref.init_ring(load_x_full, load_x_empty, 1, 1, 1)  # load.x
-            aref.init_ring(load1_x_full, load1_x_empty, 1, 1, 1)  # load1.x
+            aref.init_ring(load_1_x_full, load_1_x_empty, 1, 1, 1)  # load_1.x
             cute.arch.mbarrier_init_fence()
     # every role must see initialised barriers before its first wait or arrive
     cute.arch.sync_threads()
     if warp_group == 0:  # producer
-        producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load1_x_empty, load1_x_full, s_load1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem)
+        producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empty, load_1_x_full, s_load_1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem)
     elif warp_group == 1:  # consumer0
         consumer(load_x_full, kc_full, s_load_x_Q, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_V, vc_empty, load_x_empty, s_O_consumer0_layout, tma_store_O, tma_store_O_gmem, TURN=1, NEXT_TURN=2, GROUP_BARRIER=3, TILE_OFFSET=0, GROUP=1)
     elif warp_group == 2:  # consumer1
-        consumer(load1_x_full, kc_full, s_load1_x_Q, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_V, vc_empty, load1_x_empty, s_O_consumer1_layout, tma_store_O, tma_store_O_gmem, TURN=2, NEXT_TURN=1, GROUP_BARRIER=4, TILE_OFFSET=1, GROUP=2)
+        consumer(load_1_x_full, kc_full, s_load_1_x_Q, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_V, vc_empty, load_1_x_empty, s_O_consumer1_layout, tma_store_O, tma_store_O_gmem, TURN=2, NEXT_TURN=1, GROUP_BARRIER=4, TILE_OFFSET=1, GROUP=2)
 
 
 @cute.jit
@@ -330,7 +330,7 @@ def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
     s_kc_K_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
     s_vc_V_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
     s_load_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
-    s_load1_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
+    s_load_1_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
     s_O_consumer0_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 64), 1), (None, None, 0))
     s_O_consumer1_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 64), 1), (None, None, 0))
     tma_Q, tma_Q_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), Q, cute.slice_(s_load_x_Q_layout, (None, None, 0)), (64, 64))
@@ -338,7 +338,7 @@ def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
     tma_V, tma_V_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), V, cute.slice_(s_vc_V_layout, (None, None, 0)), (128, 64))
     tma_store_O, tma_store_O_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), O, s_O_consumer0_layout, (64, 64))
     attention_fwd_kernel(
-        tma_Q, tma_Q_gmem, tma_K, tma_K_gmem, tma_V, tma_V_gmem, tma_store_O, tma_store_O_gmem, mma0, mma1, s_kc_K_layout, s_vc_V_layout, s_load_x_Q_layout, s_load1_x_Q_layout, s_O_consumer0_layout, s_O_consumer1_layout,
+        tma_Q, tma_Q_gmem, tma_K, tma_K_gmem, tma_V, tma_V_gmem, tma_store_O, tma_store_O_gmem, mma0, mma1, s_kc_K_layout, s_vc_V_layout, s_load_x_Q_layout, s_load_1_x_Q_layout, s_O_consumer0_layout, s_O_consumer1_layout,
     ).launch(
         grid=GRID,
         block=(THREADS, 1, 1),
