@@ -27,7 +27,7 @@ CASES = [
     ("fa-bwd-blackwell", "attention_bwd", "sm_100a", {"D": 128, "BM": 128}, {}, "64–269 s"),
     ("ablation: no sub-tiling", "attention_fwd", "sm_100a", {"D": 128, "BM": 128, "Sq": 512, "SUBTILE": 1}, {},
      None),
-    ("ablation: 3 groups", "attention_fwd", "sm_100a", {"D": 128, "BM": 256, "Sq": 512}, {"max_groups": 3}, None),
+    ("ablation: 2 groups", "attention_fwd", "sm_100a", {"D": 128, "BM": 256, "Sq": 512}, {"max_groups": 2}, None),
     ("ablation: no transfers", "attention_fwd", "sm_100a", {"D": 128, "BM": 256, "Sq": 512},
      {"allow_transfers": False}, None),
 ]
