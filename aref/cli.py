@@ -212,8 +212,37 @@ def cmd_demo(args, console: Console) -> int:
         console.print(f"  simulator: {out['interleavings']} interleavings, {out['deadlocks']} deadlocks, "
                       f"max |err| {out['max_abs_err']:.3g} -> " + ("[green]ok" if sim_report.ok else "[red]FAILED"))
         ok = ok and sim_report.ok
-    console.print("See the Barrier IR with: aref ir " + os.path.relpath(example.path) + " --stage barrier")
+    ok = _demo_solve_compile(console, example, kernel, inputs) and ok
+    console.print("Next: aref ir " + os.path.relpath(example.path) + " --stage barrier | aref solve … | "
+                  "aref compare … --gantt | aref compile … --emit cute")
     return 0 if ok else 1
+
+
+def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
+    """The optimal schedule, heuristic vs optimal in the timing model, and the generated kernel compiled."""
+    from aref.cli_solve import measure, solve_kernel
+    _, result = solve_kernel(kernel, "sm_90a", "interval", 60.0)
+    console.print(f"[bold]Optimal schedule[/bold] (aref solve): II = {result.ii} cycles, lower bound "
+                  f"{result.lower_bound}, {'proven optimal' if result.proven_optimal else result.status}, "
+                  f"{result.solve_seconds:.2f} s")
+    large = example.inputs("large")               # a steady state needs many iterations
+    big = example.kernel.specialize(**large)
+    for mode in ("heuristic", "optimal"):
+        entry, _, _ = measure(big, large, CompileOptions(partition=mode))
+        console.print(f"  {mode} partition in the timing model (size large): {entry['cycles_per_iter']:.0f} "
+                      f"cycles/iteration, "
+                      f"tensor core {entry['tc_utilization']:.0%} busy, {entry['warp_groups']} warp groups")
+    import tempfile
+    from aref.backend.cute import compile_barrier
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a"))
+    with tempfile.TemporaryDirectory() as out:
+        res = compile_barrier(ws, out_dir=out).to_json()
+    ins = res["instructions"]
+    console.print(f"[bold]CuTe DSL kernel[/bold] (aref compile): {res['arch']}, {res['registers']} registers, "
+                  f"{res['spill_bytes']} spill bytes, {ins.get('wgmma.mma_async', 0)} wgmma, "
+                  f"{ins.get('cp.async.bulk.tensor', 0)} TMA copies, {ins.get('mbarrier.try_wait.parity', 0)} "
+                  f"parity waits, compiled in {res['compile_seconds']:.1f} s without a GPU")
+    return res["spill_bytes"] == 0
 
 
 
