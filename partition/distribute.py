@@ -102,7 +102,6 @@ def distribute(kernel: Kernel, part: Partition, arch: str) -> WSKernel:
     crossings = _crossings(kernel, part, facts, needs, tma_puts, arch)
     channels = user + _compiler_channels(crossings, kernel)
     programs = [_build(kernel, part, facts, needs[g.id], g, crossings, channels) for g in part.groups]
-    programs = [p for p in programs if p is not None]
     return WSKernel(kernel.name, kernel.params, kernel.constexprs, kernel.grid, arch, "partitioned", programs,
                     channels, pingpong=part.pingpong, loc=kernel.loc)
 
@@ -161,7 +160,7 @@ def _demand(kernel: Kernel, part: Partition, facts: _Facts, g: int) -> set:
                 if other not in want:
                     stack.append(other)
         for v in op.operands:
-            if facts.owner(v) in (None, g) or facts.is_load(v) and part.assign.get(facts.prod[id(v)]) == g:
+            if facts.owner(v) in (None, g):       # values of other groups arrive through channels instead
                 need_value(v)
         if facts.op_region.get(op) == "loop":
             need_value(kernel.loop.iv)
