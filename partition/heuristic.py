@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value
-from partition.model import Partition, REPLICATED, check_partition, split_budget
+from partition.model import Partition, REPLICATED, UnionFind, check_partition, split_budget
 
 CONSUMER_MODES = ("auto", "plain", "cooperative", "pingpong")
 
@@ -57,18 +57,7 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
     (constants, views, channel gets) — those are shared, not a link between sub-tiles."""
     prod = producers_of(kernel)
     member = set(ops)
-    parent = {op: op for op in ops}
-
-    def find(x):
-        while parent[x] is not x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a, b):
-        ra, rb = find(a), find(b)
-        if ra is not rb:
-            parent[rb] = ra
+    sets = UnionFind(ops)
 
     # loop-carried values link the op that yields to the ops that read the carried value
     alias: dict[int, Value] = {}
@@ -92,10 +81,10 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
         for v in op.operands:
             src = source(v)
             if src is not None and src in member:
-                union(op, src)
+                sets.union(op, src)
     groups: dict[Op, list[Op]] = {}
     for op in ops:
-        groups.setdefault(find(op), []).append(op)
+        groups.setdefault(sets.find(op), []).append(op)
     return list(groups.values())
 
 

@@ -22,7 +22,7 @@ from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import Partition, REPLICATED, check_registers, split_budget
+from partition.model import Partition, REPLICATED, UnionFind, check_registers, split_budget
 
 CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -101,19 +101,13 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     acc_feeder = {prod[id(op.operands[2])] for op in body if op.kind is OpKind.MMA and len(op.operands) == 3
                   and prod.get(id(op.operands[2])) in body and prod[id(op.operands[2])].kind in CUDA_CORE}
     cuda = [op for op in body if op.kind in CUDA_CORE]
-    parent = {op: op for op in cuda}
-
-    def find(x):
-        while parent[x] is not x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    sets = UnionFind(cuda)
 
     for op in cuda:
         for v in op.operands:
             for src, d in sources(v):
-                if d == 0 and src in parent and (src in acc_feeder) == (op in acc_feeder):
-                    parent[find(op)] = find(src)
+                if d == 0 and src in sets and (src in acc_feeder) == (op in acc_feeder):
+                    sets.union(src, op)
 
     units = {"tc": 1, "tma": 1, "mufu": 1, "fma": 1}
     if m.tmem_columns:
@@ -137,7 +131,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
 
     clusters: dict[Op, list[Op]] = {}
     for op in cuda:
-        clusters.setdefault(find(op), []).append(op)
+        clusters.setdefault(sets.find(op), []).append(op)
     holds_mma_tile: set[Op] = set()
     if m.tmem_columns:
         # Blackwell: softmax reads S from tensor memory into registers (tcgen05.ld, one row per thread) and

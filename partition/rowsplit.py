@@ -16,6 +16,7 @@ from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop,
                      SliceAttrs, StoreAttrs, TileType, Value)
 from aref.typing_rules import slice_type
 from aref.verify import verify
+from partition.model import UnionFind
 
 ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
 # M rows each Hopper consumer warp group needs at least (one wgmma m64 slab).
@@ -28,23 +29,15 @@ class NotSplittable(ArefError):
 
 def _analyse(kernel: Kernel):
     """Union-find over values whose row-distribution must agree; returns (is_rd(value), M) or raises."""
-    parent: dict[int, int] = {}
+    sets = UnionFind()
+    find = sets.find
     vals: dict[int, Value] = {}
     seeds: set[int] = set()
     forbid: dict[int, Op] = {}
 
-    def find(x: int) -> int:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     def same(a: Value, b: Value) -> None:
         vals[id(a)], vals[id(b)] = a, b
-        ra, rb = find(id(a)), find(id(b))
-        if ra != rb:
-            parent[rb] = ra
+        sets.union(id(a), id(b))
 
     def never(v: Value, op: Op) -> None:
         if isinstance(v.type, TileType):
