@@ -14,7 +14,7 @@ import torch
 
 from aref.dtypes import to_torch
 from aref.errors import ChannelError
-from aref.ir import Kernel, Op, OpKind, TileType, Value
+from aref.ir import DType, Kernel, Op, OpKind, ScalarType, TileType, Value
 
 _UNARY = {
     "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sqrt": torch.sqrt,
@@ -64,7 +64,8 @@ def run_cta(kernel: Kernel, tensors: dict[str, torch.Tensor], cta: tuple[int, ..
 def _as_tensor(x) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.float() if x.dtype not in (torch.bool, torch.int32) else x
-    return torch.tensor(x, dtype=torch.float32 if isinstance(x, float) else torch.int32)
+    dtype = torch.bool if isinstance(x, bool) else torch.float32 if isinstance(x, float) else torch.int32
+    return torch.tensor(x, dtype=dtype)
 
 
 def _round(x: torch.Tensor, v: Value):
@@ -75,7 +76,11 @@ def _round(x: torch.Tensor, v: Value):
         if tuple(x.shape) != t.shape:
             x = x.expand(t.shape).clone()
         return x
-    return x.item() if isinstance(x, torch.Tensor) else x
+    if not isinstance(t, ScalarType):
+        return x
+    x = x.item() if isinstance(x, torch.Tensor) else x
+    # scalars hold Python numbers of their dtype (index math stays integral, predicates boolean)
+    return bool(x) if t.dtype is DType.bool_ else float(x) if t.dtype.is_float else int(x)
 
 
 def box(tensor_shape, coords, tile_shape):

@@ -12,7 +12,8 @@ import builtins
 from aref import typing_rules as rules
 from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import (ArangeAttrs, ArefType, CastAttrs, ChannelAttrs, ConstAttrs, DType, ExpandDimsAttrs,
-                     FnAttrs, FullAttrs, LoadAttrs, NoAttrs, OpKind, ProgramIdAttrs, ScalarType, StoreAttrs,
+                     FnAttrs, FullAttrs, LoadAttrs, NoAttrs, OpKind, ProgramIdAttrs, SCALAR_PREDICATES, ScalarType,
+                     StoreAttrs,
                      TileType, TransposeAttrs, Value, Space)
 from aref.trace import current, user_loc
 
@@ -40,9 +41,10 @@ class _Proxy:
 
     def __bool__(self):
         raise ArefSyntaxError(
-            "a traced value has no Python truth value: `if`, `and`, `or` and `not` on tiles or runtime "
-            "scalars are not supported", user_loc(),
-            hint="use `aref.where(cond, a, b)` to select per element; branch only on compile-time constants")
+            "a traced value has no Python truth value: `if`, `and`, `or`, `not` and Python's `min`/`max` on "
+            "tiles or runtime scalars are not supported", user_loc(),
+            hint="use `aref.where(cond, a, b)` to select, `aref.minimum`/`aref.maximum` for min/max; branch "
+                 "only on compile-time constants")
 
     def __iter__(self):
         raise ArefSyntaxError("a traced value cannot be iterated", user_loc())
@@ -68,6 +70,7 @@ class _Proxy:
     def __mod__(self, o): return _arith("mod", self, o)
     def __rmod__(self, o): return _arith("mod", o, self)
     def __neg__(self): return _unary("neg", self)
+    def __abs__(self): return _unary("abs", self)
     def __lt__(self, o): return _compare("lt", self, o)
     def __le__(self, o): return _compare("le", self, o)
     def __gt__(self, o): return _compare("gt", self, o)
@@ -239,16 +242,10 @@ def _arith(fn: str, a, b):
     if isinstance(b, Scalar) and _is_number(a) and (fn, a) in (("add", 0), ("mul", 1)):
         return b
     va, vb = _as_values([a, b], loc)
-    if isinstance(va.type, ScalarType) and isinstance(vb.type, ScalarType) and not va.type.dtype.is_float \
-            and not vb.type.dtype.is_float:
+    if _int_scalars(va, vb):
         if fn == "div":
             raise ArefTypeError("`/` on integer scalars", loc, hint="use `//` for integer division")
-        tracer = current()
-        key = (id(tracer.block), fn, id(va), id(vb))   # scalar index math repeats a lot: share it
-        if key not in tracer.consts:
-            tracer.consts[key] = _emit1(OpKind.SCALAR_BINARY, [va, vb], ScalarType(DType.int32), FnAttrs(fn),
-                                        loc).value
-        return Scalar(tracer.consts[key])
+        return _scalar_op(SCALAR_FN_OF[fn], va, vb, loc)
     if fn in ("floordiv", "mod"):
         raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc)
     dtype = rules.binary_dtype(va.type, vb.type, loc)
@@ -258,10 +255,32 @@ def _arith(fn: str, a, b):
     return _emit1(OpKind.BINARY, [va, vb], t, FnAttrs(fn), loc)
 
 
+def _int_scalars(*vs: Value) -> bool:
+    return all(isinstance(v.type, ScalarType) and not v.type.dtype.is_float for v in vs)
+
+
+# integer scalar math (program ids, the loop index) is index arithmetic: one SCALAR_BINARY op per
+# function, named as in the IR (`aref.maximum` of two scalars is the scalar `max`)
+SCALAR_FN_OF = {"add": "add", "sub": "sub", "mul": "mul", "floordiv": "floordiv", "mod": "mod",
+                "maximum": "max", "minimum": "min", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+                "eq": "eq", "ne": "ne"}
+
+
+def _scalar_op(fn: str, va: Value, vb: Value, loc) -> Scalar:
+    tracer = current()
+    key = (id(tracer.block), fn, id(va), id(vb))   # scalar index math repeats a lot: share it
+    if key not in tracer.consts:
+        dtype = DType.bool_ if fn in SCALAR_PREDICATES else DType.int32
+        tracer.consts[key] = _emit1(OpKind.SCALAR_BINARY, [va, vb], ScalarType(dtype), FnAttrs(fn), loc).value
+    return Scalar(tracer.consts[key])
+
+
 def _compare(fn: str, a, b):
     loc = user_loc()
     a, b = _check_operand(a, fn, loc), _check_operand(b, fn, loc)
     va, vb = _as_values([a, b], loc)
+    if _int_scalars(va, vb) and DType.bool_ not in (va.type.dtype, vb.type.dtype):
+        return _scalar_op(SCALAR_FN_OF[fn], va, vb, loc)
     rules.binary_dtype(va.type, vb.type, loc)
     t = rules.elementwise([va.type, vb.type], DType.bool_, loc)
     return _emit1(OpKind.COMPARE, [va, vb], t, FnAttrs(fn), loc)
@@ -275,6 +294,9 @@ def _unary(fn: str, x, loc=None):
     if fn not in ("neg", "abs") and not x.dtype.is_float:
         raise ArefTypeError(f"aref.{fn} needs a float tile, got {x.dtype.name}", loc,
                             hint="cast with `.to(aref.float32)`")
+    if _int_scalars(x.value) and x.dtype is DType.int32:     # -x = 0 - x; |x| = max(x, 0 - x)
+        neg = _scalar_op("sub", _const(0, DType.int32, loc), x.value, loc)
+        return neg if fn == "neg" else _scalar_op("max", x.value, neg.value, loc)
     t = rules.elementwise([x.value.type], x.dtype, loc)
     return _emit1(OpKind.UNARY, [x.value], t, FnAttrs(fn), loc)
 
@@ -437,6 +459,8 @@ def where(cond, a, b):
         raise ArefTypeError("aref.where needs a boolean condition tile (from a comparison)", loc)
     va, vb = _as_values([a, b], loc)
     dtype = rules.binary_dtype(va.type, vb.type, loc)
+    if isinstance(cond, Scalar) and _int_scalars(va, vb) and va.type == vb.type:
+        return _emit1(OpKind.SELECT, [cond.value, va, vb], va.type, NoAttrs(), loc)   # index math
     t = rules.elementwise([cond.value.type, va.type, vb.type], dtype, loc)
     return _emit1(OpKind.WHERE, [cond.value, va, vb], t, NoAttrs(), loc)
 

@@ -367,7 +367,13 @@ class _Builder:
         return item
 
     def users_in(self, cr: _Crossing, region: str) -> list[Op]:
+        """The group's ops in `region` that read the crossing's tiles, directly or through views of them
+        (a slice or transpose borrows the slot's buffer: its readers must run before the release too)."""
         ids = {id(v) for v in cr.values}
+        for reg in ("pre", "loop", "post"):            # views may be taken in one region and read in a later one
+            for op in self.region_ops(reg):
+                if op.kind in VIEWS and id(op.operands[0]) in ids:
+                    ids.add(id(op.result))
         return [op for op in self.region_ops(region) if any(id(v) in ids for v in op.operands)]
 
     def region_ops(self, region: str) -> list[Op]:

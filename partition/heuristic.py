@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value
-from partition.model import Partition, REPLICATED, UnionFind, check_partition, split_budget
+from partition.model import Partition, replicated, UnionFind, check_partition, split_budget
 
 CONSUMER_MODES = ("auto", "plain", "cooperative", "pingpong")
 
@@ -70,8 +70,8 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
         if id(v) in alias and seen < 8:
             return source(alias[id(v)], seen + 1)
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.GET, OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY,
-                                     OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL):
+        if op is None or op.kind in (OpKind.GET, OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL) or (
+                replicated(op) and op.kind not in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)):
             return None
         if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
             return source(op.operands[0], seen)
@@ -102,7 +102,7 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
 
 
 def _assignable(kernel: Kernel) -> list[Op]:
-    return [op for op in kernel.all_ops() if op.kind not in REPLICATED]
+    return [op for op in kernel.all_ops() if not replicated(op)]
 
 
 def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partition]:

@@ -1,7 +1,7 @@
 """What a partition is: warp groups (roles) and the group of every op of a Tile IR kernel.
 
 Some ops belong to no group because every group that needs them recomputes them: constants, program ids,
-scalar index math and views (`REPLICATED`). A user channel's `get`/`consumed` are replicated into every
+scalar index math and views (`replicated`). A user channel's `get`/`consumed` are replicated into every
 group that uses the tiles it hands out (each consumer group takes every item). Every other op has exactly
 one group; a value produced in one group and used in another crosses through an aref (see
 `partition.distribute`).
@@ -11,12 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.errors import ArefError
-from aref.ir import Kernel, Op, OpKind
+from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType
 from aref.ws import WarpGroup
 
 REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE,
                         OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CHANNEL, OpKind.GET,
                         OpKind.CONSUMED})
+
+
+def replicated(op: Op) -> bool:
+    """Does every group that needs `op` compute it itself? The kinds above, and any op on scalars alone
+    (index math of any spelling: a scalar select, compare or cast): arefs carry tiles, never scalars."""
+    if op.kind in REPLICATED:
+        return True
+    return bool(op.results) and op.kind not in SIDE_EFFECTS and all(
+        isinstance(v.type, ScalarType) for v in op.operands + op.results)
 
 # Register file per SM and the setmaxnreg range (PTX ISA, setmaxnreg: 24..256 in multiples of 8).
 REGISTERS_PER_SM = 65536
@@ -48,7 +57,7 @@ class UnionFind:
 
 @dataclass
 class Partition:
-    """Groups and the op → group assignment (ops in `REPLICATED` are absent)."""
+    """Groups and the op → group assignment (`replicated` ops are absent)."""
 
     groups: list[WarpGroup]
     assign: dict[Op, int]
@@ -61,7 +70,7 @@ class Partition:
 
 
 def needs_group(op: Op) -> bool:
-    return op.kind not in REPLICATED
+    return not replicated(op)
 
 
 def check_partition(kernel: Kernel, part: Partition) -> None:

@@ -22,7 +22,7 @@ from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import Partition, REPLICATED, UnionFind, check_registers, split_budget
+from partition.model import Partition, replicated, UnionFind, check_registers, split_budget
 
 CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -84,8 +84,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if id(v) in yield_of:
             return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL,
-                                     OpKind.ARANGE):
+        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (replicated(op) and op.kind not in VIEWS
+                                                                      and op.kind is not OpKind.GET):
             return []
         if op.kind in VIEWS:
             return sources(op.operands[0], seen + 1)
@@ -100,7 +100,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # ---- CUDA-core clusters: fuse connected work, keeping accumulator rescales apart
     acc_feeder = {prod[id(op.operands[2])] for op in body if op.kind is OpKind.MMA and len(op.operands) == 3
                   and prod.get(id(op.operands[2])) in body and prod[id(op.operands[2])].kind in CUDA_CORE}
-    cuda = [op for op in body if op.kind in CUDA_CORE]
+    cuda = [op for op in body if op.kind in CUDA_CORE and not replicated(op)]
     sets = UnionFind(cuda)
 
     for op in cuda:
@@ -418,7 +418,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
     for op in kernel.all_ops():
-        if op.kind in REPLICATED or op in assign:
+        if replicated(op) or op in assign:
             continue
         if op.kind is OpKind.LOAD:
             assign[op] = tma if tma is not None else fallback

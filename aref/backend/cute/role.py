@@ -26,7 +26,7 @@ from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
 from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren,
                                       scalar_binary, strip_parens)
-from aref.ir import DType, Op, OpKind, TileType, Value
+from aref.ir import DType, Op, OpKind, ScalarType, TileType, Value
 from aref.printer import format_op
 
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
@@ -189,6 +189,11 @@ class RoleEmitter(MathEmitter):
 
     def op_select(self, op: Op) -> None:
         p = self.scalar(op.operands[0])
+        if not p.static and isinstance(op.result.type, ScalarType):     # index math: `where` on scalars
+            a, b = (self.scalar(v) for v in op.operands[1:])
+            self.env[id(op.result)] = Scalar(f"cutlass.select_({strip_parens(p.expr)}, {strip_parens(a.expr)}, "
+                                             f"{strip_parens(b.expr)})")
+            return
         if not p.static:
             raise BackendError("a run-time select between pipeline states", op.loc)
         self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
