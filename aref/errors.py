@@ -6,6 +6,7 @@ renders the source excerpt with a caret (as rustc and Triton do), so a user neve
 from __future__ import annotations
 
 import linecache
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -92,3 +93,48 @@ class VerifyError(ArefError):
     """An IR invariant that a compiler pass broke (or that hand-made IR violates)."""
 
     kind = "verifier"
+
+
+REPORT_HINT = ("this is a bug in aref, not in your program: please report it with the kernel source and the "
+               "command that failed (`aref ir FILE --stage tile` shows the Tile IR the compiler started from)")
+
+
+class InternalError(ArefError):
+    """A compiler pass broke an IR invariant or failed unexpectedly: aref's bug, never the user's.
+
+    It names the pass; `loc` is the user's line the pass was working on, shown as context only."""
+
+    kind = "internal compiler error"
+
+    def __init__(self, pass_name: str, detail: str, loc: SrcInfo | None = None):
+        self.pass_name = pass_name
+        super().__init__(f"the {pass_name} pass {detail}", loc, hint=REPORT_HINT)
+
+    def render(self) -> str:
+        parts = [f"{self.kind}: {self.message}"]
+        if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
+            parts.append(f"  --> {self.loc} (the line being compiled, for context: it is not known to be wrong)")
+            excerpt = render_excerpt(self.loc)
+            if excerpt:
+                parts.append(excerpt)
+        parts.append(f"  = help: {self.hint}")
+        return "\n".join(parts)
+
+
+@contextmanager
+def compiler_pass(name: str, loc: SrcInfo | None = None, verifying: bool = False):
+    """Run a compiler pass (or the verifier after one): a failure that is not a refusal of the user's program
+    becomes an `InternalError` naming the pass. With `verifying`, every `ArefError` is one (the verifier
+    rejecting a pass's output is the pass's bug); otherwise `VerifyError`s and non-aref exceptions are, and
+    other `ArefError`s (a channel too shallow for the schedule, a partition mode that does not apply) pass
+    through as the user's to act on."""
+    try:
+        yield
+    except InternalError:
+        raise
+    except ArefError as err:
+        if not (verifying or isinstance(err, VerifyError)):
+            raise
+        raise InternalError(name, f"produced IR that the verifier rejects: {err.message}", err.loc) from err
+    except Exception as err:  # noqa: BLE001 - any crash inside a pass is the compiler's
+        raise InternalError(name, f"failed unexpectedly ({type(err).__name__}: {err})", loc) from err

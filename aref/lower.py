@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from aref.errors import ArefError, UNKNOWN_LOC
+from aref.errors import InternalError, UNKNOWN_LOC
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)
@@ -183,7 +183,8 @@ class _Lowering:
             for j, t in enumerate(tiles):
                 load = self.loads.get(id(t))
                 if load is None:
-                    raise ArefError(f"internal: TMA channel '{ch.name}' publishes a tile that is not a load", op.loc)
+                    raise InternalError("aref lowering", f"found TMA channel '{ch.name}' publishing a tile that is "
+                                                         f"not a load", op.loc)
                 self.emit(out, load, OpKind.TMA_LOAD, (*load.operands, ch.rings[j], slot, ch.full, item), (),
                           SlotAttrs(ch.name, j, load.attrs.tile_shape)).pred = op.pred
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from aref.errors import ArefError, ChannelError
+from aref.errors import ArefError, ChannelError, InternalError
 from aref.ir import Op, OpKind
 from aref.ws import GroupProgram, WSKernel
 
@@ -130,7 +130,8 @@ def step_order(ops: list[Op], stage: dict[Op, int], edges, priority=None) -> lis
             if indeg[v] == 0:
                 heapq.heappush(heap, (key(v), index[v]))
     if len(out) != len(ops):
-        raise ArefError("internal: the schedule's same-step dependences form a cycle")
+        raise InternalError("pipeline scheduling", "ordered a step whose same-step dependences form a cycle",
+                            ops[0].loc if ops else None)
     return out
 
 
