@@ -20,7 +20,7 @@ def mlp(X, W1, W2, Y, *, BM: int = 128, BN: int = 128, BH: int = 64):
     D = X.shape[1]
     x = aref.load(X, (pid_m, 0), (BM, D))                    # resident for the whole hidden loop
     y = aref.zeros((BM, BN), aref.float32)
-    w = aref.channel(depth=2)
+    w = aref.channel(depth=3)
     for j in aref.range(-(-W1.shape[0] // BH)):
         w.put(aref.load(W1, (j, 0), (BH, D)), aref.load(W2, (j, pid_n), (BH, BN)))
         w1, w2 = w.get()

@@ -99,8 +99,13 @@ def check_registers(groups: list[WarpGroup]) -> None:
                         hint="use fewer or smaller warp groups, or lower a group's budget")
 
 
+# The largest budget `split_budget` gives a group (setmaxnreg's 256 less headroom, as FA3's 240): the
+# solver's per-thread register limit, so a schedule it finds is one the budgets can hold.
+MAX_GROUP_REGS = 240
+
+
 def split_budget(fixed: list[tuple[str, str, int, int]], flexible: list[tuple[str, str, int]],
-                 cap: int = 240) -> list[WarpGroup]:
+                 cap: int = MAX_GROUP_REGS) -> list[WarpGroup]:
     """Make groups: `fixed` (name, role, warps, regs) keep their budget; `flexible` (name, role, warps) share
     the rest of the register file evenly, rounded down to a multiple of 8 and capped at `cap`."""
     used = sum(w * 32 * r for _, _, w, r in fixed)

@@ -22,7 +22,8 @@ from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import Partition, replicated, UnionFind, check_registers, split_budget
+from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, replicated,
+                             split_budget)
 
 CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -116,7 +117,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     if m.tmem_columns:
         memory["tmem"] = m.tmem_columns
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
-                        registers_per_thread=m.max_regs_per_thread, registers_per_sm=m.registers,
+                        registers_per_thread=min(m.max_regs_per_thread, MAX_GROUP_REGS),
+                        registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
                         base_registers=m.setmaxnreg_min, memory=memory, allow_transfers=allow_transfers)
     g = S.Graph(units, machine, name=kernel.name)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from aref.errors import ArefError
+from aref.errors import ArefError, ChannelError
 from aref.ws import WSKernel
 from pipeline.expand import expand
-from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths,
+from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths, delay_puts,
                                global_conflict, heuristic_schedule)
 
 __all__ = ["pipeline_kernel", "PipelineOptions", "GroupSchedule"]
@@ -24,7 +24,7 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
     options = options or PipelineOptions()
     out = copy.deepcopy(kernel)
     anchored = out.anchors is not None
-    scheds = _schedules(out, options)
+    scheds, short = _schedules(out, options)
     problem = global_conflict(out, scheds)
     # Groups that feed each other within an iteration can wait on each other in a cycle when one of them
     # reorders its channel ops or runs ahead a stage: retreat to program order, then to the MMA issue depth
@@ -33,8 +33,14 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
                                                                         coarse=False)):
         if problem is None or anchored:
             break
-        scheds = _schedules(out, fallback)
+        scheds, short = _schedules(out, fallback)
         problem = global_conflict(out, scheds)
+    if problem is not None and short:
+        ch, need = max(short, key=lambda x: x[1] - x[0].depth)
+        raise ChannelError(f"channel '{ch.name}' (depth {ch.depth}) is too shallow for this schedule: a slot stays "
+                           f"busy from its put to its last release across {need - 1} pipeline step(s), and the "
+                           f"groups would wait on each other ({problem})", ch.loc,
+                           hint=f"use aref.channel(depth={need})")
     if problem is not None:
         raise ArefError(f"the warp groups' schedules do not fit together: {problem}", kernel.loc,
                         hint="this is a deadlock the pipeline would have; change the partition or the schedule")
@@ -45,7 +51,7 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
     return out
 
 
-def _schedules(out: WSKernel, options: PipelineOptions) -> dict[int, GroupSchedule]:
+def _schedules(out: WSKernel, options: PipelineOptions) -> tuple[dict[int, GroupSchedule], list]:
     scheds: dict[int, GroupSchedule] = {}
     for gp in out.groups:
         if gp.loop is None:
@@ -54,5 +60,6 @@ def _schedules(out: WSKernel, options: PipelineOptions) -> dict[int, GroupSchedu
             scheds[gp.group.id] = anchored_schedule(gp, out, out.anchors, options)
         else:
             scheds[gp.group.id] = heuristic_schedule(gp, out, options)
+    short = delay_puts(out, scheds)
     choose_depths(out, scheds)
-    return scheds
+    return scheds, short

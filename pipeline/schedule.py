@@ -384,6 +384,47 @@ def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> di
     return need
 
 
+def delay_puts(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> list[tuple]:
+    """Fit a user channel's fixed depth by prefetching less: a slot is busy from the step that puts an item
+    to the step of its last release, so when a consumer releases more than `depth − 1` steps after the put
+    (a solver's schedule may stage a consumer late), the put — and what feeds it in its group — moves to a
+    later stage, no later than the earliest get of the item. Without this the producer would wait for a slot
+    that a consumer frees only after waiting on the producer (see `global_conflict`). Returns (channel,
+    depth it needs) for the user channels still too shallow."""
+    short = []
+    for ch in kernel.channels:
+        if not ch.user or ch.region != "loop" or ch.producer not in schedules:
+            continue
+        prod = next(gp for gp in kernel.groups if gp.group.id == ch.producer)
+        sched = schedules[ch.producer]
+        puts = [op for op in prod.loop.body.ops if op.kind is OpKind.PUT and op.operands[0] is ch.value]
+        gets, releases = [], []
+        for gp in kernel.groups:
+            if gp.group.id not in ch.consumers or gp.group.id not in schedules:
+                continue
+            for op in gp.loop.body.ops:
+                if op.kind in (OpKind.GET, OpKind.CONSUMED) and op.operands[0] is ch.value:
+                    (gets if op.kind is OpKind.GET else releases).append(schedules[gp.group.id].stage[op])
+        if not puts or not releases:
+            continue
+        late = max(releases) - (ch.depth - 1) - min(sched.stage[p] for p in puts)
+        room = min(gets, default=0) - max(sched.stage[p] for p in puts)
+        if late > 0 and room > 0:
+            edges = body_edges(prod)
+            made = {id(r): op for op in prod.loop.body.ops for r in op.results}
+            for p in puts:
+                at = sched.stage[p] + min(late, room)
+                # the put and the loads it publishes move together (a TMA put issues their copies)
+                for op in [p] + [made[id(v)] for v in p.operands[1:] if id(v) in made
+                                 and made[id(v)].kind is OpKind.LOAD]:
+                    sched.stage[op] = max(sched.stage[op], at)
+            _propagate(edges, sched.stage)
+            sched.order = step_order(list(prod.loop.body.ops), sched.stage, edges)
+        if late > room:
+            short.append((ch, ch.depth + late - max(room, 0)))
+    return short
+
+
 def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_depth: int = 2) -> None:
     """Set every channel's depth: user channels keep theirs (an error if too small), compiler channels get
     what the schedule needs (TMA rings at least `tma_depth`, to hide load latency)."""
