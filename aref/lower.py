@@ -347,13 +347,28 @@ def _steady_waits(gp: GroupProgram, slot_readers) -> list[Op]:
 
 
 # ------------------------------------------------------------------------------ ping-pong, registers
+def _turns(gp: GroupProgram) -> tuple:
+    """What decides how many tensor-core turns a group takes at trip count N: one per region holding MMAs
+    (per iteration in the loop, whose steady state runs N − stages times)."""
+    return gp.stages, tuple(region for region, block in gp.regions()
+                            if any(op.kind is OpKind.MMA_ASYNC for op in block.ops))
+
+
 def _pingpong(kernel: WSKernel) -> None:
     """Ping-pong consumers take turns on the tensor core: each waits for its turn (named barrier) before
-    its first MMA of a section and passes the turn on after its last MMA issue."""
+    its first MMA of a section and passes the turn on after its last MMA issue.
+
+    Turns pass round-robin, so every group must take as many turns as the others at every trip count: the
+    groups need the same pipeline depth and MMAs in the same regions. When they differ (sub-tiles with
+    different work), the ordering — a performance hint, not needed for correctness — is left out rather
+    than emitted unbalanced (which deadlocks)."""
     order = list(kernel.pingpong)
     if len(order) < 2:
         return
     groups = {gp.group.id: gp for gp in kernel.groups}
+    if len({_turns(groups[g]) for g in order}) > 1:
+        kernel.pingpong = ()
+        return
     threads = 2 * groups[order[0]].group.threads
     ids = {g: i + 1 for i, g in enumerate(order)}
     kernel.named_barriers = [NamedBarrier(ids[g], threads, f"tensor-core turn of {groups[g].group.name}")
