@@ -85,6 +85,9 @@ class _Lowering:
         self.loads: dict[int, Op] = {}
         self.cache: dict[tuple, Value] = {}
         self.consts: dict[int, int] = {}          # value id -> integer, for constant items
+        # value id -> the predicate its op runs under: slot and phase math on an item that a pipeline step
+        # computes only when its stage runs inherits that predicate (else it would read an undefined value)
+        self.pred_of: dict[int, Value | None] = {}
 
     def run(self) -> None:
         gp = self.gp
@@ -95,6 +98,8 @@ class _Lowering:
                         self.loads[id(r)] = op
                 if op.kind is OpKind.CONST and op.results[0].type == I32:
                     self.consts[id(op.result)] = int(op.attrs.value)
+                for r in op.results:
+                    self.pred_of[id(r)] = op.pred
         for _, block in gp.regions():
             block.ops = self.block(block.ops)
 
@@ -116,7 +121,9 @@ class _Lowering:
         key = (id(out), fn, id(a), b, name)
         if key not in self.cache:
             v = Value(I32, name)
-            out.append(Op(OpKind.SCALAR_BINARY, (a, self.const(b, out, loc)), (v,), FnAttrs(fn), loc))
+            pred = self.pred_of.get(id(a))
+            out.append(Op(OpKind.SCALAR_BINARY, (a, self.const(b, out, loc)), (v,), FnAttrs(fn), loc, pred=pred))
+            self.pred_of[id(v)] = pred
             self.cache[key] = v
         return self.cache[key]
 
@@ -138,7 +145,10 @@ class _Lowering:
         key = (id(out), "flip", id(phase))
         if key not in self.cache:
             flip = Value(I32, (phase.name or "phase") + "^1")
-            out.append(Op(OpKind.SCALAR_BINARY, (self.const(1, out, loc), phase), (flip,), FnAttrs("sub"), loc))
+            pred = self.pred_of.get(id(phase))
+            out.append(Op(OpKind.SCALAR_BINARY, (self.const(1, out, loc), phase), (flip,), FnAttrs("sub"), loc,
+                          pred=pred))
+            self.pred_of[id(flip)] = pred
             self.cache[key] = flip
         return self.cache[key]
 

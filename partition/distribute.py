@@ -97,6 +97,7 @@ def distribute(kernel: Kernel, part: Partition, arch: str) -> WSKernel:
     """The partitioned level: one program per group, every crossing through an aref."""
     facts = _Facts(kernel, part)
     needs = {g.id: _demand(kernel, part, facts, g.id) for g in part.groups}
+    _release_unread_items(kernel, part, needs)
     user = _user_channels(kernel, part, facts, needs)
     tma_puts = {id(c.value) for c in user if c.kind == "tma"}
     crossings = _crossings(kernel, part, facts, needs, tma_puts, arch)
@@ -166,6 +167,20 @@ def _demand(kernel: Kernel, part: Partition, facts: _Facts, g: int) -> set:
             need_value(kernel.loop.iv)
     want |= {("carry", i) for i in carried}
     return want
+
+
+def _release_unread_items(kernel: Kernel, part: Partition, needs: dict[int, set]) -> None:
+    """A user channel whose tiles no group reads is still a FIFO its producer fills: someone must take and
+    release every item, or the producer waits forever for a free slot. Its producer does."""
+    if kernel.loop is None:
+        return
+    for ch_op in kernel.channels():
+        ops = [op for op in kernel.loop.body.ops if op.kind in (OpKind.PUT, OpKind.GET, OpKind.CONSUMED)
+               and op.operands[0] is ch_op.result]
+        taken = [op for op in ops if op.kind is not OpKind.PUT]
+        puts = [op for op in ops if op.kind is OpKind.PUT]
+        if puts and taken and not any(op in want for want in needs.values() for op in taken):
+            needs[part.assign[puts[0]]].update(taken)
 
 
 # --------------------------------------------------------------------------------------- crossings

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value
-from partition.model import Partition, replicated, UnionFind, check_partition, split_budget
+from partition.model import (Partition, UnionFind, check_partition, one_producer_per_channel, replicated,
+                             split_budget)
 
 CONSUMER_MODES = ("auto", "plain", "cooperative", "pingpong")
 
@@ -97,6 +98,7 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
         part = _blackwell(kernel)
     else:
         kernel, part = _hopper(kernel, options)
+    one_producer_per_channel(kernel, part.assign)
     check_partition(kernel, part)
     return kernel, part
 

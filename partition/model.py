@@ -73,8 +73,27 @@ def needs_group(op: Op) -> bool:
     return not replicated(op)
 
 
+def channel_puts(kernel: Kernel) -> list[list[Op]]:
+    """The puts of each user channel, in program order."""
+    if kernel.loop is None:
+        return []
+    return [[op for op in kernel.loop.body.ops if op.kind is OpKind.PUT and op.operands[0] is ch.result]
+            for ch in kernel.channels()]
+
+
+def one_producer_per_channel(kernel: Kernel, assign: dict[Op, int]) -> None:
+    """A channel is one FIFO filled by one group: every put of a user channel joins its first put's group
+    (the item a put fills is its place in the iteration's sequence of puts, which only one group can count).
+    Values a moved put publishes then reach it through compiler channels."""
+    for puts in channel_puts(kernel):
+        for p in puts[1:]:
+            if puts[0] in assign:
+                assign[p] = assign[puts[0]]
+
+
 def check_partition(kernel: Kernel, part: Partition) -> None:
-    """Every op that needs a group has exactly one valid group; budgets fit the register file."""
+    """Every op that needs a group has exactly one valid group, a channel's puts share one, and budgets fit
+    the register file."""
     ids = {g.id for g in part.groups}
     if [g.id for g in part.groups] != list(range(len(part.groups))):
         raise ArefError("warp group ids must be 0..n-1 in order")
@@ -83,6 +102,11 @@ def check_partition(kernel: Kernel, part: Partition) -> None:
             g = part.assign.get(op)
             if g not in ids:
                 raise ArefError(f"{op.kind.value} has no warp group", op.loc)
+    for puts in channel_puts(kernel):
+        if len({part.assign[p] for p in puts}) > 1:
+            raise ArefError(f"the puts of one channel are placed in groups {sorted({part.assign[p] for p in puts})}; "
+                            f"a channel has one producer group", puts[-1].loc,
+                            hint="place every put of a channel in one group")
     check_registers(part.groups)
 
 

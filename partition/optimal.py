@@ -22,8 +22,8 @@ from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, replicated,
-                             split_budget)
+from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, one_producer_per_channel,
+                             replicated, split_budget)
 
 CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -366,6 +366,7 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
         for o in ops:
             assign[o] = remap[result.assignment[n]]
     _place_rest(kernel, assign, groups)
+    one_producer_per_channel(kernel, assign)
     return Partition(groups, assign, "optimal")
 
 

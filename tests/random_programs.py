@@ -87,6 +87,8 @@ class Spec:
     trips: int                # K // BK
     trip_kind: str            # "static" | "shrink" (max(NK − pid_m, 0)) | "causal" (min(NK, (pid_m+1)·CT))
     depth: int                # user channel depth; 0: tiles loaded directly in the loop
+    split_puts: bool          # (two sub-tiles, depth ≥ 2) one put per A sub-tile: two items per iteration
+    reg_depth: int            # a second user channel carrying computed f16 tiles (0: none)
     out_f16: bool
     pre_bias: str             # "" | "smem" | "rmem"
     pre_rowvec: bool
@@ -115,19 +117,22 @@ class Spec:
 def draw_spec(d, size: str = "wgmma") -> Spec:
     sizes = SIZES[size]
     S = d.integer(1, 2)
-    SUB = d.choice(sizes["SUB"])
+    SUB = d.choice(sizes["SUB"] + sizes["SUB"][-1:])     # the larger size twice as often: cooperative splits
     if size == "wgmma" and S == 2:
         SUB = 64                                         # keep BM ≤ 128 rows of registers per consumer
     flags = dict(pre_bias=d.choice(["", "smem", "rmem"]), pre_rowvec=d.flag(), pre_colvec=d.flag(),
                  post_bias=d.flag(), post_colvec=d.flag(), chain=d.flag(0.35), masks=d.flag(),
                  carry_col=d.flag(0.4), inloop_store=d.flag(0.35), inloop_reduce=d.flag(0.35))
+    depth = d.choice([0, 1, 2, 3])
+    flags["split_puts"] = S == 2 and depth >= 2 and d.flag()
+    flags["reg_depth"] = d.choice([0, 0, 1, 2])
     ctx = _Leaves(**{k: flags[k] for k in ("pre_bias", "pre_rowvec", "pre_colvec", "chain", "masks",
-                                           "carry_col", "post_bias", "post_colvec")})
+                                           "carry_col", "post_bias", "post_colvec", "reg_depth")})
     loop, post = ctx.loop(), ctx.post()
     return Spec(
         size=size, SUB=SUB, S=S, BN=d.choice(sizes["BN"]), BK=d.choice(sizes["BK"]),
         GM=d.integer(1, 2), GN=d.integer(1, 2), trips=d.integer(0, 4),
-        trip_kind=d.choice(["static", "static", "shrink", "causal"]), depth=d.choice([0, 1, 2, 3]),
+        trip_kind=d.choice(["static", "static", "shrink", "causal"]), depth=depth,
         out_f16=d.flag(), **flags,
         e_acc=_expr(d, "MN", 3, loop), e_r=_expr(d, "M", 3, loop),
         e_c=_expr(d, "N", 2, loop) if flags["carry_col"] else None,
@@ -149,6 +154,7 @@ class _Leaves:
     carry_col: bool
     post_bias: bool
     post_colvec: bool
+    reg_depth: int
     where: str = "loop"
     table: dict = field(default_factory=dict)
 
@@ -161,7 +167,7 @@ class _Leaves:
 
     def loop(self) -> "_Leaves":
         t = self._common()
-        t["MN"] = ["s", "s"] + t["MN"] + (["t"] if self.chain else [])
+        t["MN"] = ["s", "s"] + t["MN"] + (["t"] if self.chain else []) + (["u"] if self.reg_depth else [])
         t["MK"] = ["xa"]
         return replace(self, where="loop", table=t)
 
@@ -220,7 +226,7 @@ def _expr(d, cls: str, depth: int, ctx: _Leaves) -> tuple:
 
 
 # ------------------------------------------------------------------------------------------- rendering
-_PER_SUBTILE = {"s", "acc", "xa", "r", "rv", "bias", "pb", "t", "rowsf"}
+_PER_SUBTILE = {"s", "acc", "xa", "r", "rv", "bias", "pb", "t", "rowsf", "u"}
 
 
 class _Render:
@@ -232,6 +238,8 @@ class _Render:
     def leaf(self, name: str) -> str:
         if name == "bias" and self.spec.pre_bias == "smem":
             return f"bias[i].to({self.ns}.float32)"
+        if name == "u":
+            return f"u[i].to({self.ns}.float32)"
         if name == "rowsf":
             return f"(rows[i].to({self.ns}.float32) * 0.001)"
         if name == "colsf":
@@ -300,12 +308,17 @@ def _body(spec: Spec, ns: str) -> list[str]:
         L.append(f"    c = {ns}.zeros((BN,), {f32})")
     if spec.depth:
         L.append(f"    ch = {ns}.channel(depth={spec.depth})")
+    if spec.reg_depth:
+        L.append(f"    rc = {ns}.channel(depth={spec.reg_depth})")
     trip = {"static": "A.shape[1] // BK",
             "shrink": f"{ns}.maximum(A.shape[1] // BK - pid_m, 0)",
             "causal": f"{ns}.minimum(A.shape[1] // BK, (pid_m + 1) * CT)"}[spec.trip_kind]
     L.append(f"    for k in {'aref.range' if ns == 'aref' else 'range'}({trip}):")
     loads = [f"{ns}.load(A, (pid_m * S + i, k), (SUB, BK))", f"{ns}.load(B, (pid_n, k), (BN, BK))"]
-    if spec.depth:
+    if spec.split_puts:                       # one item per A sub-tile; B loaded directly
+        L += [f"        ch.put({loads[0].replace('i,', '0,')})", f"        ch.put({loads[0].replace('i,', '1,')})",
+              "        a = [ch.get(), ch.get()]", f"        b = {loads[1]}"]
+    elif spec.depth:
         L += [f"        ch.put(*[{loads[0]} for i in range(S)], {loads[1]})",
               "        got = ch.get()",
               "        a, b = list(got[:S]), got[S]"]
@@ -317,6 +330,10 @@ def _body(spec: Spec, ns: str) -> list[str]:
           f"        s = [{ns}.mma(x, b.T) for x in a]"]
     if spec.chain:
         L.append(f"        t = [{ns}.mma(x.to({f16}), w) * 0.125 for x in s]")
+    if spec.reg_depth:                        # computed tiles handed over through a user channel
+        L += [f"        rc.put(*[{clamp(ns, 'x * 0.5')}.to({f16}) for x in s])",
+              "        u = rc.get()",
+              "        u = list(u) if S > 1 else [u]"]
     if spec.carry_col:
         L.append("        dc = []")
     L.append("        for i in range(S):")
@@ -332,8 +349,10 @@ def _body(spec: Spec, ns: str) -> list[str]:
     L += ["            acc[i] = acc[i] * 0.5 + new_acc", "            r[i] = r[i] * 0.5 + new_r"]
     if spec.carry_col:
         L.append("        c = c * 0.5 + (dc[0] if S == 1 else dc[0] + dc[1])")
+    if spec.reg_depth:
+        L.append("        rc.consumed()")
     if spec.depth:
-        L.append("        ch.consumed()")
+        L += ["        ch.consumed()"] * (2 if spec.split_puts else 1)
     if spec.post_bias:
         L.append(f"    pb = [{ns}.load(PB, (pid_m * S + i, pid_n), (SUB, BN)).to({f32}) for i in range(S)]")
     if spec.post_colvec:
@@ -410,16 +429,19 @@ class tt:
 
     class channel:
         def __init__(self, depth):
-            self.q = []
+            self.q, self.taken = [], 0
 
         def put(self, *tiles):
             self.q.append(tiles)
 
         def get(self):
-            return self.q[0]
+            tiles = self.q[self.taken]
+            self.taken += 1
+            return tiles[0] if len(tiles) == 1 else tiles
 
         def consumed(self):
             self.q.pop(0)
+            self.taken -= 1
 '''
 
 
@@ -510,7 +532,7 @@ def features(spec: Spec) -> list[str]:
     out = {f"trips:{spec.trip_kind}", "channel" if spec.depth else "direct-loads", f"subtiles:{spec.S}",
            f"grid:{spec.GM}x{spec.GN}"}
     for name in ("chain", "masks", "carry_col", "inloop_store", "inloop_reduce", "post_bias", "post_colvec",
-                 "pre_rowvec", "pre_colvec"):
+                 "pre_rowvec", "pre_colvec", "split_puts", "reg_depth"):
         if getattr(spec, name):
             out.add(name)
     if spec.pre_bias:
