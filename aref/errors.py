@@ -52,6 +52,7 @@ class ArefError(Exception):
     """
 
     kind = "error"
+    where_note = ""        # what the source line is to this error (InternalError: context only)
 
     def __init__(self, message: str, loc: SrcInfo | None = None, hint: str | None = None):
         self.message = message
@@ -62,7 +63,7 @@ class ArefError(Exception):
     def render(self) -> str:
         parts = [f"{self.kind}: {self.message}"]
         if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
-            parts.append(f"  --> {self.loc}")
+            parts.append(f"  --> {self.loc}{self.where_note}")
             excerpt = render_excerpt(self.loc)
             if excerpt:
                 parts.append(excerpt)
@@ -105,20 +106,12 @@ class InternalError(ArefError):
     It names the pass; `loc` is the user's line the pass was working on, shown as context only."""
 
     kind = "internal compiler error"
+    where_note = " (the line being compiled, for context: it is not known to be wrong)"
 
     def __init__(self, pass_name: str, detail: str, loc: SrcInfo | None = None):
         self.pass_name = pass_name
         super().__init__(f"the {pass_name} pass {detail}", loc, hint=REPORT_HINT)
 
-    def render(self) -> str:
-        parts = [f"{self.kind}: {self.message}"]
-        if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
-            parts.append(f"  --> {self.loc} (the line being compiled, for context: it is not known to be wrong)")
-            excerpt = render_excerpt(self.loc)
-            if excerpt:
-                parts.append(excerpt)
-        parts.append(f"  = help: {self.hint}")
-        return "\n".join(parts)
 
 
 @contextmanager
