@@ -188,3 +188,29 @@ def test_launch_compiles_without_any_ptxas(tmp_path, old_ptxas):
     launcher.compile(launcher.arguments({k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}))
     assert launcher.compiled is not None
     assert not old_ptxas[1].exists()
+
+
+# --------------------------------------------------------------------------------------- the DSL's version
+def test_installed_dsl_is_the_pinned_minor_version():
+    """pyproject pins the CuTe DSL to one minor version (the generated code uses its Python API); the tests run
+    on a version inside the pin."""
+    from packaging.specifiers import SpecifierSet
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    spec = SpecifierSet(re.search(r'"nvidia-cutlass-dsl([^"]*)"', pyproject).group(1))
+    assert any(s.operator == "<" for s in spec), f"no upper bound in {spec}"
+    assert toolchain.dsl_version() in spec
+    import cutlass
+    assert toolchain.dsl_version() == cutlass.__version__
+
+
+def test_cache_key_and_report_name_the_dsl_version(compiled, monkeypatch):
+    import aref.backend.cute as backend
+    ws, result = compiled("gemm", "heuristic", "plain")
+    version = toolchain.dsl_version()
+    assert result.cache_key.startswith(f"cute{version.replace('.', '_')}_")
+    assert result.to_json()["cute_dsl_version"] == version
+    # another DSL version gives another key (a cached kernel of one version is never used with another)
+    monkeypatch.setattr(toolchain, "dsl_version", lambda: "4.9.0")
+    monkeypatch.setattr(backend, "_FINGERPRINT", None)
+    other = backend.cache_key(ws, "ptx")
+    assert other.startswith("cute4_9_0_") and other.split("_")[-1] != result.cache_key.split("_")[-1]
