@@ -3,7 +3,7 @@ trip counts where pipelines usually break (0, 1, D, D+1, 2D+1 for a channel of d
 import pytest
 
 from aref.harness import load_example, run_interpreter
-from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, max_trip_count, trip_inputs
+from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, max_trip_count, poison_outputs, trip_inputs
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_example_default_inputs(name):
@@ -21,6 +21,7 @@ def test_trip_counts(name, trips):
     inputs = trip_inputs(ex, name, n)
     kernel = ex.kernel.specialize(**inputs)
     assert max_trip_count(kernel) == n
+    poison_outputs(ex, kernel, inputs)            # so that skipped stores fail at trip count 0
     report = run_interpreter(ex, inputs)
     assert report.ok, report.to_json()
 
