@@ -98,8 +98,10 @@ def _classify(err: Exception) -> tuple[str, str]:
 
 
 def check_config(program, name: str, how: dict, *, seeds: int = 2, exhaustive: bool = True,
-                 max_states: int = 20_000, tolerance: float = 1e-3) -> Outcome:
-    """Compile `program` under one configuration and run it in the simulator (see the module docstring)."""
+                 max_states: int = 20_000, tolerance: float | None = None) -> Outcome:
+    """Compile `program` under one configuration and run it in the simulator (see the module docstring).
+    Outputs must equal the interpreter's up to `tolerance` (default: 1e-5, as the simulator evaluates every op
+    with the interpreter's numerics; 2e-2 for cooperative consumers, whose row halves round their own MMAs)."""
     import time
     t0 = time.perf_counter()
     inputs = program.inputs
@@ -111,6 +113,8 @@ def check_config(program, name: str, how: dict, *, seeds: int = 2, exhaustive: b
         return Outcome(name, status, detail, seconds=time.perf_counter() - t0)
     expected = interpret(kernel, inputs)
     outs = {k: expected[k] for k in expected if k in ("C", "R", "CS", "P", "RA")}
+    if tolerance is None:
+        tolerance = 2e-2 if name.endswith("cooperative") else 1e-5
     report = sim.check(barrier, inputs, lambda **_: outs, seeds=seeds,
                        tolerance={k: (tolerance, tolerance) for k in outs})
     out = Outcome(name, "ok", "", len(barrier.groups), warnings=list(report.warnings))
