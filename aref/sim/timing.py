@@ -37,6 +37,8 @@ class TimelineEntry:
     start: int
     end: int
     line: int
+    busy: int = 0      # cycles the unit is occupied from `start` (0: all of start..end; a TMA copy: its transfer)
+    issued: int = -1   # an asynchronous op (MMA, TMA copy): when its group issued it; else -1
 
     def to_json(self) -> dict:
         return dict(vars(self))
@@ -56,6 +58,7 @@ class TimingReport:
     timeline: list = field(default_factory=list)
     violations: list = field(default_factory=list)
     warnings: list = field(default_factory=list)      # static resource problems (`check_resources`)
+    iteration_starts: dict = field(default_factory=dict)   # group -> cycle each loop iteration began
 
     @property
     def ok(self) -> bool:
@@ -92,10 +95,10 @@ class _Clock:
         self.iters = [[] for _ in range(n)]
         self.timeline: list[TimelineEntry] = []
 
-    def entry(self, gi, op, unit, start, end):
+    def entry(self, gi, op, unit, start, end, busy=0, issued=-1):
         if end > start:
             self.timeline.append(TimelineEntry(self.prog.groups[gi].name, self.prog.op_text(op), unit, start, end,
-                                               op.loc.line))
+                                               op.loc.line, busy, issued))
 
     def occupy(self, unit, start, cycles) -> int:
         begin = max(start, self.free[unit])
@@ -116,7 +119,7 @@ class _Clock:
                 _, cycles = op_cost(op, self.m)
                 begin = self.occupy("tc", cur + self.m.async_issue_cycles, cycles)
                 self.mma_done[gi].append(begin + cycles)
-                self.entry(gi, op, "tc", begin, begin + cycles)
+                self.entry(gi, op, "tc", begin, begin + cycles, issued=cur)
                 cur += self.m.async_issue_cycles
             elif k is OpKind.TMA_LOAD:
                 _, cycles = op_cost(op, self.m, self.rng)
@@ -124,7 +127,7 @@ class _Clock:
                 begin = self.occupy("tma", cur + self.m.async_issue_cycles, transfer)
                 # the copy's bytes arrive after its latency; the engine appended it last to the in-flight list
                 self.tma_done[id(st.tmas[-1])] = begin + cycles
-                self.entry(gi, op, "tma", begin, begin + cycles)
+                self.entry(gi, op, "tma", begin, begin + cycles, busy=transfer, issued=cur)
                 cur += self.m.async_issue_cycles
             else:
                 unit, cycles = op_cost(op, self.m, self.rng)
@@ -134,7 +137,7 @@ class _Clock:
                 else:
                     busy = unit_busy(op, self.m)
                     begin = self.occupy(unit, cur, busy)
-                    self.entry(gi, op, unit, begin, begin + cycles)
+                    self.entry(gi, op, unit, begin, begin + cycles, busy=busy)
                     cur = begin + cycles
         self.ready[gi] = cur
 
@@ -199,4 +202,5 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
     return TimingReport(machine.name, total, max(per_group.values(), default=0.0), iterations,
                         {u: (clock.busy[u] / total if total else 0.0) for u in SHARED_UNITS}, per_group,
                         sorted(clock.timeline, key=lambda e: (e.start, e.group)), violations,
-                        check_resources(kernel, machine))
+                        check_resources(kernel, machine),
+                        {prog.groups[gi].name: list(starts) for gi, starts in enumerate(clock.iters)})

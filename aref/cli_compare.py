@@ -1,0 +1,2 @@
+"""`aref compare`: heuristic vs optimal partition side by side."""
+from aref.cli import command
