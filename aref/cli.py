@@ -338,13 +338,14 @@ def cmd_demo(args, console: Console) -> int:
         ok = ok and sim_report.ok
     ok = _demo_solve_compile(console, example, kernel, inputs) and ok
     console.print("Next: aref ir " + os.path.relpath(example.path) + " --stage barrier | aref solve … | "
-                  "aref compare … --gantt | aref compile … --emit cute")
+                  "aref compare … --gantt g.png | aref compile … --emit cute")
     return 0 if ok else 1
 
 
 def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
     """The optimal schedule, heuristic vs optimal in the timing model, and the generated kernel compiled."""
-    from aref.cli_solve import measure, solve_kernel
+    from aref.cli_compare import measure
+    from aref.cli_solve import solve_kernel
     _, result = solve_kernel(kernel, "sm_90a", "interval", 60.0)
     console.print(f"[bold]Optimal schedule[/bold] (aref solve): II = {result.ii} cycles, lower bound "
                   f"{result.lower_bound}, {'proven optimal' if result.proven_optimal else result.status}, "
