@@ -225,6 +225,7 @@ def cmd_run(args, console: Console) -> int:
     example, inputs = example_and_inputs(args)
     if args.backend == "sim":
         return _run_sim(args, console, example, inputs)
+    from aref.harness import run_interpreter
     report = run_interpreter(example, inputs)
     if args.json:
         print(json.dumps({"kernel": example.name, "backend": args.backend, **report.to_json()}))
@@ -322,6 +323,7 @@ def cmd_demo(args, console: Console) -> int:
     kernel = example.kernel.specialize(**inputs)
     console.print("[bold]Tile IR[/bold] (aref ir --stage tile)")
     console.print(print_stage(lower_to(kernel, "tile"), "tile"), highlight=False, markup=False, soft_wrap=True)
+    from aref.harness import run_interpreter
     report = run_interpreter(example, inputs)
     console.print(results_table(example.name, "the reference interpreter", report))
     ok = report.ok

@@ -284,6 +284,10 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
     env = _code_env(fn)
     exec(parsed.code, env)
     traced = env[parsed.name]
+    # the kernel's own name means the decorated kernel again (a call of it is refused with a clear error),
+    # not the rewritten function that would recurse without end
+    if parsed.name in fn.__globals__:
+        env[parsed.name] = fn.__globals__[parsed.name]
     tracer = Tracer(parsed.name)
     params = tuple(Param(n, Value(tensors[n], n)) for n in parsed.tensor_params)
     proxies = [lang.TensorArg(p.name, p.value) for p in params]
@@ -297,6 +301,9 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
     if loop is not None:
         _drop_dead_carries(tracer, loop)
     kernel_loc = SrcInfo(parsed.filename, fn.__code__.co_firstlineno)
+    if not tracer.stores:
+        raise ArefSyntaxError(f"kernel @{parsed.name} stores nothing, so it would compute nothing", kernel_loc,
+                              hint="write its results to an output tensor with aref.store(T, coords, tile)")
     grid_shape = _grid(tracer, grid, kernel_loc)
     kernel = Kernel(parsed.name, params, dict(constexprs), grid_shape, tracer.pre, loop, tracer.post,
                     kernel_loc)
@@ -341,7 +348,8 @@ def _grid(tracer: Tracer, grid, loc) -> tuple[int, ...]:
     if grid is not None:
         g = tuple(grid)
         if len(g) < (max(axes) + 1 if axes else 0) or not all(isinstance(x, int) and x >= 0 for x in g):
-            raise ArefTypeError(f"grid {g!r} does not cover program_id axes {axes}", loc)
+            raise ArefTypeError(f"grid {g!r} does not cover program_id axes {axes}", loc,
+                                hint=f"give grid= non-negative integers, one per axis up to {max(axes) if axes else 0}")
         return g
     pid_axis = {id(v): a for a, v in tracer.program_ids.items()}
     found: dict[int, tuple[int, SrcInfo]] = {}

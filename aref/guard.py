@@ -120,9 +120,13 @@ def guarded(stage: str | None = None, context: SrcInfo | None = None, hint: str 
 
 
 def user_facing(method):
-    """Decorate a public entry point with `guarded()`."""
+    """Decorate a public entry point: like `guarded()`, and the raised error's traceback starts here."""
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
-        with guarded():
+        try:
             return method(*args, **kwargs)
+        except ArefError as err:
+            raise err.with_traceback(None) from None
+        except Exception as exc:  # noqa: BLE001 - the point of an entry point's guard
+            raise as_aref_error(exc).with_traceback(None) from None
     return wrapper
