@@ -34,6 +34,7 @@ class Parsed:
     tensor_params: list[str]
     constexpr_params: dict[str, object]   # name -> default (inspect.Parameter.empty if required)
     loop_line: int | None
+    def_line: int = 0       # the `def` line (co_firstlineno is the first decorator's)
 
 
 def _loc(filename: str, node: ast.AST) -> SrcInfo:
@@ -256,7 +257,7 @@ def parse(fn) -> Parsed:
     ast.fix_missing_locations(module)
     code = compile(module, filename, "exec")
     return Parsed(fdef.name, filename, code, tensor_params, constexprs,
-                  checker.loops[0].lineno if checker.loops else None)
+                  checker.loops[0].lineno if checker.loops else None, fdef.lineno)
 
 
 def _check_captured_tensors(fdef, env, filename, params):
@@ -302,7 +303,8 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
         _drop_dead_carries(tracer, loop)
     kernel_loc = SrcInfo(parsed.filename, fn.__code__.co_firstlineno)
     if not tracer.stores:
-        raise ArefSyntaxError(f"kernel @{parsed.name} stores nothing, so it would compute nothing", kernel_loc,
+        raise ArefSyntaxError(f"kernel @{parsed.name} stores nothing, so it would compute nothing",
+                              SrcInfo(parsed.filename, parsed.def_line or kernel_loc.line),
                               hint="write its results to an output tensor with aref.store(T, coords, tile)")
     grid_shape = _grid(tracer, grid, kernel_loc)
     kernel = Kernel(parsed.name, params, dict(constexprs), grid_shape, tracer.pre, loop, tracer.post,

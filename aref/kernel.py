@@ -36,6 +36,11 @@ class KernelFunction:
             self._parsed = parse(self.fn)
         return self._parsed
 
+    @property
+    def def_loc(self) -> SrcInfo:
+        """The kernel's `def` line."""
+        return SrcInfo(self.parsed.filename, self.parsed.def_line or self.fn.__code__.co_firstlineno)
+
     def _not_inside_a_kernel(self, loc) -> None:
         tracer = active()
         if tracer is not None:
@@ -49,6 +54,8 @@ class KernelFunction:
         import torch
         loc = user_loc()
         self._not_inside_a_kernel(loc)
+        if loc.line == 0:          # called from aref itself (the command line): name the kernel's definition
+            loc = self.def_loc
         p = self.parsed
         if len(args) > len(p.tensor_params):
             raise ArefTypeError(f"{self.__name__} takes {len(p.tensor_params)} tensor arguments "
@@ -98,7 +105,7 @@ class KernelFunction:
             return
         ann = inspect.signature(self.fn).parameters[name].annotation
         ann = {"int": int, "float": float, "bool": bool}.get(ann, ann) if isinstance(ann, str) else ann
-        decl = f"line {self.fn.__code__.co_firstlineno}"
+        decl = f"line {self.def_loc.line}"
         if ann is int and (not isinstance(value, int) or isinstance(value, bool)):
             raise ArefTypeError(f"compile-time constant {name} is declared `{name}: int` (@{self.__name__}, "
                                 f"{decl}) but got {value!r}", loc,
@@ -140,9 +147,7 @@ class KernelFunction:
                 if isinstance(exc, ZeroDivisionError) and zero:
                     hint = (f"compile-time constant{'s' if len(zero) > 1 else ''} "
                             f"{', '.join(f'{k}=0' for k in zero)}: a tile size or divisor must be positive")
-                raise as_aref_error(exc, "the frontend (tracing)", SrcInfo(self.parsed.filename,
-                                                                          self.fn.__code__.co_firstlineno),
-                                    hint) from None
+                raise as_aref_error(exc, "the frontend (tracing)", self.def_loc, hint) from None
             self._cache[key] = kernel
         return kernel
 
