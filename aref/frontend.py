@@ -130,7 +130,9 @@ class _Checker(ast.NodeVisitor):
             self.fail(node, f"`{type(node).__name__.lower()}` inside the aref.range loop is not supported",
                       "the loop always runs its full trip count; mask with aref.where instead")
         if self.in_loop and isinstance(node, ast.Return):
-            self.fail(node, "`return` inside the aref.range loop is not supported")
+            self.fail(node, "`return` inside the aref.range loop is not supported",
+                      "a kernel returns nothing: store results with aref.store (after the loop); define helper "
+                      "functions outside the kernel")
         super().generic_visit(node)
 
     def visit_For(self, node):
@@ -238,7 +240,9 @@ def parse(fn) -> Parsed:
             constexprs[p.name] = p.default
         else:
             raise ArefSyntaxError(f"*{p.name} parameters are not supported; list the tensors explicitly",
-                                  _loc(filename, fdef))
+                                  _loc(filename, fdef),
+                                  hint="positional parameters are tensors, keyword-only ones (after `*`) "
+                                       "compile-time constants: def k(A, B, C, *, BM: int = 128)")
 
     _check_captured_tensors(fdef, env, filename, set(sig.parameters))
     checker = _Checker(filename, env)
@@ -296,7 +300,8 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
         ret = traced(*proxies, **constexprs)
         if ret is not None:
             raise ArefSyntaxError("a kernel returns nothing; write results with aref.store",
-                                  SrcInfo(parsed.filename, parsed.loop_line or 0))
+                                  SrcInfo(parsed.filename, parsed.loop_line or 0),
+                                  hint="replace `return x` by aref.store(OUT, coords, x)")
         _finish_channels(tracer)
     loop = tracer.loop
     if loop is not None:
@@ -348,6 +353,9 @@ def _grid(tracer: Tracer, grid, loc) -> tuple[int, ...]:
     """The launch grid: from the decorator's `grid=`, else inferred from stores at program-id coordinates."""
     axes = sorted(tracer.program_ids)
     if grid is not None:
+        if not isinstance(grid, (tuple, list)):
+            raise ArefTypeError(f"grid must be a tuple of CTA counts, got {grid!r}", loc,
+                                hint="e.g. grid=(4, 2), or grid=lambda A, BM, **_: (A.shape[0] // BM,)")
         g = tuple(grid)
         if len(g) < (max(axes) + 1 if axes else 0) or not all(isinstance(x, int) and x >= 0 for x in g):
             raise ArefTypeError(f"grid {g!r} does not cover program_id axes {axes}", loc,

@@ -51,6 +51,7 @@ class Example:
                                     "arguments by name (see the README's example convention)")
         call = ", ".join([f"size={size!r}"] + [f"{k}={v!r}" for k, v in overrides.items()])
         hint = (f"example_inputs({call}) raised it: check the --set values" if overrides else None)
+        _check_signature(self.inputs_fn, {"size": size, **overrides}, "example_inputs(size='small', **overrides)")
         with guarded("example_inputs", hint=hint):
             out = self.inputs_fn(size=size, **overrides)
         fn_name = getattr(self.inputs_fn, "__name__", "example_inputs")
@@ -74,6 +75,7 @@ class Example:
             raise ExampleError(f"{self.path} defines no reference() for @{self.name}",
                                SrcInfo(self.path, self.kernel.fn.__code__.co_firstlineno),
                                hint="define reference(**inputs) returning the expected outputs by argument name")
+        _check_signature(self.reference_fn, inputs, "reference(**inputs)")
         with guarded("reference"):
             out = self.reference_fn(**inputs)
         fn_name = getattr(self.reference_fn, "__name__", "reference")
@@ -94,13 +96,28 @@ class Example:
                                    hint="key each expected output by the name of the kernel argument it is "
                                         "written to")
             if not isinstance(ref, torch.Tensor):
-                raise ExampleError(f"{fn_name}()[{name!r}] is a {type(ref).__name__}, not a tensor", where)
+                raise ExampleError(f"{fn_name}()[{name!r}] is a {type(ref).__name__}, not a tensor", where,
+                                   hint="return torch tensors (torch.from_numpy(x) converts a NumPy array)")
             actual = inputs[name]
             if tuple(ref.shape) != tuple(actual.shape):
                 raise ExampleError(f"{fn_name}()[{name!r}] has shape {tuple(ref.shape)}, but the kernel writes "
                                    f"{name} of shape {tuple(actual.shape)}", where,
                                    hint=f"return a tensor shaped like the argument {name}")
         return out
+
+
+def _check_signature(fn, kwargs: dict, convention: str) -> None:
+    """`fn` accepts these keyword arguments, or an ExampleError at its `def` line naming what it lacks."""
+    import inspect
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as exc:
+        code = getattr(fn, "__code__", None)
+        loc = SrcInfo(code.co_filename, code.co_firstlineno) if code else UNKNOWN_LOC
+        raise ExampleError(f"{getattr(fn, '__name__', 'the function')}() cannot take the arguments aref passes "
+                           f"({', '.join(kwargs)}): {exc}", loc,
+                           hint=f"follow the example convention: {convention}; add **_ to ignore extra "
+                                f"arguments") from None
 
 
 def _return_loc(fn) -> SrcInfo:

@@ -131,6 +131,8 @@ class KernelFunction:
     def _specialize(self, tensors, constexprs) -> Kernel:
         from aref.frontend import tensor_type, trace
         loc = user_loc()
+        if loc.line == 0:
+            loc = self.def_loc
         types = {n: tensor_type(n, t, loc) for n, t in tensors.items()}
         key = (tuple(sorted((n, t) for n, t in types.items())), tuple(sorted(constexprs.items(), key=str)))
         kernel = self._cache.get(key)

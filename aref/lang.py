@@ -141,7 +141,8 @@ class Tile(_Proxy):
         return out
 
     def __len__(self):
-        raise ArefSyntaxError("use `.shape` for a tile's size", user_loc())
+        raise ArefSyntaxError("use `.shape` for a tile's size", user_loc(),
+                              hint="e.g. x.shape[0] for its rows")
 
     def __repr__(self) -> str:
         return f"Tile({self.value.type})"
@@ -366,6 +367,9 @@ def store(tensor: TensorArg, coords, tile: Tile, reduce: str | None = None) -> N
 
 
 def _coord(c, loc, tracer) -> Value:
+    from aref.frontend_rt import Poison  # local: the runtime module imports this one
+    if isinstance(c, Poison):
+        c.fail()
     if isinstance(c, Scalar):
         if c.dtype is not DType.int32:
             raise ArefTypeError("tile coordinates must be integers", loc,
@@ -581,7 +585,8 @@ class range:  # noqa: A001 - deliberately mirrors Python's range in the kernel's
                 hint = ("a float entered the bound: `/` gives a float, and so does `//` when either side is a "
                         "float (e.g. a compile-time constant like BK=32.5): use integers and `//`")
             raise ArefTypeError(f"the loop bound must be an integer, got {type(n).__name__} {n!r}", loc,
-                                hint=hint)
+                                hint=hint or "the trip count is an integer computed from tensor shapes and "
+                                             "constants, e.g. aref.range(A.shape[1] // BK)")
         elif n < 0:
             raise ArefTypeError(f"the loop bound must be non-negative, got {n}", loc,
                                 hint="the loop runs n times for aref.range(n): n ≥ 0")

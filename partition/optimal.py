@@ -245,7 +245,12 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                                memories=memories)
     _ring_reuse(ex, body)
     _round_up(g, quantum)
-    g.validate()
+    try:
+        g.validate()
+    except S.GraphError as exc:
+        # the loop's resident buffers alone exceed a budget of the machine: the user's sizes, not a solver bug
+        raise SolverError(f"no warp-specialized schedule of @{kernel.name} fits {m.name}: {exc}", kernel.loc,
+                          hint="lower the channel depths or the tile sizes") from None
     return ex
 
 
