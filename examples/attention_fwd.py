@@ -38,8 +38,8 @@ def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2,
     o = [aref.zeros((SUB, D), aref.float32) for _ in range(SUBTILE)]
     m = [aref.full((SUB,), -math.inf, aref.float32) for _ in range(SUBTILE)]
     l = [aref.zeros((SUB,), aref.float32) for _ in range(SUBTILE)]
-    kc = aref.channel(depth=2)
-    vc = aref.channel(depth=2)
+    kc = aref.channel(depth=3)
+    vc = aref.channel(depth=3)
     for j in aref.range(K.shape[1] // BN):
         kc.put(aref.load(K, (bh, j, 0), (BN, D)))
         vc.put(aref.load(V, (bh, j, 0), (BN, D)))
