@@ -4,9 +4,11 @@ The functional engine decides what may happen (the same mbarrier, slot and MMA s
 this module decides when. Each warp group issues its ops in order; an op occupies its functional unit
 ("tc", "tma", "mufu", "fma", "smem": one each per SM, first come first served) for `op_cost` cycles, and
 the group waits for it, except for the asynchronous ones: an `mma_async` costs the group
-`async_issue_cycles` and completes when the tensor core finishes it; a `tma_load` costs the group the same
+`async_issue_cycles` and completes when the tensor core finishes it (so does an arrive, whose effect a
+waiter pays for when it wakes); a `tma_load` costs the group the same
 and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
-busy only for the transfer). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
+busy only for the transfer); a tile `store` costs the group the staging of the tile into shared memory and
+the issue of the TMA store, which then runs on the copy engine (fire and forget). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
 at the event that enables it. No tile values are computed.
 
 The report: total cycles, steady-state cycles per loop iteration (from the middle half of the iterations),
@@ -20,7 +22,7 @@ import random
 from dataclasses import dataclass, field
 
 from aref.ir import OpKind
-from aref.machine import ISSUE, SHARED_UNITS, Machine, op_cost, unit_busy
+from aref.machine import ISSUE, SHARED_UNITS, Machine, op_cost, tma_bytes, unit_busy
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
@@ -72,6 +74,12 @@ class TimingReport:
                 "violations": [v.to_json() for v in self.violations], "warnings": list(self.warnings)}
 
 
+# Ops that only signal (an arrive on an mbarrier or a named barrier): like an asynchronous copy they cost the
+# signalling warp group only their issue; the `sync_cycles` it takes their effect to reach a waiter are charged
+# to the waiter when its wait completes.
+SIGNALS = frozenset({OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.NAMED_BAR_ARRIVE})
+
+
 def _steady(starts: list[int]) -> float | None:
     """Cycles per iteration from iteration start times (plus the loop's end): the middle half's average,
     so pipeline fill and drain do not count."""
@@ -121,6 +129,15 @@ class _Clock:
                 self.mma_done[gi].append(begin + cycles)
                 self.entry(gi, op, "tc", begin, begin + cycles, issued=cur)
                 cur += self.m.async_issue_cycles
+            elif k is OpKind.STORE:
+                # fire and forget: the group stages the tile into shared memory (registers → smem at the
+                # port's rate), issues the TMA store and goes on; the copy engine then moves the bytes
+                staged = self.occupy("smem", cur, max(1, -(-tma_bytes(op) // self.m.smem_bytes_per_clk)))
+                cur = staged + max(1, -(-tma_bytes(op) // self.m.smem_bytes_per_clk))
+                _, cycles = op_cost(op, self.m)
+                begin = self.occupy("tma", cur + self.m.async_issue_cycles, cycles)
+                self.entry(gi, op, "tma", begin, begin + cycles, issued=cur)
+                cur += self.m.async_issue_cycles
             elif k is OpKind.TMA_LOAD:
                 _, cycles = op_cost(op, self.m, self.rng)
                 transfer = unit_busy(op, self.m)
@@ -131,6 +148,8 @@ class _Clock:
                 cur += self.m.async_issue_cycles
             else:
                 unit, cycles = op_cost(op, self.m, self.rng)
+                if k in SIGNALS:
+                    cycles = min(cycles, self.m.async_issue_cycles)
                 if unit == ISSUE:
                     self.entry(gi, op, ISSUE, cur, cur + cycles)
                     cur += cycles
