@@ -9,6 +9,7 @@ from aref.backend.cute import BackendError, compile_barrier, generate_source
 from aref.errors import ArefError
 from aref.harness import load_example
 from aref.ir import OpKind
+from example_paths import SHALLOW_RINGS
 from aref.lower import lower
 from partition.custom import assignable_ops, custom_partition
 from partition.distribute import distribute
@@ -18,7 +19,7 @@ from tests.backend.test_consistency import check
 
 def _random_barrier_irs(example: str, seeds: range):
     ex = load_example(f"examples/{example}.py")
-    kernel = ex.kernel.specialize(**ex.inputs())
+    kernel = ex.kernel.specialize(**ex.inputs(**SHALLOW_RINGS[example]))
     ops = assignable_ops(kernel)
     for seed in seeds:
         rnd = random.Random(seed)
