@@ -153,11 +153,12 @@ def idle_cause(report) -> tuple[float, str]:
         what = _activity(e)
         if what is None or e.end <= t0 or e.start >= t1 or (looping and e.group not in looping):
             continue
+        if e.unit == "wait" and e.group not in issuers:
+            continue          # a producer waiting for free slots is a symptom of the slow consumer, not a cause
         overlap = sum(max(0, min(b, e.end) - max(a, e.start)) for a, b in idle)
         if overlap:
-            weight = 2.0 if e.group in issuers else 1.0
-            key = f"{e.group}: {what}" if e.unit == "wait" else what
-            score[key] = score.get(key, 0.0) + weight * overlap
+            key = f"{e.group} {what}" if e.unit == "wait" else what
+            score[key] = score.get(key, 0.0) + overlap
     cause = max(score, key=score.get) if score else "nothing else runs"
     return (total / (t1 - t0) if t1 > t0 else 0.0), cause
 
@@ -235,6 +236,7 @@ def cmd_compare(args, console: Console) -> int:
         out["fidelity"] = {"ii": result.ii, "cycles_per_iter": cpi, "gap": round(cpi / result.ii - 1, 4),
                            "within": abs(cpi / result.ii - 1) <= FIDELITY}
     out["verdict"] = verdict(out, reports)
+    out["warnings"] = {m: r.warnings for m, r in reports.items() if r.warnings}
     out["measured"] = None        # measured TFLOP/s of both kernels: only on a GPU (see README)
     pictures = {}
     if args.gantt and reports:
@@ -251,6 +253,9 @@ def cmd_compare(args, console: Console) -> int:
         return 0
     console.print(compare_table(out))
     console.print(f"[bold]verdict:[/bold] {out['verdict']}")
+    for mode, problems in out["warnings"].items():
+        for p in problems:
+            console.print(f"[yellow]warning[/yellow] ({mode} partition would not launch as is): {p}")
     for kind, path in pictures.items():
         console.print(f"wrote {kind}: {path}")
     if args.text_gantt:
@@ -265,7 +270,7 @@ def compare_table(out: dict) -> Table:
     """The side-by-side table of `out` (the --json document)."""
     table = Table(title=f"{out['kernel']} on {out['arch']} (size {out['size']}): heuristic vs optimal, "
                         f"lower bound {out['lower_bound']} cycles")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for mode in MODES:
         table.add_column(mode, overflow="fold")
     h, o = out["heuristic"], out["optimal"]
@@ -279,8 +284,9 @@ def compare_table(out: dict) -> Table:
                                                  " (sustained in the model)" if e is h else ""))
     row("simulated cycles / iteration", lambda e: f"{e['cycles_per_iter']:.0f}")
     row("stages", lambda e: str(e["stages"]))
-    row("warp groups", lambda e: "\n".join(f"{g['name']} ({g['role']}): {g['warps']} warps, {g['regs']} regs"
-                                           for g in e["groups"]))
+    row("warp groups", lambda e: "\n".join(
+        (g["name"] if g["name"].startswith(g["role"]) else f"{g['name']} ({g['role']})")
+        + f": {g['warps']} warp{'s' if g['warps'] > 1 else ''}, {g['regs']} regs" for g in e["groups"]))
     row("channels (depth)", lambda e: ", ".join(f"{c['name']} ({c['depth']})" for c in e["channels"]))
     row("shared memory", lambda e: f"{e['smem_bytes'] / 1024:.1f} KiB")
     row("tensor memory", lambda e: f"{e['tmem_columns']} columns")

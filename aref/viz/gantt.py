@@ -93,8 +93,8 @@ def draw(panels: list[Panel], path: str, title: str, iterations: int = 2) -> Non
                bbox_to_anchor=(0.5, 1.0 - 0.02 * 6 / fig_h))
     fig.suptitle(title, fontsize=12, fontweight="bold", y=1.0 - 0.004 * 6 / fig_h)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.62 / fig_h))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from aref.viz import save
+    save(fig, path)
 
 
 def _draw_panel(ax, panel: Panel, t0: float, t1: float, bounds: list[float], span: float, units) -> None:

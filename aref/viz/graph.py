@@ -41,7 +41,7 @@ def positions(graph) -> dict[str, tuple[float, float]]:
 def node_text(graph, name: str, schedule: dict | None = None, lines: dict | None = None) -> str:
     """`name (line N)`, its units and cycles, and its start cycle in the schedule if given."""
     op = graph.ops[name]
-    units = ", ".join(f"{u} {c}" for u, c in op.usage.items())
+    units = "\n".join(f"{u} {c}" for u, c in op.usage.items())
     where = f" (line {lines[name]})" if lines and name in lines else ""
     at = f"\nstarts @{schedule[name]}" if schedule and name in schedule else ""
     return f"{name}{where}\n{units}{at}"
@@ -87,8 +87,11 @@ def draw(graph, panels: list[tuple[str, dict[str, str], dict | None]], path: str
     pos = positions(graph)
     width = max(x for x, _ in pos.values()) + 1
     height = max(abs(y) for _, y in pos.values()) * 2 + 1
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8.0, 1.75 * width), (1.0 * height + 1.6) * len(panels)),
-                             squeeze=False)
+    widest = max(len(line) for n in graph.ops for line in node_text(graph, n, {n: 0}, lines).splitlines())
+    tallest = max(len(node_text(graph, n, {n: 0}, lines).splitlines()) for n in graph.ops)
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False,
+                             figsize=(max(8.0, 0.105 * widest * width) + 2.5,
+                                      (0.2 * tallest * height + 1.2) * len(panels)))
     for ax, (panel_title, groups, schedule) in zip(axes[:, 0], panels):
         colour = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(dict.fromkeys(groups.values()))}
         for e in graph.edges:
@@ -116,8 +119,8 @@ def draw(graph, panels: list[tuple[str, dict[str, str], dict | None]], path: str
                   title="warp groups", title_fontsize=8.5)
     fig.suptitle(title, fontsize=12, fontweight="bold")
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    from aref.viz import save
+    save(fig, path)
     dot_path = os.path.splitext(path)[0] + ".dot"
     with open(dot_path, "w") as f:
         f.write(to_dot(graph, panels[-1][1], panels[-1][2], lines))
