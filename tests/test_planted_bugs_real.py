@@ -17,7 +17,7 @@ I32 = ScalarType(DType.int32)
 @pytest.fixture(scope="module")
 def gemm():
     ex = load_example(example_path("gemm"))
-    inputs = ex.inputs(K=7 * 64, M=128, N=128)          # 7 iterations: the 3-slot ring wraps twice
+    inputs = ex.inputs(K=7 * 64, M=128, N=128, STAGES=3)  # 7 iterations: the 3-slot ring wraps twice
     kernel = ex.kernel.specialize(**inputs)
     return ex, inputs, kernel
 
