@@ -59,9 +59,12 @@ class ArefError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        parts = [f"{self.kind}: {self.message}"]
+        return self._render([f"{self.kind}: {self.message}"], "  --> {loc}")
+
+    def _render(self, head: list[str], where: str) -> str:
+        parts = list(head)
         if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
-            parts.append(f"  --> {self.loc}")
+            parts.append(where.format(loc=self.loc))
             excerpt = render_excerpt(self.loc)
             if excerpt:
                 parts.append(excerpt)
@@ -131,17 +134,10 @@ class CompilerBugError(ArefError):
                                               "with the command line and this message")
 
     def render(self) -> str:
-        parts = [f"{self.kind} in {self.pass_name or 'aref'}: {self.message}"]
+        head = [f"{self.kind} in {self.pass_name or 'aref'}: {self.message}"]
         if self.where:
-            parts.append(f"  raised at {self.where}")
-        if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
-            parts.append(f"  while compiling {self.loc} (your code, for context)")
-            excerpt = render_excerpt(self.loc)
-            if excerpt:
-                parts.append(excerpt)
-        if self.hint:
-            parts.append(f"  = help: {self.hint}")
-        return "\n".join(parts)
+            head.append(f"  raised at {self.where}")
+        return self._render(head, "  while compiling {loc} (your code, for context)")
 
 
 def error_json(err: ArefError) -> dict:

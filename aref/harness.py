@@ -151,6 +151,9 @@ def load_module(path: str):
         raise ExampleError(f"{path} is not a Python file", hint="give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.append(folder)           # as for a script: the file may import modules beside it
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:

@@ -12,7 +12,7 @@ from aref.cli import main
 from example_paths import ROOT, example_path
 
 CORPUS = os.path.join(ROOT, "tests", "bad_inputs")
-FILES = sorted(f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py"))
+FILES = sorted(f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py") and not f.startswith("_"))
 
 
 def run_cli(capsys, argv):

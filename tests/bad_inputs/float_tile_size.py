@@ -4,6 +4,7 @@ import torch
 import aref
 from aref import aref_kernel
 
+
 @aref_kernel
 def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):  # <-
     pid_m, pid_n = aref.program_id(0), aref.program_id(1)

@@ -1,8 +1,8 @@
 # expect: type error
-import torch
-
 import aref
+from _shared import example_inputs, reference  # noqa: F401
 from aref import aref_kernel
+
 
 @aref_kernel
 def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
@@ -15,14 +15,3 @@ def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
         acc = aref.mma(a, b.T, acc)
         ab.consumed()
     aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
-
-
-def example_inputs(size="small", **kw):
-    g = torch.Generator().manual_seed(0)
-    A = torch.randn(128, 256, generator=g).half()
-    B = torch.randn(128, 256, generator=g).half()
-    return {"A": A, "B": B, "C": torch.zeros(128, 128).half(), **kw}
-
-
-def reference(A, B, C, **_):
-    return {"C": (A.float() @ B.float().T).half()}

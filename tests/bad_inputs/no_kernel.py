@@ -1,19 +1,7 @@
 # expect: example error
-import torch
-
 import aref
+from _shared import example_inputs, reference  # noqa: F401
 from aref import aref_kernel
 
 def gemm(A, B, C):
     pass
-
-
-def example_inputs(size="small", **kw):
-    g = torch.Generator().manual_seed(0)
-    A = torch.randn(128, 256, generator=g).half()
-    B = torch.randn(128, 256, generator=g).half()
-    return {"A": A, "B": B, "C": torch.zeros(128, 128).half(), **kw}
-
-
-def reference(A, B, C, **_):
-    return {"C": (A.float() @ B.float().T).half()}
