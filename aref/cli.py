@@ -215,13 +215,18 @@ def _run_args(p):
     p.add_argument("--backend", default="interpret", choices=("interpret", "sim"),
                    help="interpret: the sequential reference interpreter; sim: the warp-specialized program "
                         "(Barrier IR) in the simulator, over many interleavings")
-    p.add_argument("--seeds", type=int_at_least(1), default=50, help="sim: random interleavings to run (≥ 1)")
+    p.add_argument("--seeds", type=int_at_least(1), default=None,
+                   help="sim: random interleavings to run (≥ 1, default 50)")
     p.add_argument("--exhaustive", action="store_true",
                    help="sim: also explore every interleaving of each CTA's synchronization (small sizes)")
 
 
 @command("run", "run a kernel on its example inputs and compare with reference()", _run_args)
 def cmd_run(args, console: Console) -> int:
+    if args.backend != "sim" and (args.seeds is not None or args.exhaustive):
+        raise UsageError(f"{'--seeds' if args.seeds is not None else '--exhaustive'} applies to the simulator; "
+                         f"the interpreter runs the program once, in order", hint="add --backend sim")
+    args.seeds = 50 if args.seeds is None else args.seeds
     example, inputs = example_and_inputs(args)
     if args.backend == "sim":
         return _run_sim(args, console, example, inputs)
@@ -291,6 +296,11 @@ def cmd_compile(args, console: Console) -> int:
     with progress(args, f"lowering {example.name} for {args.arch} ({args.partition} partition)…"):
         ws = lower_to(kernel, "barrier", options_of(args))
     out_dir = args.out or os.path.join("aref_out", f"{example.name}.{args.arch}.{args.partition}")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the output directory ({exc.strerror})",
+                         hint="give a directory that exists or can be created") from None
     with progress(args, f"generating CuTe DSL and compiling for {args.arch} (cute.compile, ptxas)…"):
         result = compile_barrier(ws, out_dir=out_dir, emit=args.emit, persistent=args.persistent,
                                  ctas=args.ctas)

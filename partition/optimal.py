@@ -67,7 +67,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph)."""
     if kernel.loop is None:
-        raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc)
+        raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
+                          hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
+                               "partition")
     m = machine_for(arch)
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}

@@ -76,6 +76,9 @@ COMMANDS = [
     (["run", GEMM, "--backend", "gpu", "--json"], "usage error", None, None),
     (["compare", GEMM, "--gantt", "picture.txt", "--json"], "usage error", None, None),
     (["frobnicate", "--json"], "usage error", None, None),
+    (["run", GEMM, "--exhaustive", "--json"], "usage error", None, None),
+    (["compile", GEMM, "--out", "/dev/null/out", "--json"], "usage error", None, None),
+    (["compare", GEMM, "--graph", "no/such/dir/d.svg", "--json"], "usage error", None, None),
 ]
 
 
