@@ -107,6 +107,59 @@ def steady_utilization(report) -> dict:
     return {u: round(min(1.0, b / (t1 - t0)), 3) for u, b in busy.items()}
 
 
+def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dict | None:
+    """Measured TFLOP/s of each partition's generated kernel on this machine's GPU, or None without a GPU of
+    `arch` (the model's figures stand alone then). A partition the backend cannot generate gets its error."""
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    from aref.backend.cute import compile_barrier
+    from aref.backend.cute.analysis import plan_kernel
+    from aref.backend.cute.launch import Launcher, device_arch
+    from aref.ir import OpKind
+    from aref.machine import mma_flops
+    tensors = {p.name: inputs[p.name].cuda() for p in kernel.params}
+    if device_arch(tensors) != arch:
+        return None
+    ctas = 1
+    for g in kernel.grid:
+        ctas *= g
+    trips = inputs_trip_count(kernel, inputs)
+    flops = ctas * (sum(mma_flops(op) for op in kernel.pre.ops + kernel.post.ops if op.kind is OpKind.MMA)
+                    + trips * sum(mma_flops(op) for op in kernel.loop.body.ops if op.kind is OpKind.MMA))
+    out = {}
+    for mode, ws in lowered.items():
+        try:
+            launcher = Launcher(ws, compile_barrier(ws, emit="cute"), plan_kernel(ws))
+        except ArefError as err:
+            out[mode] = {"error": err.message}
+            continue
+        launcher(tensors)                                   # compile and warm up
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(runs):
+            launcher(tensors)
+        end.record()
+        torch.cuda.synchronize()
+        seconds = start.elapsed_time(end) / 1e3 / runs
+        out[mode] = {"seconds": seconds, "tflops": round(flops / seconds / 1e12, 1)}
+    return out
+
+
+def inputs_trip_count(kernel, inputs) -> int:
+    """The loop's trip count on CTA 0: the pre-loop index math evaluated as the interpreter does."""
+    from aref.interpret import evaluate
+    from aref.ir import OpKind
+    if kernel.loop is None:
+        return 0
+    env: dict = {}
+    cta = tuple(0 for _ in kernel.grid)
+    for op in kernel.pre.ops:
+        if op.kind in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY):
+            env[id(op.result)] = evaluate(op, [env[id(v)] for v in op.operands], cta)
+    return int(env[id(kernel.loop.trip_count)])
+
+
 # --------------------------------------------------------------------------------------- verdict
 def _activity(e) -> str | None:
     """What a group's timeline entry is doing, in words (None for bookkeeping)."""
@@ -237,7 +290,8 @@ def cmd_compare(args, console: Console) -> int:
                            "within": abs(cpi / result.ii - 1) <= FIDELITY}
     out["verdict"] = verdict(out, reports)
     out["warnings"] = {m: r.warnings for m, r in reports.items() if r.warnings}
-    out["measured"] = None        # measured TFLOP/s of both kernels: only on a GPU (see README)
+    with progress(args, "measuring both kernels on the GPU…"):
+        out["measured"] = measure_gpu(kernel, inputs, lowered, args.arch)
     pictures = {}
     if args.gantt and reports:
         with progress(args, f"drawing {args.gantt}…"):
@@ -293,6 +347,10 @@ def compare_table(out: dict) -> Table:
     for u in ("tc", "mufu", "fma", "tma"):
         row(f"{UNIT_NAMES[u]} busy", lambda e, u=u: f"{e['utilization'][u]:.0%}")
     row("TFLOP/s (model, all SMs)", lambda e: f"{e['tflops']}")
+    if out.get("measured"):
+        table.add_row("TFLOP/s measured (GPU)", *(str(out["measured"].get(m, {}).get("tflops",
+                                                     out["measured"].get(m, {}).get("error", "-")))
+                                                  for m in MODES))
     row("solve / lowering time", lambda e: f"{e['solve_seconds']:.2f} s / {e['compile_seconds']:.2f} s")
     return table
 

@@ -90,6 +90,24 @@ def test_model_fidelity(capsys, name, arch):
         assert fid["within"] and abs(fid["gap"]) <= FIDELITY, fid
 
 
+def test_trip_count_and_measurement_without_a_gpu(capsys):
+    import torch
+
+    from aref.cli_compare import inputs_trip_count
+    from aref.harness import load_example
+    ex = load_example(example_path("attention_fwd"))
+    inputs = ex.inputs("large")
+    assert inputs_trip_count(ex.kernel.specialize(**inputs), inputs) == inputs["K"].shape[1] // 128
+    if not torch.cuda.is_available():
+        assert compare(capsys, "gemm", "sm_90a")["measured"] is None     # the model's figures stand alone
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_measured_tflops_on_a_gpu(capsys):
+    out = compare(capsys, "gemm", "sm_90a")
+    assert out["measured"] and out["measured"]["heuristic"]["tflops"] > 0
+
+
 def test_verdict_names_the_cause(capsys):
     out = compare(capsys, "attention_fwd", "sm_100a")
     assert out["speedup"] > 1.2
