@@ -5,7 +5,7 @@
 Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow); with
 `verify_each_stage` the matching verifier runs after every step. The CLI lists `STAGES` from here.
 
-A pass that crashes, or whose output the verifier rejects, raises `InternalError` naming the pass (the
+A pass that crashes, or whose output the verifier rejects, raises `CompilerBugError` naming the pass (the
 compiler's bug, with the user's line only as context); a pass may still refuse a program with an
 `ArefError` that says what the user can change.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aref.errors import ArefError, compiler_pass
+from aref.errors import ArefError
+from aref.guard import compiler_pass
 from aref.ir import Kernel
 from aref.printer import print_kernel
 from aref.verify import verify
@@ -46,13 +47,17 @@ class CompileOptions:
             raise ArefError(f"unsupported arch {self.arch!r}", hint=f"choose one of {', '.join(ARCHS)}")
         if self.partition not in ("heuristic", "optimal"):
             raise ArefError(f"unknown partition mode {self.partition!r}", hint="use 'heuristic' or 'optimal'")
-        if self.mma_depth is not None and self.mma_depth < 0:
-            raise ArefError("mma_depth must be ≥ 0")
+        if self.mma_depth is not None and (not isinstance(self.mma_depth, int) or self.mma_depth < 0):
+            raise ArefError(f"mma_depth must be an integer ≥ 0, got {self.mma_depth!r}",
+                            hint="None keeps the default of one MMA group in flight")
+        if not self.solver_time_limit > 0:
+            raise ArefError(f"solver_time_limit must be > 0 seconds, got {self.solver_time_limit!r}",
+                            hint="e.g. solver_time_limit=60.0")
 
 
 def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
     if options.verify_each_stage:
-        with compiler_pass("frontend", kernel.loc, verifying=True):
+        with compiler_pass("the frontend (tracing)", kernel.loc, verifying=True):
             verify(kernel)
     return kernel
 
@@ -62,20 +67,20 @@ def _partition(kernel: Kernel, options: CompileOptions):
     anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
-        with compiler_pass("optimal partition", kernel.loc):
+        with compiler_pass("the optimal partitioner", kernel.loc):
             kernel, part, anchors = optimal_partition(kernel, options)
             expert = _matching_heuristic(kernel, part, options)
         if expert is not None:
             # the solver proved this assignment optimal and it is one the expert templates know (e.g. FA3
             # ping-pong): realize it with the expert structure rather than op by op from the modulo schedule
             kernel, part, anchors = expert[0], expert[1], None
-        name = "optimal partition"
+        name = "the optimal partitioner"
     else:
         from partition.heuristic import HeuristicOptions, heuristic_partition
-        with compiler_pass("heuristic partition", kernel.loc):
+        with compiler_pass("the heuristic partitioner", kernel.loc):
             kernel, part = heuristic_partition(kernel, options.arch,
                                                HeuristicOptions(options.consumers, options.num_consumers))
-        name = "heuristic partition"
+        name = "the heuristic partitioner"
     if options.verify_each_stage:
         with compiler_pass(name, kernel.loc, verifying=True):
             verify(kernel)
@@ -111,9 +116,9 @@ def _matching_heuristic(kernel: Kernel, part, options: CompileOptions):
 
 def _pipeline(ws, options: CompileOptions):
     from pipeline import PipelineOptions, pipeline_kernel
-    with compiler_pass("pipeline", ws.loc):
+    with compiler_pass("pipelining", ws.loc):
         out = pipeline_kernel(ws, PipelineOptions(options.mma_depth, options.coarse))
-    return _checked(out, options, "pipeline")
+    return _checked(out, options, "pipelining")
 
 
 def _lower(ws, options: CompileOptions):

@@ -6,7 +6,6 @@ renders the source excerpt with a caret (as rustc and Triton do), so a user neve
 from __future__ import annotations
 
 import linecache
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -52,7 +51,6 @@ class ArefError(Exception):
     """
 
     kind = "error"
-    where_note = ""        # what the source line is to this error (InternalError: context only)
 
     def __init__(self, message: str, loc: SrcInfo | None = None, hint: str | None = None):
         self.message = message
@@ -61,9 +59,12 @@ class ArefError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        parts = [f"{self.kind}: {self.message}"]
+        return self._render([f"{self.kind}: {self.message}"], "  --> {loc}")
+
+    def _render(self, head: list[str], where: str) -> str:
+        parts = list(head)
         if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
-            parts.append(f"  --> {self.loc}{self.where_note}")
+            parts.append(where.format(loc=self.loc))
             excerpt = render_excerpt(self.loc)
             if excerpt:
                 parts.append(excerpt)
@@ -96,38 +97,55 @@ class VerifyError(ArefError):
     kind = "verifier"
 
 
-REPORT_HINT = ("this is a bug in aref, not in your program: please report it with the kernel source and the "
-               "command that failed (`aref ir FILE --stage tile` shows the Tile IR the compiler started from)")
+class UsageError(ArefError):
+    """A command-line flag or argument outside its accepted range (the message gives the range)."""
+
+    kind = "usage error"
 
 
-class InternalError(ArefError):
-    """A compiler pass broke an IR invariant or failed unexpectedly: aref's bug, never the user's.
+class ExampleError(ArefError):
+    """An example file that does not follow the example convention (README), or whose `example_inputs` /
+    `reference` raised: named at the example file's line."""
 
-    It names the pass; `loc` is the user's line the pass was working on, shown as context only."""
+    kind = "example error"
 
-    kind = "internal compiler error"
-    where_note = " (the line being compiled, for context: it is not known to be wrong)"
 
-    def __init__(self, pass_name: str, detail: str, loc: SrcInfo | None = None):
+class UserCodeError(ArefError):
+    """A Python exception raised by the user's own code (a kernel body, a grid function, an example file)
+    while aref ran it, re-raised at the user's line with what to change."""
+
+    kind = "error"
+
+
+class CompilerBugError(ArefError):
+    """An unexpected exception inside aref: a bug of the compiler, not of the user's program.
+
+    `pass_name` names the compiler step that failed, `where` the aref source line that raised, and `loc`
+    the user's line being compiled when it happened (context only: the user's code is not blamed).
+    """
+
+    kind = "compiler bug"
+
+    def __init__(self, message: str, loc: SrcInfo | None = None, hint: str | None = None,
+                 pass_name: str | None = None, where: str | None = None):
         self.pass_name = pass_name
-        super().__init__(f"the {pass_name} pass {detail}", loc, hint=REPORT_HINT)
+        self.where = where
+        super().__init__(message, loc, hint or "this is a bug in aref, not in your program: please report it "
+                                              "with the command line and this message")
+
+    def render(self) -> str:
+        head = [f"{self.kind} in {self.pass_name or 'aref'}: {self.message}"]
+        if self.where:
+            head.append(f"  raised at {self.where}")
+        return self._render(head, "  while compiling {loc} (your code, for context)")
 
 
-
-@contextmanager
-def compiler_pass(name: str, loc: SrcInfo | None = None, verifying: bool = False):
-    """Run a compiler pass (or the verifier after one): a failure that is not a refusal of the user's program
-    becomes an `InternalError` naming the pass. With `verifying`, every `ArefError` is one (the verifier
-    rejecting a pass's output is the pass's bug); otherwise `VerifyError`s and non-aref exceptions are, and
-    other `ArefError`s (a channel too shallow for the schedule, a partition mode that does not apply) pass
-    through as the user's to act on."""
-    try:
-        yield
-    except InternalError:
-        raise
-    except ArefError as err:
-        if not (verifying or isinstance(err, VerifyError)):
-            raise
-        raise InternalError(name, f"produced IR that the verifier rejects: {err.message}", err.loc) from err
-    except Exception as err:  # noqa: BLE001 - any crash inside a pass is the compiler's
-        raise InternalError(name, f"failed unexpectedly ({type(err).__name__}: {err})", loc) from err
+def error_json(err: ArefError) -> dict:
+    """The `--json` error object of every command: `{"ok": false, "error", "kind", "file", "line", "hint"}`
+    (and `"pass"` for a compiler bug)."""
+    out = {"ok": False, "error": err.message, "kind": err.kind, "file": err.loc.file if err.loc.line else None,
+           "line": err.loc.line or None, "hint": err.hint}
+    if isinstance(err, CompilerBugError):
+        out["pass"] = err.pass_name
+        out["where"] = err.where
+    return out

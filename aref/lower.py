@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from aref.errors import InternalError, UNKNOWN_LOC
+from aref.errors import CompilerBugError, UNKNOWN_LOC
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)
@@ -193,8 +193,8 @@ class _Lowering:
             for j, t in enumerate(tiles):
                 load = self.loads.get(id(t))
                 if load is None:
-                    raise InternalError("aref lowering", f"found TMA channel '{ch.name}' publishing a tile that is "
-                                                         f"not a load", op.loc)
+                    raise CompilerBugError(f"TMA channel '{ch.name}' publishes a tile that is not a load", op.loc,
+                                           pass_name="aref lowering")
                 self.emit(out, load, OpKind.TMA_LOAD, (*load.operands, ch.rings[j], slot, ch.full, item), (),
                           SlotAttrs(ch.name, j, load.attrs.tile_shape)).pred = op.pred
         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aref.errors import InternalError
+from aref.errors import CompilerBugError
 from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, NoAttrs, Op,
                      OpKind, ScalarType, Space, Value)
 from aref.verify import expected_result_types
@@ -343,8 +343,8 @@ class _Builder:
             return self.m[id(v)]
         if v.type.__class__.__name__ in ("TensorType", "ArefType"):
             return v                       # kernel parameters and channels are shared by all groups
-        raise InternalError("loop distribution", f"gave group {self.group.name} a use of %{v.name or v.id} that it "
-                                                 f"neither computes nor receives", self.kernel.loc)
+        raise CompilerBugError(f"group {self.group.name} uses %{v.name or v.id}, which it neither computes nor "
+                               f"receives", self.kernel.loc, pass_name="loop distribution")
 
     def clone(self, op: Op, out: list[Op], operands=None) -> Op:
         ops_ = tuple(self.val(v) for v in op.operands) if operands is None else operands

@@ -11,7 +11,8 @@ it as the B operand mixes rows, and then the kernel cannot be split (`NotSplitta
 """
 from __future__ import annotations
 
-from aref.errors import ArefError, compiler_pass
+from aref.errors import ArefError
+from aref.guard import ROW_SPLIT, compiler_pass
 from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
                      SliceAttrs, StoreAttrs, TileType, Value)
 from aref.typing_rules import slice_type
@@ -208,7 +209,7 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
     post = Block(rewrite(kernel.post.ops))
     out = Kernel(kernel.name, kernel.params, kernel.constexprs, kernel.grid, Block(pre_ops), loop, post,
                  kernel.loc)
-    with compiler_pass("cooperative row split", kernel.loc, verifying=True):
+    with compiler_pass(ROW_SPLIT, kernel.loc, verifying=True):
         verify(out)
     return out, replica
 

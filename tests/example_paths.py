@@ -9,6 +9,13 @@ GOLDEN = os.path.join(ROOT, "tests", "golden")
 EXAMPLE_NAMES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "mlp", "attention_causal",
                  "linear_attention", "gemm_epilogue", "splitk_gemm", "rowwise", "batched_gemm"]
 
+# The examples size their rings so the copies in flight cover the machine model's memory latency (STAGES
+# slots). Tests that explore every interleaving or compile arbitrary partitions use the shallower rings the
+# examples had before: the same synchronization (slot wrap-around, parity flips) in smaller state spaces
+# and shared-memory footprints.
+SHALLOW_RINGS = {"gemm": dict(STAGES=3), "dual_gemm": dict(STAGES=3), "gemm_reduce": dict(STAGES=3),
+                 "attention_fwd": dict(STAGES=2), "attention_bwd": dict(STAGES=2)}
+
 # example -> (the example_inputs argument that sets the loop's trip count, the tile size along it, the depth D
 # of its user channel, other example_inputs overrides that make the trip count that argument / tile)
 TRIP_KNOB = {
@@ -31,6 +38,7 @@ ONE_CTA = {"gemm": dict(M=128, N=128), "dual_gemm": dict(M=128, N=128), "gemm_re
            "attention_fwd": dict(BH=1, Sq=128), "attention_bwd": dict(BH=1, Sk=64), "mlp": dict(M=128, N=128),
            "attention_causal": dict(BH=1), "linear_attention": dict(BH=1), "gemm_epilogue": dict(M=128, N=128),
            "splitk_gemm": dict(M=128, N=128), "rowwise": dict(), "batched_gemm": dict(Bt=1, M=128, N=128)}
+ONE_CTA = {name: {**kw, **SHALLOW_RINGS.get(name, {})} for name, kw in ONE_CTA.items()}
 EXPLORE_CTA = {"attention_causal": lambda trips: (max(trips - 1, 0), 0)}
 
 

@@ -6,7 +6,7 @@ partition and random partitions of the ops over 1–4 groups. `run_matrix` compi
 each, runs the Barrier IR in the simulator over seeded interleavings against the interpreter, and explores
 every interleaving of one CTA at the trip counts 0, 1, D and D+1 (D: the deepest channel).
 
-A configuration may be *refused* with an `ArefError` that is not an `InternalError` (a consumer mode that
+A configuration may be *refused* with an `ArefError` that is not a `CompilerBugError` (a consumer mode that
 does not apply, a random partition whose schedules cannot fit together); everything else — an internal
 error, a crash, a violation, a wrong value — is a *failure*.
 """
@@ -19,7 +19,8 @@ import torch
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.errors import ArefError, InternalError, compiler_pass
+from aref.errors import ArefError, CompilerBugError, UserCodeError
+from aref.guard import compiler_pass
 from aref.interpret import run_kernel
 
 HOPPER_MODES = ("plain", "cooperative", "pingpong")
@@ -76,7 +77,7 @@ def compile_config(kernel, how: dict):
     part = custom_partition(kernel, [rnd.randrange(how["groups"]) for _ in assignable_ops(kernel)])
     ir = kernel
     for name, step in (("loop distribution", lambda k: distribute(k, part, how["arch"])),
-                       ("pipeline", pipeline_kernel), ("aref lowering", lower)):
+                       ("pipelining", pipeline_kernel), ("aref lowering", lower)):
         with compiler_pass(name, kernel.loc):
             ir = step(ir)
         with compiler_pass(name, kernel.loc, verifying=True):
@@ -91,7 +92,7 @@ def interpret(kernel, inputs: dict) -> dict:
 
 
 def _classify(err: Exception) -> tuple[str, str]:
-    if isinstance(err, ArefError) and not isinstance(err, InternalError):
+    if isinstance(err, ArefError) and not isinstance(err, (CompilerBugError, UserCodeError)):
         text = err.message
         return ("not-applicable" if any(s in text for s in NOT_APPLICABLE) else "refused"), text
     return "failed", f"{type(err).__name__}: {err}"
