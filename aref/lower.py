@@ -368,17 +368,18 @@ def _pingpong(kernel: WSKernel) -> None:
     """Ping-pong consumers take turns on the tensor core: each waits for its turn (named barrier) before
     its first MMA of a section and passes the turn on after its last MMA issue.
 
-    Turns pass round-robin, so every group must take as many turns as the others at every trip count: the
-    groups need the same pipeline depth and MMAs in the same regions. When they differ (sub-tiles with
-    different work), the ordering — a performance hint, not needed for correctness — is left out rather
-    than emitted unbalanced (which deadlocks)."""
+    Turns pass round-robin, so every group must take as many turns as the others at every trip count (the
+    same pipeline depth and MMAs in the same regions), and no group may wait for data from another ping-pong
+    group (which may be waiting for its turn). Otherwise the ordering — a performance hint, not needed for
+    correctness — is left out rather than emitted to deadlock."""
     order = list(kernel.pingpong)
     if len(order) < 2:
         return
     groups = {gp.group.id: gp for gp in kernel.groups}
-    if len({_turns(groups[g]) for g in order}) > 1:
-        kernel.pingpong = ()
-        return
+    feeds = any(ch.producer in order and set(ch.consumers) & (set(order) - {ch.producer}) for ch in kernel.channels)
+    if len({_turns(groups[g]) for g in order}) > 1 or feeds:
+        kernel.pingpong = ()                # unbalanced turns, or a group waiting on data of the group whose
+        return                              # turn it holds: either deadlocks
     threads = 2 * groups[order[0]].group.threads
     ids = {g: i + 1 for i, g in enumerate(order)}
     kernel.named_barriers = [NamedBarrier(ids[g], threads, f"tensor-core turn of {groups[g].group.name}")

@@ -67,10 +67,21 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
             alias[id(c)] = y
             alias[id(r)] = y
 
+    puts: dict[int, list[Op]] = {}
+    for op in kernel.all_ops():
+        if op.kind is OpKind.PUT:
+            puts.setdefault(id(op.operands[0]), []).append(op)
+
     def source(v: Value, seen=0):
         if id(v) in alias and seen < 8:
             return source(alias[id(v)], seen + 1)
         op = prod.get(id(v))
+        if op is not None and op.kind is OpKind.GET and seen < 8:
+            # a tile computed by one sub-tile and handed to another through a user channel links them (loaded
+            # tiles are shared: their source is a load, which links nothing)
+            i = op.results.index(v) if v in op.results else 0
+            for p in puts.get(id(op.operands[0]), [])[:1]:
+                return source(p.operands[1 + i], seen + 1)
         if op is None or op.kind in (OpKind.GET, OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL) or (
                 replicated(op) and op.kind not in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)):
             return None

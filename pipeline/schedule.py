@@ -156,13 +156,13 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     for coarse in ((True, False) if options.coarse else (False,)):
         stage = _coarse_stages(ops, edges) if coarse else {op: 0 for op in ops}
         span = _held_span(gp, kernel, edges, stage)
-        fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
+        fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
         if fit >= depth or (fit >= 0 and not explicit):
             depth = max(0, min(depth, fit))
             break
     else:
-        ch, held = min(span, key=lambda x: x[0].depth - 1 - x[1])
-        need = held + depth + 1
+        ch, held = min(span, key=lambda x: slack_steps(x[0]) - x[1])
+        need = (held + depth + 1) * max(ch.items_per_iter, 1)
         raise ChannelError(
             f"channel '{ch.name}' (depth {ch.depth}) is too shallow for this schedule: its slots are held "
             f"{held} step(s) by the pipeline plus {depth} for MMAs in flight, which needs depth ≥ {need}",
@@ -207,6 +207,13 @@ def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges):
                 feeds.add(u)
                 changed = True
     return lambda op: (0 if op in feeds else 1, stage[op], index[op])
+
+
+def slack_steps(ch) -> int:
+    """Pipeline steps a slot may stay held after the step that fills it before the producer needs it again:
+    with m items per iteration in a ring of `depth`, an item's slot is refilled `depth // m` iterations later
+    (at the earliest), so a release may trail its put by `depth // m − 1` steps."""
+    return ch.depth // max(ch.items_per_iter, 1) - 1
 
 
 def _held_span(gp, kernel, edges, stage) -> list[tuple]:
@@ -297,12 +304,12 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     explicit = options.mma_depth is not None
     depth = options.mma_depth if explicit else 1
     span = _held_span(gp, kernel, edges, stage)
-    fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
+    fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
     if fit < 0 or (explicit and fit < depth):
-        ch, held = min(span, key=lambda x: x[0].depth - 1 - x[1])
+        ch, held = min(span, key=lambda x: slack_steps(x[0]) - x[1])
         raise ChannelError(f"channel '{ch.name}' (depth {ch.depth}) is too shallow for the solver's schedule, "
                            f"which holds its slots {held} step(s)", ch.loc,
-                           hint=f"use aref.channel(depth={held + depth + 1})")
+                           hint=f"use aref.channel(depth={(held + depth + 1) * max(ch.items_per_iter, 1)})")
     depth = max(0, min(depth, fit))
     _place_channel_ops(gp, edges, stage, depth)
     _propagate(edges, stage)
@@ -404,7 +411,7 @@ def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> di
                 # a TMA producer runs ahead freely (it only waits for free slots); a staged producer of
                 # register tiles must find the slot free when its later stage puts the next item
                 trail = 0 if ch.kind == "tma" else sched.stage[op] - put_stage.get(id(ch.value), sched.stage[op])
-                need[ch.name] = max(need.get(ch.name, 1), held + 1, trail + 1)
+                need[ch.name] = max(need.get(ch.name, 1), (max(held, trail) + 1) * max(ch.items_per_iter, 1))
     return need
 
 
@@ -431,7 +438,7 @@ def delay_puts(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> list[tu
                     (gets if op.kind is OpKind.GET else releases).append(schedules[gp.group.id].stage[op])
         if not puts or not releases:
             continue
-        late = max(releases) - (ch.depth - 1) - min(sched.stage[p] for p in puts)
+        late = max(releases) - slack_steps(ch) - min(sched.stage[p] for p in puts)
         room = min(gets, default=0) - max(sched.stage[p] for p in puts)
         if late > 0 and room > 0:
             edges = body_edges(prod)
@@ -445,7 +452,7 @@ def delay_puts(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> list[tu
             _propagate(edges, sched.stage)
             sched.order = step_order(list(prod.loop.body.ops), sched.stage, edges)
         if late > room:
-            short.append((ch, ch.depth + late - max(room, 0)))
+            short.append((ch, (slack_steps(ch) + 1 + late - max(room, 0)) * max(ch.items_per_iter, 1)))
     return short
 
 

@@ -190,3 +190,93 @@ def test_scalar_min_max_where_abs_on_program_ids(arch, partition):
     ws = lower_to(kernel, "barrier", CompileOptions(arch=arch, partition=partition, solver_time_limit=10))
     report = sim.check(ws, inputs, scalar_reference, seeds=5)
     assert report.ok, report.to_json()
+
+
+@aref_kernel(grid=(1,))
+def two_subtiles(A, B, W, C0, C1, *, SUB: int = 64, BN: int = 64, BK: int = 64):
+    acc0 = aref.zeros((SUB, BN), aref.float32)
+    acc1 = aref.zeros((SUB, BN), aref.float32)
+    ch = aref.channel(depth=2)                   # one item per A sub-tile: two puts per iteration
+    unread = aref.channel(depth=1)               # computed tiles that no one reads
+    for k in aref.range(A.shape[1] // BK):
+        ch.put(aref.load(A, (0, k), (SUB, BK)))
+        ch.put(aref.load(A, (1, k), (SUB, BK)))
+        a0 = ch.get()
+        a1 = ch.get()
+        b = aref.load(B, (0, k), (BN, BK))
+        w = aref.load(W, (k, 0), (BN, BN))
+        acc0 = aref.mma(a0, b.T, acc0)                                   # sub-tile 0: one pipeline stage
+        p1 = aref.exp2(aref.minimum(aref.mma(a1, b.T) * 0.125, 2.0))      # sub-tile 1: MMA, softmax-like, MMA:
+        acc1 = aref.mma(p1.to(aref.float16), w, acc1)                    # two stages (T/C/U)
+        unread.put(p1.to(aref.float16))
+        unread.get()
+        unread.consumed()
+        ch.consumed()
+        ch.consumed()
+    aref.store(C0, (0, 0), acc0)
+    aref.store(C1, (0, 0), acc1)
+
+
+def two_subtile_inputs(trips=3):
+    g = torch.Generator().manual_seed(2)
+    return {"A": (torch.randn(128, 64 * trips, generator=g) * 0.5).half(),
+            "B": (torch.randn(64, 64 * trips, generator=g) * 0.5).half(),
+            "W": (torch.randn(64 * max(trips, 1), 64, generator=g) * 0.5).half(),
+            "C0": torch.zeros(64, 64), "C1": torch.zeros(64, 64)}
+
+
+@pytest.mark.parametrize("arch,consumers", [("sm_90a", "pingpong"), ("sm_90a", "plain"), ("sm_100a", "auto")])
+def test_subtiles_of_different_depth_unread_channel_and_two_items_per_iteration(arch, consumers):
+    """Ping-pong groups with different pipeline depths (their tensor-core turns would not balance: it
+    deadlocked at trip count 0), a user channel no group reads (its ring filled up), two puts per iteration
+    read by a two-stage consumer (its prologue computed slots from a predicated-off item index)."""
+    options = CompileOptions(arch=arch, consumers=consumers)
+    inputs = two_subtile_inputs()
+    kernel = two_subtiles.specialize(**inputs)
+    expected = {k: v.clone() for k, v in inputs.items()}
+    run_kernel(kernel, expected)
+    ws = lower_to(kernel, "barrier", options)
+    report = sim.check(ws, inputs, lambda **_: {"C0": expected["C0"], "C1": expected["C1"]}, seeds=10,
+                       tolerance={"C0": (1e-5, 1e-5), "C1": (1e-5, 1e-5)})
+    assert report.ok, report.to_json()
+    for trips in (0, 1, 2, 3):
+        _explore_small(two_subtiles, two_subtile_inputs(trips), options)
+
+
+def test_a_channel_keeps_one_producer_under_any_partition():
+    """Random partitions that put a channel's two puts in different groups: both filled item 0 of the ring."""
+    from partition.custom import assignable_ops, custom_partition
+    from partition.model import check_partition
+    kernel = two_subtiles.specialize(**two_subtile_inputs())
+    ops = assignable_ops(kernel)
+    puts = [i for i, op in enumerate(ops) if op.kind is OpKind.PUT and op.operands[0].name == "ch"]
+    groups = [0] * len(ops)
+    groups[puts[1]] = 1
+    part = custom_partition(kernel, groups)
+    assert part.assign[ops[puts[1]]] == part.assign[ops[puts[0]]]
+    part.assign[ops[puts[1]]] = 1
+    with pytest.raises(aref.ArefError, match="one producer"):
+        check_partition(kernel, part)
+
+
+@aref_kernel(grid=(1,))
+def linked_subtiles(A, B, C0, *, SUB: int = 64, BN: int = 64, BK: int = 64):
+    acc0 = aref.zeros((SUB, BN), aref.float32)
+    hand = aref.channel(depth=1)
+    for k in aref.range(A.shape[1] // BK):
+        a0 = aref.load(A, (0, k), (SUB, BK))
+        a1 = aref.load(A, (1, k), (SUB, BK))
+        b = aref.load(B, (0, k), (BN, BK))
+        hand.put(aref.mma(a1, b.T).to(aref.float16))          # sub-tile 1's product, handed to sub-tile 0
+        acc0 = aref.mma(a0, b.T, acc0) + hand.get().to(aref.float32)
+        hand.consumed()
+    aref.store(C0, (0, 0), acc0)
+
+
+def test_subtiles_linked_through_a_user_channel_are_not_ping_pong_partners():
+    """Sub-tile 0 waiting for data of sub-tile 1 while holding the tensor-core turn deadlocked."""
+    g = torch.Generator().manual_seed(3)
+    inputs = {"A": torch.randn(128, 128, generator=g).half(), "B": torch.randn(64, 128, generator=g).half(),
+              "C0": torch.zeros(64, 64)}
+    with pytest.raises(aref.ArefError, match="two independent sub-tiles"):
+        lower_to(linked_subtiles.specialize(**inputs), "partitioned", CompileOptions(consumers="pingpong"))
