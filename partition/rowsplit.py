@@ -8,6 +8,13 @@ like any other by the interpreter — and says which replica each rewritten op b
 A value is row-distributed when its axis 0 is the MMA's M dimension. Elementwise ops, row reductions,
 `x[:, None]`, casts and the accumulator chain keep it; a transpose, a reduction over rows or an MMA that takes
 it as the B operand mixes rows, and then the kernel cannot be split (`NotSplittable` names the op).
+
+Every op with a row extent is rewritten for the replica's block of rows [j·M/K, (j+1)·M/K): `full` and
+`arange` get the block's length — and `arange`, an index tile, the block's first row as offset, so it keeps
+its global values —, reductions, broadcasts and elementwise ops take their types from their operands, loads
+and channel tiles stay whole and are sliced where a replica reads them, and stores move their row coordinate.
+Tile work that is not row-distributed (index tiles of the columns, math on shared tiles) is recomputed by
+every replica rather than sent between them; side effects on such values happen once.
 """
 from __future__ import annotations
 
