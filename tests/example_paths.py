@@ -1,6 +1,5 @@
 """Paths, names and per-example test knobs shared by the test modules (kept out of conftest.py so test
 packages cannot clash)."""
-import itertools
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,17 +53,8 @@ def trip_inputs(ex, name: str, trips: int, one_cta: bool = False) -> dict:
 
 def max_trip_count(kernel) -> int:
     """The loop's trip count, the largest over the grid's CTAs (a run-time count depends on program ids)."""
-    from aref.interpret import evaluate
-    from aref.ir import ScalarType
-    best = 0
-    for cta in itertools.product(*(range(g) for g in kernel.grid)):
-        env = {}
-        for op in kernel.pre.ops:
-            if op.results and all(isinstance(r.type, ScalarType) for r in op.results) and all(
-                    id(v) in env for v in op.operands):
-                env[id(op.result)] = evaluate(op, [env[id(v)] for v in op.operands], cta)
-        best = max(best, int(env[id(kernel.loop.trip_count)]))
-    return best
+    from aref.interpret import trip_counts
+    return max(trip_counts(kernel).values(), default=0)
 
 
 def source_line(path: str, text: str) -> int:
