@@ -120,7 +120,7 @@ def _run_sim(args, console: Console, example, inputs) -> int:
     kernel = example.kernel.specialize(**inputs)
     ws = lower_to(kernel, "barrier", options_of(args))
     report = sim.check(ws, inputs, example.reference_fn, seeds=args.seeds, exhaustive=args.exhaustive,
-                       tolerance=getattr(example.module, "TOLERANCE", None))
+                       tolerance=example.tolerance(inputs))
     out = report.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "backend": "sim", "arch": args.arch,
@@ -249,6 +249,7 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
 # -------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     import aref.cli_solve  # noqa: F401  (registers `solve` and `compare`)
+    import aref.cli_tune  # noqa: F401  (registers `tune` and `bench`)
     parser = argparse.ArgumentParser(prog="aref", description="aref: warp-specialized GPU kernels from tile "
                                                               "programs with explicit arefs")
     sub = parser.add_subparsers(dest="command", required=True)
