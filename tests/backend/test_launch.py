@@ -58,5 +58,5 @@ def test_launch_matches_the_reference(example, size):
     torch.cuda.synchronize()
     expected = ex.reference_fn(**inputs)
     report = compare({k: v.cpu() for k, v in cuda.items() if isinstance(v, torch.Tensor)}, expected,
-                     getattr(ex.module, "TOLERANCE", None))
+                     ex.tolerance(inputs))
     assert report.ok, report.to_json()

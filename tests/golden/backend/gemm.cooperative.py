@@ -26,6 +26,7 @@ THREADS = 384  # 3 warp groups
 BM = 128
 BN = 128
 BK = 64
+STAGES = 3
 
 
 @cute.struct
