@@ -283,8 +283,10 @@ def _distinct(samples: list[Sample]) -> list[Sample]:
 def write_calibration(path: str | os.PathLike, machine: Machine, params: dict, source: str,
                       before: Evaluation, after: Evaluation) -> None:
     """The calibration file `aref.machine.calibrated` reads: the fitted figures and how well they fit."""
+    fitted = with_parameters(machine, params)       # the figures as the machine model rounds them
     data = {"machine": machine.name, "arch": machine.arch, "source": source, "fitted_by": "bench/calibrate.py",
-            "parameters": {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()},
+            "parameters": {k: (list(getattr(fitted, k)) if k == "tma_latency" else
+                               round(getattr(fitted, k), 4)) for k in params},
             "fit": {"before": before.to_json(), "after": after.to_json()}}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
