@@ -176,7 +176,8 @@ def cmd_compile(args, console: Console) -> int:
     table = Table(title=f"{example.name} for {data['arch']} ({args.partition} partition)")
     table.add_column("field")
     table.add_column("value")
-    for key in ("source_path", "ptx_path", "cubin_path", "registers", "spill_bytes", "compile_seconds"):
+    for key in ("source_path", "ptx_path", "cubin_path", "registers", "spill_bytes", "resource_source",
+                "compile_seconds"):
         if data.get(key) is not None:
             table.add_row(key, str(data[key]))
     for op, n in sorted(data.get("instructions", {}).items()):

@@ -21,7 +21,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref
@@ -324,8 +325,8 @@ def attention_fwd_kernel(
 
 
 @cute.jit
-def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
-    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid."""
+def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor, stream: CUstream):
+    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""
     mma0 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 128))
     mma1 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.MN, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 64), a_source=warpgroup.OperandSource.RMEM)
     s_kc_K_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
@@ -346,14 +347,16 @@ def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
         smem=SharedStorage.size_in_bytes(),
         # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)
         min_blocks_per_mp=1,
+        stream=stream,
     )
 
 
 def make_fake_args():
-    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""
+    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""
     return [
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # Q
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # K
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # V
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # O
+        make_fake_stream(),  # stream
     ]

@@ -15,7 +15,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref
@@ -170,8 +171,8 @@ def gemm_kernel(
 
 
 @cute.jit
-def host(A: cute.Tensor, B: cute.Tensor, C: cute.Tensor):
-    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid."""
+def host(A: cute.Tensor, B: cute.Tensor, C: cute.Tensor, stream: CUstream):
+    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""
     mma0 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 128))
     s_ab_A_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
     s_ab_B_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
@@ -188,13 +189,15 @@ def host(A: cute.Tensor, B: cute.Tensor, C: cute.Tensor):
         smem=SharedStorage.size_in_bytes(),
         # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)
         min_blocks_per_mp=1,
+        stream=stream,
     )
 
 
 def make_fake_args():
-    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""
+    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""
     return [
         make_fake_compact_tensor(cutlass.Float16, (256, 256), stride_order=(1, 0), assumed_align=16),  # A
         make_fake_compact_tensor(cutlass.Float16, (256, 256), stride_order=(1, 0), assumed_align=16),  # B
         make_fake_compact_tensor(cutlass.Float16, (256, 256), stride_order=(1, 0), assumed_align=16),  # C
+        make_fake_stream(),  # stream
     ]
