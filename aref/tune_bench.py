@@ -147,8 +147,7 @@ def time_config(example, inputs: dict, cfg, expected: dict, tolerance) -> tuple[
     check = {"ok": report.ok, "max_abs_err": report.max_abs_err}
     if not report.ok:
         return None, check, kernel_flops(kernel)
-    dl = launcher.arguments(args)
-    return time_cuda(lambda: launcher.compiled(*dl)).median_ms, check, kernel_flops(kernel)
+    return time_cuda(launcher.bound(args)).median_ms, check, kernel_flops(kernel)
 
 
 def time_baseline(prepare, inputs: dict, expected: dict) -> tuple[float | None, dict]:

@@ -65,8 +65,7 @@ def _measure_one(c, tensors: dict, arch: str, options, expected, tolerance):
             if not report.ok:
                 return replace(c, status="failed", stage="gpu",
                                reason=f"output differs from the reference (max |err| {report.max_abs_err:.3g})")
-        dl = launcher.arguments(args)
-        timing = time_cuda(lambda: launcher.compiled(*dl), warmup=options.warmup, reps=options.reps,
+        timing = time_cuda(launcher.bound(args), warmup=options.warmup, reps=options.reps,
                            flush_l2=options.flush_l2)
         return replace(c, measured=timing, outputs=got)
     except (ArefError, RuntimeError, ValueError) as err:

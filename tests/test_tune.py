@@ -192,3 +192,23 @@ def test_tune_command_ranks_and_caches(tmp_path):
     assert (tmp_path / f"{data['key']}.json").exists()
     table = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert table.returncode == 0 and "from the cache" in table.stdout and "winner:" in table.stdout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_launch_tunes_by_gpu_timing_and_remembers(tmp_path):
+    """On a GPU, the first launch times the model's best candidates (each checked against the first) and
+    caches the winner; the output is right and a second launch reuses the choice."""
+    ex = load_example(f"{EXAMPLES}/gemm.py")
+    ex.kernel.tune_options = TuneOptions(top_k=2, reps=5, cache_dir=tmp_path)
+    inputs = ex.inputs("small")
+    cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    ex.kernel(**cuda)
+    torch.cuda.synchronize()
+    from aref.harness import compare
+    assert compare({"C": cuda["C"].cpu()}, ex.reference_fn(**inputs), ex.tolerance(inputs)).ok
+    stored = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert len(stored) == 1 and stored[0]["method"] == "gpu"
+    assert sum(c["measured_ms"] is not None for c in stored[0]["candidates"]) >= 1
+    assert len(ex.kernel._tuned) == 1
+    ex.kernel(**cuda)
+    assert len(ex.kernel._tuned) == 1
