@@ -85,7 +85,7 @@ def tune_table(result, show: int = 30):
     table = Table(title=title)
     for col in ("#", "configuration", "pred. ms", "pred. TFLOP/s", "cycles/iter", "TC util.", "measured ms",
                 "status"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", min_width=24 if col == "configuration" else None)
     rows = [c.to_json() for c in result.candidates]
 
     def f(v, fmt):

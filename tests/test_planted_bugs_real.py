@@ -14,7 +14,7 @@ from example_paths import example_path, source_line
 GEMM = example_path("gemm")
 PUT = source_line(GEMM, "ab.put(")              # the producer's side of channel ab
 GET = source_line(GEMM, "a, b = ab.get()")      # the consumer's side
-CHANNEL = source_line(GEMM, "ab = aref.channel(depth=3)")
+CHANNEL = source_line(GEMM, "ab = aref.channel(depth=STAGES)")
 
 I32 = ScalarType(DType.int32)
 

@@ -83,7 +83,7 @@ def test_explicit_mma_depth_too_deep_for_user_channel():
     with pytest.raises(ChannelError) as info:
         lower_to(kernel, "pipelined", CompileOptions(consumers="plain", mma_depth=3))
     assert "channel 'ab' (depth 3)" in info.value.message
-    assert info.value.loc.line == source_line(example_path("gemm"), "ab = aref.channel(depth=3)")
+    assert info.value.loc.line == source_line(example_path("gemm"), "ab = aref.channel(depth=STAGES)")
 
 
 def test_pingpong_needs_subtiles():
