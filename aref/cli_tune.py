@@ -29,15 +29,21 @@ def _tune_options(args, use_gpu):
                        cache_dir=args.cache_dir or DEFAULT_TUNE_CACHE)
 
 
-def _inputs_for(args, example, inputs):
-    """(inputs on the GPU when it is used for timing, else on torch's meta device; whether the GPU times)."""
+def inputs_on_device(args, use_gpu: bool):
+    """(example, inputs) with the tensors on the GPU when it is used, else on torch's meta device (shapes and
+    dtypes only: large problems cost no memory or time to make)."""
     import torch
+    if not use_gpu:
+        with torch.device("meta"):
+            return example_and_inputs(args)
+    example, inputs = example_and_inputs(args)
+    return example, {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
 
+
+def _uses_gpu(args) -> bool:
     from aref.tune_gpu import gpu_arch
     present = gpu_arch()
-    use_gpu = present is not None and not getattr(args, "model_only", False) and (args.arch in (None, present))
-    dev = "cuda" if use_gpu else "meta"
-    return {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}, use_gpu
+    return present is not None and not getattr(args, "model_only", False) and args.arch in (None, present)
 
 
 @command("tune", "autotune a kernel: rank its configurations (timing model, GPU when present), cache the winner",
@@ -47,8 +53,8 @@ def cmd_tune(args, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from aref.tune_bench import split_inputs
-    example, inputs = example_and_inputs(args)
-    inputs, use_gpu = _inputs_for(args, example, inputs)
+    use_gpu = _uses_gpu(args)
+    example, inputs = inputs_on_device(args, use_gpu)
     tensors, fixed = split_inputs(example, inputs)
     err = Console(stderr=True)
     progress = Progress(TextColumn("[bold]tuning[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -113,24 +119,24 @@ def _bench_args(p):
 def cmd_bench(args, console) -> int:
     from aref.tune_bench import bench_example, example_baseline, plan_example
     from aref.tune_gpu import gpu_arch
-    example, inputs = example_and_inputs(args)
+    arch = gpu_arch()
+    example, inputs = inputs_on_device(args, arch is not None and not args.dry_run)
     base = example_baseline(example)
     baselines = {"torch": base} if base is not None else {"reference()": lambda i: (lambda: example.reference_fn(**i))}
-    arch = gpu_arch()
     if arch is None or args.dry_run:
         plan = plan_example(example, inputs, baselines, arch or "sm_90a")
         plan["gpu"] = arch is not None
         if args.json:
             print(json.dumps({"dry_run": True, **plan}))
         else:
+            pick = (f"{plan['config']} predicted {plan['predicted_ms']:.4f} ms" if plan["config"] else
+                    "none: every candidate is pruned (aref tune lists why)")
             console.print(("No CUDA GPU: " if arch is None else "Dry run: ") + f"would benchmark {plan['name']} on "
-                          f"{plan['problem']}\n  configuration (timing model): {plan['config']} predicted "
-                          f"{plan['predicted_ms']:.4f} ms; {plan['candidates']} candidates, {plan['pruned']} pruned"
-                          f"\n  against: {', '.join(plan['baselines'])} (each output checked against reference())",
-                          highlight=False)
+                          f"{plan['problem']}\n  configuration (timing model): {pick}; {plan['candidates']} "
+                          f"candidates, {plan['pruned']} pruned\n  against: {', '.join(plan['baselines'])} (each "
+                          f"output checked against reference())", highlight=False)
         return 0
-    cuda = {k: (v.cuda() if hasattr(v, "cuda") else v) for k, v in inputs.items()}
-    row = bench_example(example, cuda, baselines)
+    row = bench_example(example, inputs, baselines)
     data = row.to_json()
     if args.json:
         print(json.dumps(data))

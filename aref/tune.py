@@ -62,7 +62,9 @@ class Candidate:
 
     @property
     def predicted_ms(self) -> float | None:
-        return self.prediction.seconds * 1e3 if self.prediction is not None else None
+        if self.prediction is None:
+            return (self.stored or {}).get("predicted_ms")
+        return self.prediction.seconds * 1e3
 
     def to_json(self) -> dict:
         if self.stored is not None:

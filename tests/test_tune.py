@@ -76,6 +76,7 @@ def test_the_winner_is_cached_per_shapes_and_space(tmp_path):
     again = tune(ex.kernel, tensors, {}, space, opts)
     assert not first.cached and again.cached and again.best == first.best and again.key == first.key
     assert again.to_json()["candidates"] == first.to_json()["candidates"]
+    assert again.ranked()[0].predicted_ms == first.ranked()[0].predicted_ms > 0
     other = tune(ex.kernel, meta_inputs("gemm", "small", K=512)[1], {}, space, opts)
     assert other.key != first.key and not other.cached
     fewer = tune(ex.kernel, tensors, {}, space[:1], opts)
