@@ -118,7 +118,8 @@ def _prepare(kfn, tensors: dict, consts: dict, cfg: Config, arch: str, machine) 
     except UnsupportedFeature as err:
         return replace(cand, status="pruned", stage="unsupported", reason=err.message)
     try:
-        _, bound = kfn.bind((), {**tensors, **consts, **cfg.consts})
+        from aref.kernel import SHAPE_DEVICES
+        _, bound = kfn.bind((), {**tensors, **consts, **cfg.consts}, SHAPE_DEVICES)
         kernel = kfn._specialize(tensors, bound)
         ws = lower_to(kernel, "barrier", cfg.compile_options(arch))
     except ArefError as err:

@@ -12,6 +12,10 @@ compiled, checked against the example's reference, timed (CUDA events, L2 flushe
 and written as a JSON line with the model's prediction at measurement time (`aref.tune_calibrate` describes
 the format); a refused configuration is recorded with its error.
 
+A record names every constant that differs from the example's current defaults: the ring depths the examples
+had on 2026-11-22 (3 for GEMM, 2 for attention) are written into that file's records as `STAGES`, since the
+examples have chosen their depth by themselves since then.
+
 The fit (`aref.tune_calibrate.fit`) searches the machine's calibrated figures — sustained tensor-core
 efficiency, TMA bandwidth and latency, barrier cost, per-CTA overhead — for the smallest squared log error
 between predicted and measured times, prints the prediction error and the Spearman rank correlation per

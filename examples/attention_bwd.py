@@ -18,8 +18,8 @@ LOG2E = math.log2(math.e)
 
 
 @aref_kernel(grid=lambda K, BN, **_: (-(-K.shape[1] // BN), K.shape[0]))
-def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int = 64, STAGES: int = 2,
-                  sm_scale: float = 0.0):
+def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int = 64,
+                  sm_scale: float = 0.0, STAGES: int = 3):
     pid_n, bh = aref.program_id(0), aref.program_id(1)
     D = Q.shape[2]
     scale = sm_scale or 1.0 / math.sqrt(D)

@@ -14,7 +14,7 @@ from example_paths import example_path, source_line
 GEMM = example_path("gemm")
 PUT = source_line(GEMM, "ab.put(")              # the producer's side of channel ab
 GET = source_line(GEMM, "a, b = ab.get()")      # the consumer's side
-CHANNEL = source_line(GEMM, "ab = aref.channel(depth=STAGES)")
+CHANNEL = source_line(GEMM, "ab = aref.channel(depth=STAGES or")
 
 I32 = ScalarType(DType.int32)
 
@@ -22,7 +22,7 @@ I32 = ScalarType(DType.int32)
 @pytest.fixture(scope="module")
 def gemm():
     ex = load_example(GEMM)
-    inputs = ex.inputs(K=7 * 64, M=128, N=128)          # 7 iterations: the 3-slot ring wraps twice
+    inputs = ex.inputs(K=7 * 64, M=128, N=128, STAGES=3)  # 7 iterations: the 3-slot ring wraps twice
     kernel = ex.kernel.specialize(**inputs)
     return ex, inputs, kernel
 

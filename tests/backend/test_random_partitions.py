@@ -15,6 +15,7 @@ from aref.backend.cute import BackendError, compile_barrier, generate_source
 from aref.errors import ArefError
 from aref.harness import load_example
 from aref.ir import OpKind
+from example_paths import SHALLOW_RINGS
 from aref.lower import lower
 from partition.custom import assignable_ops, custom_partition
 from partition.distribute import distribute
@@ -46,7 +47,7 @@ CASES = [("gemm", {}), ("gemm_reduce", {}), ("attention_fwd", {"BM": 64, "BN": 6
 @pytest.mark.parametrize("example, dims", CASES, ids=[c[0] for c in CASES])
 def test_random_partitions_generate_or_refuse_clearly(example, dims, backend_cache):
     ex = load_example(f"examples/{example}.py")
-    inputs = ex.inputs(**dims)
+    inputs = ex.inputs(**dims, **SHALLOW_RINGS[example])
     kernel = ex.kernel.specialize(**inputs)
     generated, compiled, internal = [], [], []
     for seed, ws in _random_barrier_irs(ex, kernel, SEEDS):

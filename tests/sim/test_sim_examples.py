@@ -4,7 +4,7 @@ and D is clean (and the first 20 000 states at D+1 and 2D+1), and the timing mod
 error."""
 import pytest
 import torch
-from example_paths import EXAMPLE_NAMES, example_path
+from example_paths import EXAMPLE_NAMES, SHALLOW_RINGS, example_path
 
 from aref.compiler import CompileOptions, lower_to
 from aref.harness import load_example
@@ -20,6 +20,7 @@ TRIP_KNOB = {"gemm": ("K", 64), "dual_gemm": ("K", 64), "gemm_reduce": ("K", 64)
 # inputs for a single CTA, so exhaustive exploration covers the whole grid
 ONE_CTA = {"gemm": dict(M=128, N=128), "dual_gemm": dict(M=128, N=128), "gemm_reduce": dict(M=128, N=128),
            "attention_fwd": dict(BH=1, Sq=128), "attention_bwd": dict(BH=1, Sk=64)}
+ONE_CTA = {name: {**kw, **SHALLOW_RINGS[name]} for name, kw in ONE_CTA.items()}
 # Exploration budget (states). Trip counts 0, 1 and D must be covered completely; D+1 and 2D+1 are
 # explored up to a smaller budget to keep the suite fast: completing them takes up to ~100K states (Blackwell
 # attention backward: 97K at D+1, 101K at 2D+1, over 100 s each on a loaded 2-core machine).
