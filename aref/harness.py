@@ -105,6 +105,15 @@ class Example:
                                    hint=f"return a tensor shaped like the argument {name}")
         return out
 
+    def tolerance(self, inputs: dict) -> dict | None:
+        """Allowed error per output, {name: (atol, rtol)}: the module's `tolerance(**inputs)` (error bounds
+        that depend on the problem, e.g. the accumulation length), else its `TOLERANCE` dict, else None
+        (by output dtype, see `TOLERANCE` here)."""
+        fn = getattr(self.module, f"tolerance_{self.name}", None) or getattr(self.module, "tolerance", None)
+        if callable(fn):
+            return fn(**inputs)
+        return getattr(self.module, "TOLERANCE", None)
+
 
 def _check_signature(fn, kwargs: dict, convention: str) -> None:
     """`fn` accepts these keyword arguments, or an ExampleError at its `def` line naming what it lacks."""
@@ -137,15 +146,6 @@ def _return_loc(fn) -> SrcInfo:
     except (OSError, SyntaxError, TypeError):
         pass
     return SrcInfo(code.co_filename, line)
-
-    def tolerance(self, inputs: dict) -> dict | None:
-        """Allowed error per output, {name: (atol, rtol)}: the module's `tolerance(**inputs)` (error bounds
-        that depend on the problem, e.g. the accumulation length), else its `TOLERANCE` dict, else None
-        (by output dtype, see `TOLERANCE` here)."""
-        fn = getattr(self.module, f"tolerance_{self.name}", None) or getattr(self.module, "tolerance", None)
-        if callable(fn):
-            return fn(**inputs)
-        return getattr(self.module, "TOLERANCE", None)
 
 
 def load_module(path: str):
