@@ -33,7 +33,6 @@ THREADS = 384  # 3 warp groups
 BM = 128
 BN = 128
 SUBTILE = 2
-STAGES = 2
 SM_SCALE = 0.0
 
 

@@ -27,7 +27,6 @@ THREADS = 384  # 3 warp groups
 BM = 128
 BN = 128
 BK = 64
-STAGES = 3
 
 
 @cute.struct
