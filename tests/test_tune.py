@@ -125,18 +125,9 @@ def test_gpu_timing_without_a_gpu_is_refused(tmp_path):
 def test_decorator_configs_and_autotune(tmp_path):
     space = [Config.of({"BN": 64}), Config.of({"BN": 128})]
 
-    @aref.autotune(configs=space, key=["A"], top_k=2, cache_dir=str(tmp_path))
-    @aref.aref_kernel
-    def gemm(A, B, C, *, BM: int = 64, BN: int = 64, BK: int = 64):
-        pid_m, pid_n = aref.program_id(0), aref.program_id(1)
-        acc = aref.zeros((BM, BN), aref.float32)
-        ab = aref.channel(depth=2)
-        for k in aref.range(A.shape[1] // BK):
-            ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
-            a, b = ab.get()
-            acc = aref.mma(a, b.T, acc)
-            ab.consumed()
-        aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+    # the example's tile program, decorated afresh: @aref.autotune above @aref_kernel
+    gemm = aref.autotune(configs=space, key=["A"], top_k=2, cache_dir=str(tmp_path))(
+        aref.aref_kernel(load_example(f"{EXAMPLES}/gemm.py").kernel.fn))
 
     assert gemm.configs == space and gemm.key == ["A"] and gemm.tune_options.top_k == 2
     A, B = torch.randn(128, 128).half(), torch.randn(128, 128).half()
