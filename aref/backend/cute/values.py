@@ -125,33 +125,60 @@ class SmemTile:
 
 @dataclass
 class Buffer:
-    """A register tensor of the generated code."""
+    """A register tensor of the generated code holding one tile in a layout of `aref.backend.cute.layout`."""
 
     name: str
-    shape: tuple[int, ...]       # (R, C) tile in accumulator layout, or (R,) row vector
+    shape: tuple[int, ...]       # the IR tile's shape
     dtype: DType
-    layout_mma: str              # the wgmma whose C layout holds it
-    rc: str = ""                 # (rows, cols) view name of a tile
+    layout_mma: str              # the wgmma whose C layout holds it (acc tiles)
+    rc: str = ""                 # (rows, cols) view name of an acc tile
+    layout: str = "acc"          # acc | row | col | scalar
+
+    @property
+    def elements(self) -> int:
+        """Elements per thread."""
+        if self.layout == "acc":
+            return self.shape[0] * self.shape[1] // 128
+        if self.layout == "row":
+            return self.rows
+        if self.layout == "col":
+            return self.cols
+        return 1
 
     @property
     def registers(self) -> int:
-        """32-bit registers per thread."""
-        n = self.shape[0] * self.shape[1] // 128 if len(self.shape) == 2 else self.rows
-        return n * self.dtype.bits // 32
+        """32-bit registers per thread (a boolean takes a whole register)."""
+        bits = 32 if self.dtype is DType.bool_ else self.dtype.bits
+        return max(1, self.elements * bits // 32)
 
     @property
     def is_tile(self) -> bool:
-        return len(self.shape) == 2
+        return self.layout == "acc"
 
     @property
     def rows(self) -> int:
         """Rows this thread holds: 2 per 64-row wgmma atom."""
-        return 2 * self.shape[0] // 64
+        return self.shape[0] // 32
 
     @property
     def cols(self) -> int:
         """Columns this thread holds of each of its rows: 2 of every 8."""
-        return self.shape[1] // 4
+        return self.shape[-1] // 4
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        """Loop extents over this thread's elements, in (r, c) order of its layout."""
+        return {"acc": (self.rows, self.cols), "row": (self.rows,), "col": (self.cols,), "scalar": ()}[self.layout]
+
+    def at(self, r: str | None, c: str | None) -> str:
+        """The element at register indices (r, c) (the ones the layout has)."""
+        if self.layout == "acc":
+            return f"{self.rc}[{r}, {c}]"
+        if self.layout == "row":
+            return f"{self.name}[{r}]"
+        if self.layout == "col":
+            return f"{self.name}[{c}]"
+        return f"{self.name}[0]"
 
 
 @dataclass

@@ -1,0 +1,238 @@
+"""Elementwise entries: unary and binary math, comparisons, `where` and casts.
+
+Numerics (the interpreter's, which the backend reproduces): a float result is computed in float32 and then
+rounded to its dtype (`aref.ops.round_to`); integer results use int32 arithmetic (wrapping); booleans come
+from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.typing_rules.elementwise`).
+"""
+from __future__ import annotations
+
+import torch
+
+from aref import typing_rules as rules
+from aref.errors import ArefTypeError
+from aref.ir import DType, OpKind, TileType
+from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, EXPR, MUFU, PREDICATE, Cost, Emit, Hints, OpDef,
+                      register)
+
+ISSUE = "issue"
+FLOATS = (DType.float32, DType.float16, DType.bfloat16)
+ROLES3 = ("mma_consumer", "compute", "epilogue")
+
+
+# ---------------------------------------------------------------------------------------------- costs
+def _numel(t) -> int:
+    return t.numel if isinstance(t, TileType) else 1
+
+
+def _per_element(rate: str):
+    def cycles(op, m, rng=None):
+        t = op.results[0].type
+        if not isinstance(t, TileType):
+            return 1
+        return max(1, -(-_numel(t) // getattr(m, rate)))
+    return cycles
+
+
+def _unit(unit: str):
+    return lambda op: unit if isinstance(op.results[0].type, TileType) else ISSUE
+
+
+FMA_COST = Cost(_unit("fma"), _per_element("fma_per_clk"))
+MUFU_COST = Cost(_unit("mufu"), _per_element("mufu_per_clk"))
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def as_tensor(x) -> torch.Tensor:
+    """An operand value as a tensor: 16-bit and fp8 tiles widen to float32, ints and booleans stay."""
+    if isinstance(x, torch.Tensor):
+        return x.float() if x.dtype not in (torch.bool, torch.int32) else x
+    if isinstance(x, bool):
+        return torch.tensor(x)
+    return torch.tensor(x, dtype=torch.float32 if isinstance(x, float) else torch.int32)
+
+
+def _is_float_result(op) -> bool:
+    return op.results[0].type.dtype.is_float
+
+
+def _bool_gate(types, what: str, loc) -> None:
+    if any(t.dtype is DType.bool_ for t in types):
+        raise ArefTypeError(f"{what} on a boolean value", loc,
+                            hint="booleans come from comparisons: select with `aref.where(cond, a, b)`, or cast "
+                                 "with `.to(aref.int32)` to count")
+
+
+# ---------------------------------------------------------------------------------------------- unary
+def _unary_rule(fn: str, float_only: bool):
+    def rule(types, attrs, loc):
+        (x,) = types
+        _bool_gate(types, f"aref.{fn}" if fn != "neg" else "negation", loc)
+        if float_only and not x.dtype.is_float:
+            raise ArefTypeError(f"aref.{fn} needs a float tile, got {x.dtype.name}", loc,
+                                hint="cast with `.to(aref.float32)`")
+        return (rules.elementwise(types, x.dtype, loc),)
+    return rule
+
+
+def _unary_interp(f):
+    def run(op, vals, cta):
+        x = as_tensor(vals[0])
+        return f(x.float() if _is_float_result(op) else x)
+    return run
+
+
+def _abs_int(emit, op, a):
+    return emit(OpKind.WHERE, None, [emit(OpKind.COMPARE, "lt", [a, "0"]), emit(OpKind.UNARY, "neg", [a]), a])
+
+
+_POSITIVE = (0.25, 4.0)
+UNARIES = [
+    # fn, torch, oracle, CuTe template, transcendental, domain
+    ("exp", torch.exp, torch.exp, "cute.math.exp({a}, fastmath=True)", True, (-4.0, 4.0)),
+    ("exp2", torch.exp2, torch.exp2, "cute.math.exp2({a}, fastmath=True)", True, (-4.0, 4.0)),
+    ("log", torch.log, torch.log, "cute.math.log({a}, fastmath=True)", True, _POSITIVE),
+    ("log2", torch.log2, torch.log2, "cute.math.log2({a}, fastmath=True)", True, _POSITIVE),
+    ("sqrt", torch.sqrt, torch.sqrt, "cute.math.sqrt({a}, fastmath=True)", True, _POSITIVE),
+    ("rsqrt", torch.rsqrt, torch.rsqrt, "cute.math.rsqrt({a}, fastmath=True)", True, _POSITIVE),
+    ("abs", torch.abs, torch.abs, "cute.math.absf({a})", False, (-4.0, 4.0)),
+    ("neg", torch.neg, torch.neg, "(-{a})", False, (-4.0, 4.0)),
+]
+for fn, f, oracle, template, transcendental, domain in UNARIES:
+    traits = {ELEMENTWISE, CUDA_CORE} | ({MUFU} if transcendental else set())
+    if fn in ("exp", "exp2"):
+        traits.add(EXPONENTIAL)
+    integer = not transcendental
+    emits = (Emit(template=template, operands="float"),)
+    if fn == "neg":
+        emits += (Emit(template=template, operands="int"),)
+    register(OpDef(
+        OpKind.UNARY, fn, f"elementwise {fn}" + (" (float tiles)" if transcendental else ""),
+        frozenset(traits), MUFU_COST if transcendental else FMA_COST,
+        type_rule=_unary_rule(fn, float_only=transcendental), interpret=_unary_interp(f),
+        cute=emits, decompose=_abs_int if fn == "abs" else None,
+        # fast-math MUFU approximations: ~2 ulp, plus the argument's own rounding for exp of large values
+        hints=Hints(dtypes=FLOATS + ((DType.int32,) if integer else ()), domain=domain, oracle=oracle,
+                    roles=ROLES3, random=True, tol=(1e-5, 2e-6) if not transcendental else (1e-5, 1e-5)),
+        surface=None if fn == "neg" else f"aref.{fn}"))
+
+
+# --------------------------------------------------------------------------------------------- binary
+def _binary_rule(fn: str):
+    def rule(types, attrs, loc):
+        a, b = types
+        _bool_gate(types, {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`"}.get(fn, f"aref.{fn}"), loc)
+        dtype = rules.promote(a.dtype, b.dtype, loc)
+        if fn == "div" and not dtype.is_float:
+            raise ArefTypeError("`/` on integer tiles", loc, hint="cast to a float type first with `.to(...)`")
+        return (rules.elementwise(types, dtype, loc),)
+    return rule
+
+
+def _binary_interp(f):
+    def run(op, vals, cta):
+        x, y = as_tensor(vals[0]), as_tensor(vals[1])
+        if _is_float_result(op):
+            x, y = x.float(), y.float()
+        return f(x, y)
+    return run
+
+
+def _minmax_int(cmp: str):
+    def decompose(emit, op, a, b):
+        return emit(OpKind.WHERE, None, [emit(OpKind.COMPARE, cmp, [a, b]), a, b])
+    return decompose
+
+
+BINARIES = [
+    ("add", torch.add, "({a} + {b})", "+"),
+    ("sub", torch.sub, "({a} - {b})", "-"),
+    ("mul", torch.mul, "({a} * {b})", "*"),
+    ("div", torch.div, "({a} / {b})", "/"),
+    ("maximum", torch.maximum, "cute.arch.fmax({a}, {b})", "aref.maximum"),
+    ("minimum", torch.minimum, "cute.arch.fmin({a}, {b})", "aref.minimum"),
+]
+for fn, f, template, surface in BINARIES:
+    arith = fn in ("add", "sub", "mul", "div")
+    emits = (Emit(template=template, operands="float"),)
+    if fn in ("add", "sub", "mul"):
+        emits += (Emit(template=template, operands="int"),)
+    register(OpDef(
+        OpKind.BINARY, fn, f"elementwise {fn}", frozenset({ELEMENTWISE, CUDA_CORE}), FMA_COST,
+        type_rule=_binary_rule(fn), interpret=_binary_interp(f), cute=emits,
+        decompose=_minmax_int("gt" if fn == "maximum" else "lt") if not arith else None,
+        hints=Hints(dtypes=FLOATS + ((DType.int32,) if fn != "div" else ()),
+                    domain=(0.25, 4.0) if fn == "div" else (-4.0, 4.0), oracle=f, roles=ROLES3, random=True,
+                    tol=(1e-5, 2e-6)),
+        surface=surface))
+
+
+# ------------------------------------------------------------------------------------------ comparison
+def _compare_rule(types, attrs, loc):
+    rules.promote(types[0].dtype, types[1].dtype, loc)
+    return (rules.elementwise(types, DType.bool_, loc),)
+
+
+def _compare_interp(f):
+    return lambda op, vals, cta: f(as_tensor(vals[0]), as_tensor(vals[1]))
+
+
+for fn, f, sym in (("lt", torch.lt, "<"), ("le", torch.le, "<="), ("gt", torch.gt, ">"), ("ge", torch.ge, ">="),
+                   ("eq", torch.eq, "=="), ("ne", torch.ne, "!=")):
+    register(OpDef(
+        OpKind.COMPARE, fn, f"elementwise comparison `{sym}`", frozenset({ELEMENTWISE, CUDA_CORE, PREDICATE}),
+        FMA_COST, type_rule=_compare_rule, interpret=_compare_interp(f),
+        cute=(Emit(template=f"({{a}} {sym} {{b}})"),),
+        hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=f, roles=ROLES3, random=True), surface=sym))
+
+
+# ----------------------------------------------------------------------------------------------- where
+def _where_rule(types, attrs, loc):
+    c, a, b = types
+    if c.dtype is not DType.bool_:
+        raise ArefTypeError("aref.where needs a boolean condition tile (from a comparison)", loc,
+                            hint="compare to get one, e.g. `aref.where(x > 0, x, 0.0)`")
+    return (rules.elementwise(types, rules.promote(a.dtype, b.dtype, loc), loc),)
+
+
+def _where_interp(op, vals, cta):
+    c, a, b = (as_tensor(v) for v in vals)
+    if _is_float_result(op):
+        a, b = a.float(), b.float()
+    return torch.where(c, a, b)
+
+
+register(OpDef(
+    OpKind.WHERE, None, "per-element select `aref.where(cond, a, b)`", frozenset({ELEMENTWISE, CUDA_CORE}),
+    FMA_COST, type_rule=_where_rule, interpret=_where_interp,
+    cute=(Emit(template="aref.where({a}, {b}, {c})", operands="float", helpers=("where",)),
+          Emit(template="cutlass.select_({a}, {T}({b}), {T}({c}))")),
+    hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=torch.where, roles=ROLES3, random=True),
+    surface="aref.where"))
+
+
+# ------------------------------------------------------------------------------------------------ cast
+def _cast_rule(types, attrs, loc):
+    if attrs.dtype is DType.bool_:
+        raise ArefTypeError("casting to a boolean type", loc, hint="compare instead, e.g. `x != 0`")
+    return (rules.elementwise(types, attrs.dtype, loc),)
+
+
+def _cast_template(op) -> str:
+    from aref.ops import compute_class
+    same = compute_class(op.operands[0].type.dtype) == compute_class(op.result.type.dtype)
+    return "{a}" if same else "{T}({a})"
+
+
+def _cast_interp(op, vals, cta):
+    x = as_tensor(vals[0])
+    return x.float() if _is_float_result(op) or x.is_floating_point() else x
+
+
+register(OpDef(
+    OpKind.CAST, None, "`.to(dtype)`: round to nearest even; to int32 truncate and saturate",
+    frozenset({ELEMENTWISE, CUDA_CORE}), FMA_COST, type_rule=_cast_rule, interpret=_cast_interp,
+    # the computed value in the result's compute type; rounding to a narrower float is the renderer's
+    # uniform rounding step (as `round_to` is the interpreter's)
+    cute=(Emit(template=_cast_template),),
+    hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=lambda x: x, roles=ROLES3, random=True),
+    surface=".to(dtype)"))

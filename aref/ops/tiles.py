@@ -1,0 +1,121 @@
+"""Tile sources (`full`, `arange`), views (transpose, unit dimensions, slices), the pipeline's select and
+CTA-uniform scalars (constants, program ids, index arithmetic)."""
+from __future__ import annotations
+
+import torch
+
+from aref import typing_rules as rules
+from aref.errors import VerifyError
+from aref.ir import DType, OpKind, ScalarType, Space, TileType
+from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Cost, Emit,
+                      Hints, OpDef, register)
+from aref.ops.elementwise import FLOATS, FMA_COST, ISSUE, ROLES3
+
+I32 = ScalarType(DType.int32)
+VIEW_COST = Cost(ISSUE, lambda op, m, rng=None: 0)
+SCALAR_COST = Cost(ISSUE, lambda op, m, rng=None: 1)
+
+
+# ------------------------------------------------------------------------------------------ tile sources
+def _full_rule(types, attrs, loc):
+    return (TileType(attrs.shape, attrs.dtype, Space.RMEM),)
+
+
+register(OpDef(
+    OpKind.FULL, None, "a register tile filled with a constant (`aref.full`, `aref.zeros`)",
+    frozenset({TILE_SOURCE}), FMA_COST, type_rule=_full_rule,
+    interpret=lambda op, vals, cta: torch.full(op.attrs.shape, op.attrs.value, dtype=torch.float32),
+    cute=(Emit(form=EXPR, template="{const}"),),
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True), surface="aref.full"))
+
+
+def _arange_rule(types, attrs, loc):
+    return (TileType((attrs.n,), DType.int32, Space.RMEM),)
+
+
+register(OpDef(
+    OpKind.ARANGE, None, "the int32 tile [0, n) (`aref.arange`, for masks and indices)",
+    frozenset({TILE_SOURCE}), FMA_COST, type_rule=_arange_rule,
+    interpret=lambda op, vals, cta: torch.arange(op.attrs.n, dtype=torch.int32),
+    # the element's own coordinate along its orientation, from the accumulator layout (support.row_index)
+    cute=(Emit(form=EXPR, template="aref.row_index(group_tidx, {row})", layouts=frozenset({"row"}),
+               helpers=("row_index",)),
+          Emit(form=EXPR, template="aref.col_index(group_tidx, {col})", layouts=frozenset({"col"}),
+               helpers=("col_index",)),
+          Emit(form=EXPR, template="0", layouts=frozenset({"scalar"}))),      # arange(1)
+    hints=Hints(dtypes=(DType.int32,), roles=ROLES3, random=True),
+    surface="aref.arange"))
+
+
+# ----------------------------------------------------------------------------------------------- views
+register(OpDef(
+    OpKind.TRANSPOSE, None, "`.T` of a 2-D tile (a free view of shared-memory tiles)", frozenset({VIEW}),
+    VIEW_COST, type_rule=lambda types, attrs, loc: (rules.transpose_type(types[0], loc),),
+    interpret=lambda op, vals, cta: vals[0].permute(op.attrs.perm),
+    # of a register tile: an exchange through shared memory (the backend's staging path)
+    cute=(Emit(form=VIEWING),),
+    hints=Hints(roles=ROLES3, random=True), surface=".T"))
+
+register(OpDef(
+    OpKind.EXPAND_DIMS, None, "a unit dimension for broadcasting (`x[:, None]`, `x[None, :]`)",
+    frozenset({VIEW}), VIEW_COST,
+    type_rule=lambda types, attrs, loc: (rules.expand_dims_type(types[0], attrs.axis, loc),),
+    interpret=lambda op, vals, cta: vals[0].unsqueeze(op.attrs.axis), cute=(Emit(form=VIEWING),),
+    hints=Hints(roles=ROLES3, random=True), surface="x[:, None]"))
+
+register(OpDef(
+    OpKind.SLICE, None, "rows or columns [start, start+size) of a tile (cooperative consumers' halves)",
+    frozenset({VIEW}), VIEW_COST,
+    type_rule=lambda types, attrs, loc: (rules.slice_type(types[0], attrs.axis, attrs.start, attrs.size, loc),),
+    interpret=lambda op, vals, cta: vals[0].narrow(op.attrs.axis, op.attrs.start, op.attrs.size),
+    cute=(Emit(form=VIEWING),),
+    # register slices are index shifts: a whole 64-row wgmma atom, or 8 columns
+    hints=Hints(roles=ROLES3, gaps={(None, "acc"): "a register slice must start on a 64-row wgmma atom (rows) "
+                                                   "or on a multiple of 8 columns"})))
+
+
+def _select_rule(types, attrs, loc):
+    if types[0] != ScalarType(DType.bool_) or types[1] != types[2]:
+        raise VerifyError("select takes an i1 condition and two values of one type", loc)
+    return (types[1],)
+
+
+register(OpDef(
+    OpKind.SELECT, None, "the pipeline's choice between two states of a value (a skipped step passes through)",
+    frozenset({PIPELINE, ELEMENTWISE}), VIEW_COST, type_rule=_select_rule,
+    interpret=lambda op, vals, cta: vals[1] if vals[0] else vals[2],
+    cute=(Emit(template="cutlass.select_({a}, {T}({b}), {T}({c}))"),),
+    hints=Hints(roles=ROLES3)))
+
+
+# --------------------------------------------------------------------------------------------- scalars
+# a constant's scalar type is the one its builder chose (a number beside an f16 tile is an f16 constant):
+# the verifier checks only that it is a scalar, so the entry has no type rule
+register(OpDef(OpKind.CONST, None, "a compile-time scalar", frozenset({SCALAR}), SCALAR_COST,
+               interpret=lambda op, vals, cta: op.attrs.value, cute=(Emit(template="{const}"),)))
+register(OpDef(OpKind.PROGRAM_ID, None, "this CTA's index along a grid axis", frozenset({SCALAR}), SCALAR_COST,
+               type_rule=lambda types, attrs, loc: (I32,),
+               interpret=lambda op, vals, cta: cta[op.attrs.axis] if op.attrs.axis < len(cta) else 0,
+               surface="aref.program_id"))
+
+
+def _scalar_rule(predicate: bool):
+    def rule(types, attrs, loc):
+        if list(types) != [I32, I32]:
+            raise VerifyError(f"scalar {attrs.fn} needs two i32 operands", loc)
+        return (ScalarType(DType.bool_),) if predicate else (I32,)
+    return rule
+
+
+SCALARS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "min": min, "max": max,
+}
+PREDICATES = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+              "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+for table, pred in ((SCALARS, False), (PREDICATES, True)):
+    for fn, f in table.items():
+        register(OpDef(
+            OpKind.SCALAR_BINARY, fn, f"i32 scalar {fn}" + (" (pipeline guards)" if pred else ""),
+            frozenset({SCALAR} | ({PREDICATE} if pred else set())), SCALAR_COST, type_rule=_scalar_rule(pred),
+            interpret=(lambda f: lambda op, vals, cta: f(int(vals[0]), int(vals[1])))(f)))
