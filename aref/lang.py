@@ -248,9 +248,7 @@ def _arith(fn: str, a, b):
             and not vb.type.dtype.is_float:
         if fn == "div":
             raise ArefTypeError("`/` on integer scalars", loc, hint="use `//` for integer division")
-        return _scalar_op(fn, va, vb, loc)
-    if fn in ("floordiv", "mod"):
-        raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc)
+        return _scalar_op({"maximum": "max", "minimum": "min"}.get(fn, fn), va, vb, loc)
     return _build(OpKind.BINARY, fn, [va, vb], FnAttrs(fn), loc)
 
 

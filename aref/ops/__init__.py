@@ -108,22 +108,40 @@ class Cost:
 
 
 @dataclass(frozen=True)
-class Hints:
-    """What a test needs to exercise an entry (see tests/test_ops_registry.py).
+class Case:
+    """One way a test exercises an entry: `build(x, y)` applies the op to two tiles of the tile language
+    (and whatever it needs around it), `oracle(x, y)` computes the same on float64 torch tensors."""
 
-    dtypes:  operand dtypes to try;  domain: (low, high) of random inputs;  oracle: plain torch on float64
-    inputs computing the op (independent of `interpret`);  roles: backend roles the entry claims;
-    gaps: {(role, layout): reason} refusals expected for hardware reasons;  random: random programs may
-    draw it;  tol: (atol, rtol) of the GPU against the interpreter (fast-math intrinsics)."""
+    label: str
+    build: Callable
+    oracle: Callable
+    square: bool = False        # needs square tiles (a transpose keeps the shape)
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What a test needs to exercise an entry (tests/test_ops_registry.py enumerates them).
+
+    dtypes:  input dtypes to try;  domain: (low, high) of random inputs;  cases: how to build and check it;
+    roles: backend roles the entry claims;  gaps: {(role or None, layout or None): reason} refusals
+    expected for hardware reasons;  random: random programs may draw it;  tol: (atol, rtol) of the GPU
+    against the interpreter (fast-math intrinsics, summation order);  carrier: for structural ops, the
+    example program in which the op appears."""
 
     dtypes: tuple[DType, ...] = (DType.float32,)
     domain: tuple[float, float] = (-4.0, 4.0)
-    oracle: Callable | None = None
+    cases: tuple[Case, ...] = ()
     roles: tuple[str, ...] = ()
     gaps: dict = field(default_factory=dict)
     random: bool = False
     tol: tuple[float, float] = (1e-5, 1e-5)
-    carrier: str | None = None      # structural ops: an example program in which the op appears
+    carrier: str | None = None
+
+
+def lang():
+    """The tile language module (imported when a test builds a case: it imports this registry)."""
+    import aref.lang
+    return aref.lang
 
 
 @dataclass(frozen=True)

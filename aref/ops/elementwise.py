@@ -11,7 +11,7 @@ import torch
 from aref import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind, TileType
-from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, EXPR, MUFU, PREDICATE, Cost, Emit, Hints, OpDef,
+from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Case, Cost, Emit, Hints, OpDef, lang,
                       register)
 
 ISSUE = "issue"
@@ -111,7 +111,9 @@ for fn, f, oracle, template, transcendental, domain in UNARIES:
         type_rule=_unary_rule(fn, float_only=transcendental), interpret=_unary_interp(f),
         cute=emits, decompose=_abs_int if fn == "abs" else None,
         # fast-math MUFU approximations: ~2 ulp, plus the argument's own rounding for exp of large values
-        hints=Hints(dtypes=FLOATS + ((DType.int32,) if integer else ()), domain=domain, oracle=oracle,
+        hints=Hints(dtypes=FLOATS + ((DType.int32,) if integer else ()), domain=domain,
+                    cases=(Case(fn, (lambda fn: lambda x, y: -x if fn == "neg" else getattr(lang(), fn)(x))(fn),
+                                (lambda f: lambda x, y: f(x))(oracle)),),
                     roles=ROLES3, random=True, tol=(1e-5, 2e-6) if not transcendental else (1e-5, 1e-5)),
         surface=None if fn == "neg" else f"aref.{fn}"))
 
@@ -120,10 +122,13 @@ for fn, f, oracle, template, transcendental, domain in UNARIES:
 def _binary_rule(fn: str):
     def rule(types, attrs, loc):
         a, b = types
-        _bool_gate(types, {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`"}.get(fn, f"aref.{fn}"), loc)
+        _bool_gate(types, SPELLING.get(fn, f"aref.{fn}"), loc)
         dtype = rules.promote(a.dtype, b.dtype, loc)
         if fn == "div" and not dtype.is_float:
             raise ArefTypeError("`/` on integer tiles", loc, hint="cast to a float type first with `.to(...)`")
+        if fn in ("floordiv", "mod") and dtype.is_float:
+            raise ArefTypeError(f"{SPELLING[fn]} on float tiles", loc,
+                                hint="`//` and `%` take integer tiles (index math); for floats use `/`")
         return (rules.elementwise(types, dtype, loc),)
     return rule
 
@@ -143,26 +148,40 @@ def _minmax_int(cmp: str):
     return decompose
 
 
+def _floordiv(x, y):
+    return torch.div(x, y, rounding_mode="floor")
+
+
+def _binary_builder(fn: str):
+    ops_ = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+            "div": lambda x, y: x / y, "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y,
+            "maximum": lambda x, y: lang().maximum(x, y), "minimum": lambda x, y: lang().minimum(x, y)}
+    return ops_[fn]
+
+
+SPELLING = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "floordiv": "`//`", "mod": "`%`"}
 BINARIES = [
-    ("add", torch.add, "({a} + {b})", "+"),
-    ("sub", torch.sub, "({a} - {b})", "-"),
-    ("mul", torch.mul, "({a} * {b})", "*"),
-    ("div", torch.div, "({a} / {b})", "/"),
-    ("maximum", torch.maximum, "cute.arch.fmax({a}, {b})", "aref.maximum"),
-    ("minimum", torch.minimum, "cute.arch.fmin({a}, {b})", "aref.minimum"),
+    # fn, torch, CuTe template, operand classes, surface
+    ("add", torch.add, "({a} + {b})", ("float", "int"), "+"),
+    ("sub", torch.sub, "({a} - {b})", ("float", "int"), "-"),
+    ("mul", torch.mul, "({a} * {b})", ("float", "int"), "*"),
+    ("div", torch.div, "({a} / {b})", ("float",), "/"),
+    # Python semantics (floor, remainder with the divisor's sign): torch's and the DSL's Int32 operators
+    ("floordiv", _floordiv, "({a} // {b})", ("int",), "//"),
+    ("mod", torch.remainder, "({a} % {b})", ("int",), "%"),
+    ("maximum", torch.maximum, "cute.arch.fmax({a}, {b})", ("float",), "aref.maximum"),
+    ("minimum", torch.minimum, "cute.arch.fmin({a}, {b})", ("float",), "aref.minimum"),
 ]
-for fn, f, template, surface in BINARIES:
-    arith = fn in ("add", "sub", "mul", "div")
-    emits = (Emit(template=template, operands="float"),)
-    if fn in ("add", "sub", "mul"):
-        emits += (Emit(template=template, operands="int"),)
+for fn, f, template, classes, surface in BINARIES:
     register(OpDef(
         OpKind.BINARY, fn, f"elementwise {fn}", frozenset({ELEMENTWISE, CUDA_CORE}), FMA_COST,
-        type_rule=_binary_rule(fn), interpret=_binary_interp(f), cute=emits,
-        decompose=_minmax_int("gt" if fn == "maximum" else "lt") if not arith else None,
-        hints=Hints(dtypes=FLOATS + ((DType.int32,) if fn != "div" else ()),
-                    domain=(0.25, 4.0) if fn == "div" else (-4.0, 4.0), oracle=f, roles=ROLES3, random=True,
-                    tol=(1e-5, 2e-6)),
+        type_rule=_binary_rule(fn), interpret=_binary_interp(f),
+        cute=tuple(Emit(template=template, operands=cls) for cls in classes),
+        decompose=_minmax_int("gt" if fn == "maximum" else "lt") if fn in ("maximum", "minimum") else None,
+        hints=Hints(dtypes=(() if fn in ("floordiv", "mod") else FLOATS)
+                    + ((DType.int32,) if fn != "div" else ()),
+                    domain=(0.25, 4.0) if fn == "div" else (1.0, 9.0) if fn in ("floordiv", "mod") else (-4.0, 4.0),
+                    cases=(Case(fn, _binary_builder(fn), f),), roles=ROLES3, random=True, tol=(1e-5, 2e-6)),
         surface=surface))
 
 
@@ -182,7 +201,8 @@ for fn, f, sym in (("lt", torch.lt, "<"), ("le", torch.le, "<="), ("gt", torch.g
         OpKind.COMPARE, fn, f"elementwise comparison `{sym}`", frozenset({ELEMENTWISE, CUDA_CORE, PREDICATE}),
         FMA_COST, type_rule=_compare_rule, interpret=_compare_interp(f),
         cute=(Emit(template=f"({{a}} {sym} {{b}})"),),
-        hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=f, roles=ROLES3, random=True), surface=sym))
+        hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
+                    cases=(Case(fn, (lambda fn: lambda x, y: getattr(x, f"__{fn}__")(y))(fn), f),)), surface=sym))
 
 
 # ----------------------------------------------------------------------------------------------- where
@@ -205,8 +225,11 @@ register(OpDef(
     OpKind.WHERE, None, "per-element select `aref.where(cond, a, b)`", frozenset({ELEMENTWISE, CUDA_CORE}),
     FMA_COST, type_rule=_where_rule, interpret=_where_interp,
     cute=(Emit(template="aref.where({a}, {b}, {c})", operands="float", helpers=("where",)),
-          Emit(template="cutlass.select_({a}, {T}({b}), {T}({c}))")),
-    hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=torch.where, roles=ROLES3, random=True),
+          Emit(template="{T}(cutlass.select_({a}, {T}({b}), {T}({c})))")),
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
+                cases=(Case("where", lambda x, y: lang().where(x > y, x, y), lambda x, y: torch.where(x > y, x, y)),
+                       Case("where-const", lambda x, y: lang().where(x < 0, 0, y),
+                            lambda x, y: torch.where(x < 0, torch.zeros_like(y), y)))),
     surface="aref.where"))
 
 
@@ -234,5 +257,11 @@ register(OpDef(
     # the computed value in the result's compute type; rounding to a narrower float is the renderer's
     # uniform rounding step (as `round_to` is the interpreter's)
     cute=(Emit(template=_cast_template),),
-    hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=lambda x: x, roles=ROLES3, random=True),
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True, domain=(-60.0, 60.0),
+                cases=tuple(Case(f"to-{d.value}", (lambda d: lambda x, y: x.to(d))(d),
+                                 (lambda d: lambda x, y: x.trunc() if d is DType.int32 else x)(d))
+                            for d in (DType.float32, DType.float16, DType.bfloat16, DType.float8_e4m3,
+                                      DType.float8_e5m2, DType.int32))
+                + (Case("round-trip-f16", lambda x, y: x.to(DType.float16).to(DType.float32),
+                        lambda x, y: x.half().double() if x.is_floating_point() else x.half().long()),)),
     surface=".to(dtype)"))

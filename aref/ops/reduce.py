@@ -8,8 +8,8 @@ from __future__ import annotations
 from aref import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind
-from aref.ops import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Cost, Emit, Hints, OpDef, ReduceSpec,
-                      register)
+from aref.ops import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Case, Cost, Emit, Hints, OpDef, ReduceSpec,
+                      lang, register)
 from aref.ops.elementwise import FLOATS, ROLES3
 
 
@@ -50,6 +50,17 @@ SPECS = {
 }
 ORACLES = {"max": lambda x, axis: x.amax(axis), "min": lambda x, axis: x.amin(axis),
            "sum": lambda x, axis: x.sum(axis)}
+
+
+def _cases(fn: str) -> tuple[Case, ...]:
+    """Along rows and columns of a 2-D tile (broadcast back, so the result is a tile again), and a
+    vector to one value."""
+    o = ORACLES[fn]
+    red = lambda x, axis: getattr(x, fn)(axis)                      # noqa: E731
+    return (Case(f"{fn}-axis1", lambda x, y: x - red(x, 1)[:, None], lambda x, y: x - o(x, 1)[:, None]),
+            Case(f"{fn}-axis0", lambda x, y: x - red(x, 0)[None, :], lambda x, y: x - o(x, 0)[None, :]),
+            Case(f"{fn}-vector", lambda x, y: x - red(red(x, 1), 0), lambda x, y: x - o(o(x, 1), 0)),
+            Case(f"{fn}-col-vector", lambda x, y: x - red(red(x, 0), 0), lambda x, y: x - o(o(x, 0), 0)))
 for fn in ("max", "sum", "min"):
     register(OpDef(
         OpKind.REDUCE, fn, f"{fn} along one axis (`.{fn}(axis)`, `aref.row{fn}`)",
@@ -57,7 +68,7 @@ for fn in ("max", "sum", "min"):
         type_rule=_reduce_rule(fn), interpret=_reduce_interp(fn),
         cute=tuple(Emit(form=REDUCING, reduce=SPECS[(fn, cls)], operands=cls) for cls in ("float", "int")),
         # float32 sums: the GPU adds in another order than torch (a few ulp of the sum's magnitude)
-        hints=Hints(dtypes=FLOATS + (DType.int32,), oracle=ORACLES[fn], roles=ROLES3, random=True,
+        hints=Hints(dtypes=FLOATS + (DType.int32,), cases=_cases(fn), roles=ROLES3, random=True,
                     tol=(1e-4, 1e-5)),
         surface=f".{fn}(axis)"))
 

@@ -7,8 +7,8 @@ import torch
 from aref import typing_rules as rules
 from aref.errors import VerifyError
 from aref.ir import DType, OpKind, ScalarType, Space, TileType
-from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Cost, Emit,
-                      Hints, OpDef, register)
+from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Case, Cost, Emit,
+                      Hints, OpDef, lang, register)
 from aref.ops.elementwise import FLOATS, FMA_COST, ISSUE, ROLES3
 
 I32 = ScalarType(DType.int32)
@@ -26,7 +26,11 @@ register(OpDef(
     frozenset({TILE_SOURCE}), FMA_COST, type_rule=_full_rule,
     interpret=lambda op, vals, cta: torch.full(op.attrs.shape, op.attrs.value, dtype=torch.float32),
     cute=(Emit(form=EXPR, template="{const}"),),
-    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True), surface="aref.full"))
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
+                cases=(Case("full", lambda x, y: x + lang().full(x.shape, 3.0, x.dtype), lambda x, y: x + 3.0),
+                       Case("full-row", lambda x, y: x * lang().full((x.shape[0], 1), 2.0, x.dtype),
+                            lambda x, y: x * 2.0))),
+    surface="aref.full"))
 
 
 def _arange_rule(types, attrs, loc):
@@ -43,7 +47,15 @@ register(OpDef(
           Emit(form=EXPR, template="aref.col_index(group_tidx, {col})", layouts=frozenset({"col"}),
                helpers=("col_index",)),
           Emit(form=EXPR, template="0", layouts=frozenset({"scalar"}))),      # arange(1)
-    hints=Hints(dtypes=(DType.int32,), roles=ROLES3, random=True),
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
+                cases=(Case("rows", lambda x, y: x + lang().arange(x.shape[0])[:, None],
+                            lambda x, y: x + torch.arange(x.shape[0], dtype=x.dtype)[:, None]),
+                       Case("cols", lambda x, y: x + lang().arange(x.shape[1])[None, :],
+                            lambda x, y: x + torch.arange(x.shape[1], dtype=x.dtype)[None, :]),
+                       Case("mask", lambda x, y: lang().where(lang().arange(x.shape[0])[:, None]
+                                                              >= lang().arange(x.shape[1])[None, :], x, y),
+                            lambda x, y: torch.where(torch.arange(x.shape[0])[:, None]
+                                                     >= torch.arange(x.shape[1])[None, :], x, y)))),
     surface="aref.arange"))
 
 
@@ -54,14 +66,18 @@ register(OpDef(
     interpret=lambda op, vals, cta: vals[0].permute(op.attrs.perm),
     # of a register tile: an exchange through shared memory (the backend's staging path)
     cute=(Emit(form=VIEWING),),
-    hints=Hints(roles=ROLES3, random=True), surface=".T"))
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
+                cases=(Case("T", lambda x, y: x.T + y, lambda x, y: x.T + y, square=True),)), surface=".T"))
 
 register(OpDef(
     OpKind.EXPAND_DIMS, None, "a unit dimension for broadcasting (`x[:, None]`, `x[None, :]`)",
     frozenset({VIEW}), VIEW_COST,
     type_rule=lambda types, attrs, loc: (rules.expand_dims_type(types[0], attrs.axis, loc),),
     interpret=lambda op, vals, cta: vals[0].unsqueeze(op.attrs.axis), cute=(Emit(form=VIEWING),),
-    hints=Hints(roles=ROLES3, random=True), surface="x[:, None]"))
+    hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
+                cases=(Case("rows", lambda x, y: x * y.max(1)[:, None], lambda x, y: x * y.amax(1)[:, None]),
+                       Case("cols", lambda x, y: x * y.min(0)[None, :], lambda x, y: x * y.amin(0)[None, :]))),
+    surface="x[:, None]"))
 
 register(OpDef(
     OpKind.SLICE, None, "rows or columns [start, start+size) of a tile (cooperative consumers' halves)",
@@ -84,7 +100,7 @@ register(OpDef(
     OpKind.SELECT, None, "the pipeline's choice between two states of a value (a skipped step passes through)",
     frozenset({PIPELINE, ELEMENTWISE}), VIEW_COST, type_rule=_select_rule,
     interpret=lambda op, vals, cta: vals[1] if vals[0] else vals[2],
-    cute=(Emit(template="cutlass.select_({a}, {T}({b}), {T}({c}))"),),
+    cute=(Emit(template="{T}(cutlass.select_({a}, {T}({b}), {T}({c})))"),),
     hints=Hints(roles=ROLES3)))
 
 
@@ -96,6 +112,8 @@ register(OpDef(OpKind.CONST, None, "a compile-time scalar", frozenset({SCALAR}),
 register(OpDef(OpKind.PROGRAM_ID, None, "this CTA's index along a grid axis", frozenset({SCALAR}), SCALAR_COST,
                type_rule=lambda types, attrs, loc: (I32,),
                interpret=lambda op, vals, cta: cta[op.attrs.axis] if op.attrs.axis < len(cta) else 0,
+               hints=Hints(dtypes=(DType.float32, DType.int32), roles=ROLES3,
+                           cases=(Case("pid", lambda x, y: x + lang().program_id(0) * 7, lambda x, y: x),)),
                surface="aref.program_id"))
 
 
@@ -113,9 +131,23 @@ SCALARS = {
 }
 PREDICATES = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
               "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+SPELL = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
+         "min": lambda a, b: lang().minimum(a, b), "max": lambda a, b: lang().maximum(a, b)}
+
+
+def _scalar_case(fn: str) -> Case:
+    """`x + fn(pid + 5, 3)` in a one-CTA grid (pid = 0): index math on a runtime scalar."""
+    spell, f = SPELL[fn], SCALARS[fn]
+    return Case(fn, lambda x, y: x + spell(lang().program_id(0) + 5, 3), lambda x, y: x + f(5, 3))
+
+
 for table, pred in ((SCALARS, False), (PREDICATES, True)):
     for fn, f in table.items():
         register(OpDef(
             OpKind.SCALAR_BINARY, fn, f"i32 scalar {fn}" + (" (pipeline guards)" if pred else ""),
             frozenset({SCALAR} | ({PREDICATE} if pred else set())), SCALAR_COST, type_rule=_scalar_rule(pred),
-            interpret=(lambda f: lambda op, vals, cta: f(int(vals[0]), int(vals[1])))(f)))
+            interpret=(lambda f: lambda op, vals, cta: f(int(vals[0]), int(vals[1])))(f),
+            # predicates come from pipelining (prologue / epilogue guards): the pipelined examples carry them
+            hints=Hints(dtypes=(DType.float32, DType.int32), cases=(_scalar_case(fn),), roles=ROLES3)
+            if not pred else Hints(carrier="gemm")))

@@ -25,6 +25,7 @@ LAZY = frozenset(k for k in OpKind if any(e.form in (ops.EXPR, ops.VIEWING) for 
                                           if d.kind is k for e in d.cute)) - {OpKind.CONST, OpKind.TRANSPOSE}
 ELEMENTWISE = tuple(sorted(LAZY - {OpKind.FULL, OpKind.ARANGE, OpKind.SLICE}, key=lambda k: k.value))
 FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
+MAX_FUSED_LEAVES = 4           # stored tiles one fused expression may read (their registers stay live)
 REGISTER_OVERHEAD = 32          # addresses, descriptors, loop state of a consumer role (measured with ptxas)
 
 
@@ -102,6 +103,7 @@ class MathEmitter(Renderer, CrossThread):
         # the next iteration), so their sources stay live until then
         self.deferred = {id(op.result) for op in all_ops if op.results and (
             op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
+            and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is
         # recomputed at each use rather than stored
@@ -112,8 +114,16 @@ class MathEmitter(Renderer, CrossThread):
                 self.cheap.update(id(r) for r in op.results if isinstance(r.type, TileType))
         self.fused: set[int] = set(self.cheap)
         position = {id(op): i + 1 for i, op in enumerate(all_ops)}
+        # a fused chain keeps every stored tile it reads live until its user: bound that, so a long
+        # accumulation (t = t + f(x_i), ...) is stored every few steps rather than holding every x_i
+        leaves: dict[int, int] = {}
         for op in all_ops:
-            if op.kind not in ELEMENTWISE or not op.results or not self.use_at.get(id(op.result)):
+            if op.kind not in ELEMENTWISE or not op.results:
+                continue
+            n = sum(leaves.get(id(o), 1) if id(o) in self.fused else 1 for o in op.operands
+                    if isinstance(o.type, TileType) and id(o) not in self.cheap)
+            leaves[id(op.result)] = n
+            if n > MAX_FUSED_LEAVES or id(op.result) in self.cheap or not self.use_at.get(id(op.result)):
                 continue
             if id(op.result) in self.deferred:
                 continue

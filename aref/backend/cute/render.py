@@ -160,7 +160,7 @@ class Renderer:
             here = nest.depth_of(cx)
             for o, ocx in kids:          # a part that varies less than this op is computed once, outside
                 t, d = memo[(id(o), ocx)]
-                if nest.depth_of(ocx) < here and not _trivial(t):
+                if nest.depth_of(ocx) < here and not _trivial(t) and isinstance(self.env.get(id(o)), (tuple, SmemTile)):
                     memo[(id(o), ocx)] = (self.bind(o, t, ocx, nest), 0)
             args = [memo[(id(o), ocx)] for o, ocx in kids]
             text, depth = self.render_op(op, [a for a, _ in args], cx, nest), 1 + max((d for _, d in args), default=0)

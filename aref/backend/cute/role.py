@@ -514,7 +514,7 @@ class RoleEmitter(MathEmitter):
     def op_cast(self, op: Op) -> None:
         t = op.result.type
         if not isinstance(t, TileType) or id(op.result) not in self.deferred:
-            self.lazy_or_now(op)
+            self.lazy_or_now(op)                          # register math reads it: rounded in the expression
             return
         self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
         if self.reads_smem(op.operands[0]):

@@ -123,7 +123,12 @@ def col_index(group_tidx, c: cutlass.Constexpr):
 @cute.jit
 def rounded(x, dtype: cutlass.Constexpr):
     """`x` rounded to `dtype` (to nearest even; fp8 saturates) and widened back to float32, as the
-    interpreter rounds every result of a narrow float type."""
+    interpreter rounds every result of a narrow float type.
+
+    For fp8 the value first passes an `fmax(x, x)` (exact): the DSL otherwise folds an int → float32 → fp8
+    chain into one int → fp8 conversion that NVVM cannot lower (fp8 is an i8 there)."""
+    if cutlass.const_expr(dtype.width == 8):
+        x = cute.arch.fmax(x, x)
     return cutlass.Float32(dtype(x))
 
 

@@ -168,7 +168,9 @@ class Buffer:
     @property
     def extents(self) -> tuple[int, ...]:
         """Loop extents over this thread's elements, in (r, c) order of its layout."""
-        return {"acc": (self.rows, self.cols), "row": (self.rows,), "col": (self.cols,), "scalar": ()}[self.layout]
+        if self.layout == "acc":
+            return (self.rows, self.cols)
+        return (self.rows,) if self.layout == "row" else (self.cols,) if self.layout == "col" else ()
 
     def at(self, r: str | None, c: str | None) -> str:
         """The element at register indices (r, c) (the ones the layout has)."""
