@@ -100,7 +100,8 @@ register(OpDef(
     OpKind.SELECT, None, "the pipeline's choice between two states of a value (a skipped step passes through)",
     frozenset({PIPELINE, ELEMENTWISE}), VIEW_COST, type_rule=_select_rule,
     interpret=lambda op, vals, cta: vals[1] if vals[0] else vals[2],
-    cute=(Emit(template="{T}(cutlass.select_({a}, {T}({b}), {T}({c})))"),),
+    cute=(Emit(template="aref.where({a}, {b}, {c})", operands="float", helpers=("where",)),
+          Emit(template="{T}(cutlass.select_({a}, {T}({b}), {T}({c})))")),
     hints=Hints(roles=ROLES3)))
 
 

@@ -440,10 +440,13 @@ class RoleEmitter(MathEmitter):
             if isinstance(c, Zero) and c.fill == 0.0 and self.last_use(acc_v) <= self.pos:
                 buf, accumulate = self.new_buffer(r, hint=acc_v.name), False
             else:
-                buf = self.materialize(acc_v)
+                src = self.materialize(acc_v)
+                buf, accumulate = src, True
                 if self.last_use(acc_v) > self.pos:
-                    raise BackendError("an accumulator that is read after an MMA updates it in place", op.loc)
-                accumulate = True
+                    # the old accumulator is still read (a run-time select keeps either state): update a copy
+                    self.check_not_inflight(src)
+                    buf = self.new_buffer(r, hint=f"{src.name}_next")
+                    self.out(f"{buf.name}.store({src.name}.load())  # {src.name} is read after this MMA")
         else:
             buf, accumulate = self.new_buffer(r), False
         self.env[id(r)] = Reg(buf)
