@@ -57,6 +57,14 @@ def test_every_entry_has_a_cost_and_compute_entries_an_interpreter_rule():
             assert d.kind in (OpKind.SLICE, OpKind.SELECT, OpKind.CONST), f"{d.name} has no test hints"
 
 
+def test_emission_helpers_exist_in_the_support_module():
+    from aref.backend.cute import support
+    for d in ops.entries():
+        for e in d.cute:
+            for name in e.helpers:
+                assert callable(getattr(support, name, None)), f"{d.name}: support.{name}"
+
+
 def test_the_verifier_reapplies_the_languages_dtype_gates():
     """A hand-built op that the language would refuse is refused by the verifier too (one type rule)."""
     x = Value(TileType((4, 4), DType.int32))
@@ -74,7 +82,7 @@ def test_emission_lookup_is_exact_then_default_then_decomposition_then_one_error
     assert "row_index" in ops.cute_emission(d, "compute", "row", "int").template
     assert "col_index" in ops.cute_emission(d, "epilogue", "col", "int").template
     assert ops.cute_emission(ops.lookup(OpKind.BINARY, "maximum"), "compute", "acc", "int") is None  # decomposes
-    with pytest.raises(ops.NoEmission, match=r"cannot emit binary.div \(int operands\) in a compute role on a "
+    with pytest.raises(ops.NoEmission, match=r"cannot emit binary.div \(int operands\) in a compute role on the "
                                              r"acc layout"):
         ops.cute_emission(ops.lookup(OpKind.BINARY, "div"), "compute", "acc", "int")
 
@@ -122,10 +130,11 @@ def _result_type(c, x, y):
 
 
 # ------------------------------------------------------------------------------ simulator == interpreter
+@pytest.mark.parametrize("square", [False, True])
 @pytest.mark.parametrize("role", ROLES)
-def test_simulator_equals_interpreter_bit_for_bit_on_every_op(role):
-    inp = all_ops_inputs(role, k_tiles=2)
-    kernel = all_ops(role).specialize(**inp)
+def test_simulator_equals_interpreter_bit_for_bit_on_every_op(role, square):
+    inp = all_ops_inputs(role, k_tiles=2, square=square)
+    kernel = all_ops(role, square=square).specialize(**inp)
     expected = {k: v.clone() for k, v in inp.items()}
     run_kernel(kernel, expected)
     ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", consumers="plain"))

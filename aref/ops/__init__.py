@@ -99,6 +99,24 @@ class Emit:
 
 
 @dataclass(frozen=True)
+class Algebra:
+    """Identities of a binary op that code generators may apply (none changes a result the interpreter
+    computes, except that `absorbing` assumes finite operands, as fast-math code does):
+
+    identity     x ∘ e = x (and e ∘ x = x unless `right_only`): `x + 0`, `x * 1`, `max(x, -inf)`
+    absorbing    x ∘ z = z: `x * 0` (a zero-initialised state scaled stays zero)
+    reciprocal   x / d = x · (1/d): a divisor that varies less than x is inverted once
+    affine       how an index expression composes with a constant: "sum", "difference" or "product"
+    """
+
+    identity: float | None = None
+    right_only: bool = False
+    absorbing: float | None = None
+    reciprocal: bool = False
+    affine: str | None = None
+
+
+@dataclass(frozen=True)
 class Cost:
     """The unit an op occupies (names of `aref.machine`) and its cycles: `cycles(op, machine, rng)`.
     `unit` may be a callable of the op when it depends on operand types."""
@@ -159,6 +177,7 @@ class OpDef:
     decompose: Callable | None = None          # (emit, op, args) -> expression, from other entries
     hints: Hints = field(default_factory=Hints)
     surface: str | None = None                 # the public spelling (`aref.exp`, `+`, `.max(axis)`)
+    algebra: Algebra = field(default_factory=Algebra)
 
     @property
     def key(self) -> tuple[OpKind, str | None]:
@@ -288,7 +307,7 @@ class NoEmission(Exception):
         self.entry, self.role, self.layout = d, role, layout
         reason = d.hints.gaps.get((role, layout)) or d.hints.gaps.get((None, layout)) \
             or d.hints.gaps.get((role, None))
-        text = f"the Hopper templates cannot emit {d.name} ({cls} operands) in a {role} role on a {layout} layout"
+        text = f"the Hopper templates cannot emit {d.name} ({cls} operands) in a {role} role on the {layout} layout"
         super().__init__(text + (f": {reason}" if reason else ""))
 
 

@@ -11,8 +11,8 @@ import torch
 from aref import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind, TileType
-from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Case, Cost, Emit, Hints, OpDef, lang,
-                      register)
+from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Algebra, Case, Cost, Emit, Hints, OpDef,
+                      lang, register)
 
 ISSUE = "issue"
 FLOATS = (DType.float32, DType.float16, DType.bfloat16)
@@ -172,6 +172,11 @@ BINARIES = [
     ("maximum", torch.maximum, "cute.arch.fmax({a}, {b})", ("float",), "aref.maximum"),
     ("minimum", torch.minimum, "cute.arch.fmin({a}, {b})", ("float",), "aref.minimum"),
 ]
+ALGEBRA = {"add": Algebra(identity=0.0, affine="sum"), "sub": Algebra(identity=0.0, right_only=True,
+                                                                      affine="difference"),
+           "mul": Algebra(identity=1.0, absorbing=0.0, affine="product"),
+           "div": Algebra(identity=1.0, right_only=True, reciprocal=True),
+           "maximum": Algebra(identity=-float("inf")), "minimum": Algebra(identity=float("inf"))}
 for fn, f, template, classes, surface in BINARIES:
     register(OpDef(
         OpKind.BINARY, fn, f"elementwise {fn}", frozenset({ELEMENTWISE, CUDA_CORE}), FMA_COST,
@@ -182,7 +187,7 @@ for fn, f, template, classes, surface in BINARIES:
                     + ((DType.int32,) if fn != "div" else ()),
                     domain=(0.25, 4.0) if fn == "div" else (1.0, 9.0) if fn in ("floordiv", "mod") else (-4.0, 4.0),
                     cases=(Case(fn, _binary_builder(fn), f),), roles=ROLES3, random=True, tol=(1e-5, 2e-6)),
-        surface=surface))
+        surface=surface, algebra=ALGEBRA.get(fn, Algebra())))
 
 
 # ------------------------------------------------------------------------------------------ comparison

@@ -9,7 +9,7 @@ from aref import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind
 from aref.ops import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Case, Cost, Emit, Hints, OpDef, ReduceSpec,
-                      lang, register)
+                      register)
 from aref.ops.elementwise import FLOATS, ROLES3
 
 

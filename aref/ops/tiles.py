@@ -7,8 +7,8 @@ import torch
 from aref import typing_rules as rules
 from aref.errors import VerifyError
 from aref.ir import DType, OpKind, ScalarType, Space, TileType
-from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Case, Cost, Emit,
-                      Hints, OpDef, lang, register)
+from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Algebra, Case, Cost,
+                      Emit, Hints, OpDef, lang, register)
 from aref.ops.elementwise import FLOATS, FMA_COST, ISSUE, ROLES3
 
 I32 = ScalarType(DType.int32)
@@ -76,7 +76,10 @@ register(OpDef(
     interpret=lambda op, vals, cta: vals[0].unsqueeze(op.attrs.axis), cute=(Emit(form=VIEWING),),
     hints=Hints(dtypes=FLOATS + (DType.int32,), roles=ROLES3, random=True,
                 cases=(Case("rows", lambda x, y: x * y.max(1)[:, None], lambda x, y: x * y.amax(1)[:, None]),
-                       Case("cols", lambda x, y: x * y.min(0)[None, :], lambda x, y: x * y.amin(0)[None, :]))),
+                       Case("cols", lambda x, y: x * y.min(0)[None, :], lambda x, y: x * y.amin(0)[None, :]),
+                       # a row reduction's vector read along the columns (moves through the exchange tile)
+                       Case("row-as-col", lambda x, y: x + y.max(1)[None, :], lambda x, y: x + y.amax(1)[None, :],
+                            square=True))),
     surface="x[:, None]"))
 
 register(OpDef(
@@ -143,12 +146,18 @@ def _scalar_case(fn: str) -> Case:
     return Case(fn, lambda x, y: x + spell(lang().program_id(0) + 5, 3), lambda x, y: x + f(5, 3))
 
 
+SCALAR_TEMPLATES = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "floordiv": "({a} // {b})",
+                    "mod": "({a} % {b})", "min": "cutlass.min({a}, {b})", "max": "cutlass.max({a}, {b})",
+                    "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})",
+                    "eq": "({a} == {b})", "ne": "({a} != {b})"}
+SCALAR_AFFINE = {"add": "sum", "sub": "difference", "mul": "product"}
 for table, pred in ((SCALARS, False), (PREDICATES, True)):
     for fn, f in table.items():
         register(OpDef(
             OpKind.SCALAR_BINARY, fn, f"i32 scalar {fn}" + (" (pipeline guards)" if pred else ""),
             frozenset({SCALAR} | ({PREDICATE} if pred else set())), SCALAR_COST, type_rule=_scalar_rule(pred),
             interpret=(lambda f: lambda op, vals, cta: f(int(vals[0]), int(vals[1])))(f),
+            cute=(Emit(template=SCALAR_TEMPLATES[fn]),), algebra=Algebra(affine=SCALAR_AFFINE.get(fn)),
             # predicates come from pipelining (prologue / epilogue guards): the pipelined examples carry them
             hints=Hints(dtypes=(DType.float32, DType.int32), cases=(_scalar_case(fn),), roles=ROLES3)
             if not pred else Hints(carrier="gemm")))

@@ -2,7 +2,7 @@
 used to refuse (issue 8): causal attention with an `arange`/`program_id` mask, chunked linear attention
 (a loop-carried state read from registers as the B operand), an epilogue mixing constants, column
 reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wise kernel, a transposed
-output, and register slices (the view cooperative consumers take). Each has inputs and a plain torch
+output, register slices (the view cooperative consumers take) and MMA operands computed in registers. Each has inputs and a plain torch
 reference."""
 import torch
 
@@ -179,6 +179,38 @@ def sliced_halves_reference(A, B, C, BM=128, BN=128, **_):
     return {"C": out.to(C.dtype)}
 
 
+@aref_kernel
+def operand_placements(A, B, C, *, BM: int = 64, BN: int = 64, BK: int = 64):
+    """MMA operands computed in registers: A read from registers (RS) or staged transposed, B staged as is
+    (MN-major) or transposed (K-major), and fp8 operands staged K-major."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        p, q = a * 0.5, b * 2.0                          # float16 register tiles
+        acc = aref.mma(p, q.T, acc)
+        acc = aref.mma(p.T, q, acc)
+        acc = aref.mma(p.to(aref.float8_e4m3), q.to(aref.float8_e4m3).T, acc)
+        ab.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def operand_placements_reference(A, B, C, BM=64, BN=64, BK=64, **_):
+    out = torch.empty(C.shape)
+    for i in range(A.shape[0] // BM):
+        for j in range(B.shape[0] // BN):
+            acc = torch.zeros(BM, BN)
+            for k in range(A.shape[1] // BK):
+                p = (A[i * BM:(i + 1) * BM, k * BK:(k + 1) * BK].float() * 0.5).half().float()
+                q = (B[j * BN:(j + 1) * BN, k * BK:(k + 1) * BK].float() * 2.0).half().float()
+                p8, q8 = (t.to(torch.float8_e4m3fn).float() for t in (p, q))
+                acc = acc + p @ q.T + p.T @ q + p8 @ q8.T
+            out[i * BM:(i + 1) * BM, j * BN:(j + 1) * BN] = acc
+    return {"C": out.to(C.dtype)}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -197,6 +229,8 @@ def inputs(name: str, seed: int = 0) -> dict:
         "transposed_output": lambda: dict(A=torch.rand(256, 128, generator=g).half(),
                                           B=torch.rand(128, 128, generator=g).half(),
                                           CT=torch.zeros(128, 256, dtype=h)),
+        "operand_placements": lambda: dict(A=_r(g, 128, 128, scale=0.3), B=_r(g, 128, 128, scale=0.3),
+                                           C=torch.zeros(128, 128, dtype=h)),
         "sliced_halves": lambda: dict(A=_r(g, 256, 128, scale=0.3), B=_r(g, 256, 128, scale=0.3),
                                       C=torch.zeros(128, 128, dtype=h)),
     }[name]()
@@ -209,4 +243,5 @@ PROGRAMS = {
     "rowwise_softmax": (rowwise_softmax, rowwise_softmax_reference),
     "transposed_output": (transposed_output, transposed_output_reference),
     "sliced_halves": (sliced_halves, sliced_halves_reference),
+    "operand_placements": (operand_placements, operand_placements_reference),
 }

@@ -32,8 +32,8 @@ def test_every_op_compiles_in_its_roles(backend_cache, role, square):
         # narrow float results are rounded where register math produces them
         assert "aref.rounded(" in src and "cvt.rn.f16.f32" in ptx and "cvt.rn.satfinite.e4m3x2.f32" in ptx
         assert "aref.row_index(group_tidx" in src and "aref.col_index(group_tidx" in src
-    else:
-        assert "aref.exchange_view(" in src                     # a register transpose through shared memory
+    else:     # a register transpose, and a row vector read along columns, through the exchange tile
+        assert "aref.exchange_view(" in src and "read it along the columns" in src
 
 
 def test_expected_gaps_are_documented_rules():

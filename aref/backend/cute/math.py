@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
-from aref.backend.cute.layout import ACC, SCALAR, fits, orientations, tile_layout
+from aref.backend.cute.layout import ACC, fits, orientations, tile_layout
 from aref.backend.cute.render import Nest, Renderer, root_ctx
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, paren, strip_parens
 from aref.backend.cute.xthread import CrossThread
-from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.ir import Op, OpKind, Space, TileType, Value
 
 # kinds the renderer computes lazily inside their user's element loop (the registry's expression and view
 # emissions), and the users such a chain may be fused into
@@ -33,7 +33,7 @@ class MathEmitter(Renderer, CrossThread):
     def __init__(self):
         self.pos = 0
         self.in_loop = False
-        self.inflight: list[tuple[Buffer, ...]] = []   # registers each in-flight wgmma group writes or reads
+        self.inflight: list[tuple[Buffer, tuple[Buffer, ...]]] = []   # each in-flight wgmma: (writes, reads)
         self.holder: dict[str, Value] = {}         # buffer name -> the value it currently holds
         self.buffers: list[Buffer] = []
         self.carried_bufs: dict[str, Value] = {}   # in the loop body: carried buffer -> its yield value
@@ -285,17 +285,19 @@ class MathEmitter(Renderer, CrossThread):
                 f"(setmaxnreg): ptxas would spill", self.plan.ws.loc,
                 hint="the partition's register model must give this group more registers (or smaller tiles)")
 
-    def issued(self, *bufs: Buffer) -> None:
-        self.inflight.append(bufs)
+    def issued(self, writes: Buffer, *reads: Buffer) -> None:
+        self.inflight.append((writes, reads))
 
     def retire(self, pending: int) -> None:
         self.inflight = self.inflight[len(self.inflight) - pending:] if pending else []
 
     def busy(self, buf: Buffer) -> bool:
-        return any(buf in group for group in self.inflight)
+        """An in-flight wgmma writes or reads `buf`: it may not be overwritten."""
+        return any(buf == w or buf in r for w, r in self.inflight)
 
     def check_not_inflight(self, buf: Buffer) -> None:
-        if self.busy(buf):
+        """`buf` is about to be read: no in-flight wgmma may still write it (reading alongside is fine)."""
+        if any(buf == w for w, _ in self.inflight):
             raise BackendError(f"internal: register tile {buf.name} is read while a wgmma that writes it may "
                                f"still run (the Barrier IR's mma_wait does not cover it)", self.loc)
 
@@ -313,9 +315,10 @@ class MathEmitter(Renderer, CrossThread):
                 text = name
             self.env[id(r)] = Scalar(text)
             return
-        if op.kind is OpKind.BINARY and op.attrs.fn == "mul" and any(
-                isinstance(self.env.get(id(o)), Zero) and self.env[id(o)].fill == 0.0 for o in op.operands):
-            self.env[id(r)] = Zero(r.type, 0.0)             # a zero-initialised state scaled: still 0
+        z = ops.entry(op).algebra.absorbing
+        if z is not None and any(isinstance(self.env.get(id(o)), Zero) and self.env[id(o)].fill == z
+                                 for o in op.operands):
+            self.env[id(r)] = Zero(r.type, z)               # a zero-initialised state scaled: still 0
             return
         self.env[id(r)] = ("lazy", op)
         if id(r) not in self.fused and op.kind not in (OpKind.EXPAND_DIMS, OpKind.SLICE):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
 from aref.backend.cute.layout import ACC, COL, ROW, SCALAR
-from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, literal, strip_parens
+from aref.backend.cute.values import Reg, Scalar, SmemTile, Zero, literal, strip_parens
 from aref.ir import DType, Op, OpKind, ScalarType, TileType, Value
 
 MAX_DEPTH = 12              # operator nesting of one expression before a temporary takes it
@@ -124,12 +124,12 @@ class Renderer:
         """A register slice is an index shift: whole 64-row atoms (2 row indices each) or 8-column groups."""
         a, src = op.attrs, op.operands[0].type
         rows = len(src.shape) == 2 and a.axis == 0 or len(src.shape) == 1 and ctx.orient == ROW
-        step, unit = (64, 2) if rows else (8, 2)
+        step = 64 if rows else 8                  # a thread holds 2 row indices per atom, 2 columns per 8
         if a.start % step:
             raise BackendError(f"a slice of a register tile starting at {'row' if rows else 'column'} {a.start}: "
                                f"register slices must start on a {'64-row wgmma atom' if rows else '8-column group'} "
                                f"of the accumulator layout", op.loc)
-        k = a.start // step * unit
+        k = a.start // step * 2
         return Ctx(ctx.r.shift(k) if rows and ctx.r else ctx.r, ctx.c.shift(k) if not rows and ctx.c else ctx.c,
                    ctx.orient)
 
@@ -160,7 +160,8 @@ class Renderer:
             here = nest.depth_of(cx)
             for o, ocx in kids:          # a part that varies less than this op is computed once, outside
                 t, d = memo[(id(o), ocx)]
-                if nest.depth_of(ocx) < here and not _trivial(t) and isinstance(self.env.get(id(o)), (tuple, SmemTile)):
+                computed = isinstance(self.env.get(id(o)), (tuple, SmemTile))
+                if nest.depth_of(ocx) < here and computed and not _trivial(t):
                     memo[(id(o), ocx)] = (self.bind(o, t, ocx, nest), 0)
             args = [memo[(id(o), ocx)] for o, ocx in kids]
             text, depth = self.render_op(op, [a for a, _ in args], cx, nest), 1 + max((d for _, d in args), default=0)
@@ -265,22 +266,25 @@ class Renderer:
         return name
 
     def peephole(self, op: Op, args: list[str], ctx: Ctx, nest: Nest) -> str | None:
-        """Algebra the templates rely on: a zero-initialised state's first step, a running max's first step,
-        and division by a per-row value as one reciprocal per row."""
-        fn = op.attrs.fn
-        if not op.result.type.dtype.is_float:
+        """The entry's algebra (`aref.ops.Algebra`) on float math: a zero-initialised state's first step
+        (`0 + x`, `x * 0`), a running max's first step (`max(-inf, x)`), and division by a per-row value as
+        one reciprocal per row."""
+        alg, dtype = ops.entry(op).algebra, op.result.type.dtype
+        if not dtype.is_float:
             return None
-        if fn == "div" and len(nest.loops) == 2 and nest.loops[0][0] == "r" and ctx.layout == ACC:
+        if alg.reciprocal and len(nest.loops) == 2 and nest.loops[0][0] == "r" and ctx.layout == ACC:
             if self.row_only(op.operands[1], op.result.type):
                 inv = self.names("inv_" + (op.operands[1].name or "row"))
                 nest.levels[1].append(f"{inv} = 1.0 / {strip_parens(args[1])}")
                 return f"({args[0]} * {inv})"
-        if fn == "add" and "0.0" in args:
-            return args[1] if args[0] == "0.0" else args[0]
-        if fn == "mul" and "0.0" in args:
-            return "0.0"
-        if fn == "maximum" and "-cutlass.Float32.inf" in args:
-            return args[1] if args[0] == "-cutlass.Float32.inf" else args[0]
+        if alg.absorbing is not None and self.constant(alg.absorbing, dtype) in args:
+            return self.constant(alg.absorbing, dtype)
+        if alg.identity is not None:
+            e = self.constant(alg.identity, dtype)
+            if args[1] == e:
+                return args[0]
+            if args[0] == e and not alg.right_only:
+                return args[1]
         return None
 
     @staticmethod

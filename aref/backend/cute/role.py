@@ -27,7 +27,7 @@ from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
 from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren,
                                       scalar_binary, strip_parens)
-from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.ir import Op, OpKind, Space, TileType, Value
 from aref.printer import format_op
 
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
@@ -79,7 +79,7 @@ class RoleEmitter(MathEmitter):
         return self.frags[key]
 
     def thread_setup(self) -> None:
-        for n in ("tidx", "group_tidx", "warp_in_group", "block", "r", "c", "x", "i"):
+        for n in ("tidx", "group_tidx", "warp_in_group", "block", "r", "c", "x", "i_"):
             self.names.reserve(n)
         self.setup("tidx, _, _ = cute.arch.thread_idx()")
         self.setup("group_tidx = tidx % aref.WARP_GROUP_THREADS")
@@ -390,7 +390,7 @@ class RoleEmitter(MathEmitter):
         pseudo = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
         if self.busy(pseudo):
             # a wgmma still reading the previous contents must retire first (write after read)
-            last = max(i for i, group in enumerate(self.inflight) if pseudo in group)
+            last = max(i for i, (w, r) in enumerate(self.inflight) if pseudo == w or pseudo in r)
             pending = len(self.inflight) - last - 1
             self.out(f"warpgroup.wait_group({pending})  # the wgmma reading {scratch.name} must finish first")
             self.retire(pending)
@@ -466,9 +466,9 @@ class RoleEmitter(MathEmitter):
         t = v.type
         if len(t.shape) == 1:
             buf = self.materialize(v)
-            idx = "aref.col_index(group_tidx, i)" if buf.layout == "col" else "aref.row_index(group_tidx, i)"
-            with self.out.block(f"for i in cutlass.range_constexpr({buf.extents[0]}):"):
-                self.out(f"{self.arg(ring.name)}[{idx}, {slot}] = {buf.name}[i]")
+            idx = "aref.col_index(group_tidx, i_)" if buf.layout == "col" else "aref.row_index(group_tidx, i_)"
+            with self.out.block(f"for i_ in cutlass.range_constexpr({buf.extents[0]}):"):
+                self.out(f"{self.arg(ring.name)}[{idx}, {slot}] = {buf.name}[i_]")
             return
         buf = self.materialize(v)
         dst = f"{self.arg(ring.name)}[None, None, {slot}]"

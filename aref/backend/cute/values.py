@@ -58,38 +58,30 @@ def coordinate(s: "Scalar") -> str:
     return strip_parens(s.expr)
 
 
-_PY = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
-_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
 def scalar_binary(fn: str, a: Scalar, b: Scalar) -> Scalar:
-    """Fold or render a SCALAR_BINARY op."""
+    """Fold or render a SCALAR_BINARY op by its registry entry (the interpreter's rule folds constants)."""
+    from aref import ops
+    from aref.ir import OpKind
+    d = ops.lookup(OpKind.SCALAR_BINARY, fn)
     if a.static and b.static:
-        x, y = a.value, b.value
-        v = {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y, "floordiv": lambda: x // y,
-             "mod": lambda: x % y, "min": lambda: min(x, y), "max": lambda: max(x, y),
-             "lt": lambda: x < y, "le": lambda: x <= y, "gt": lambda: x > y, "ge": lambda: x >= y,
-             "eq": lambda: x == y, "ne": lambda: x != y}[fn]()
-        return Scalar.const(v)
-    aff = None
-    if fn in ("add", "sub") and a.affine and b.static:
+        return Scalar.const(d.interpret(None, [a.value, b.value], ()))
+    aff, kind = None, d.algebra.affine
+    if kind in ("sum", "difference") and a.affine and b.static:
         i, c, k = a.affine
-        aff = (i, c, k + (b.value if fn == "add" else -b.value))
-    elif fn == "add" and b.affine and a.static:
+        aff = (i, c, k + (b.value if kind == "sum" else -b.value))
+    elif kind == "sum" and b.affine and a.static:
         i, c, k = b.affine
         aff = (i, c, k + a.value)
-    elif fn == "mul" and a.affine and b.static:
+    elif kind == "product" and a.affine and b.static:
         i, c, k = a.affine
         aff = (i, c * b.value, k * b.value)
     if aff is not None:
         return Scalar(affine_expr(*aff), None, aff)
     # `x + 0` is kept: groups that differ only in such constants then share one role function
-    x, y = paren(a.expr), paren(b.expr)
-    if fn in _PY:
-        return Scalar(f"({x} {_PY[fn]} {y})")
-    if fn in _CMP:
-        return Scalar(f"({x} {_CMP[fn]} {y})")
-    return Scalar(f"cutlass.{fn}({a.expr}, {b.expr})")
+    template = d.cute[0].template
+    if template.startswith("("):
+        return Scalar(template.format(a=paren(a.expr), b=paren(b.expr)))
+    return Scalar(template.format(a=a.expr, b=b.expr))
 
 
 def paren(expr: str) -> str:

@@ -62,16 +62,16 @@ class CrossThread:
         n = buf.shape[0]
         new = self.new_buffer(v, hint=f"{buf.name}_{layout}", layout=layout)
         xv = self.xvector(n, buf.dtype)
-        src = "aref.row_index(group_tidx, i)" if buf.layout == ROW else "aref.col_index(group_tidx, i)"
-        dst = "aref.col_index(group_tidx, i)" if layout == COL else "aref.row_index(group_tidx, i)"
+        src = "aref.row_index(group_tidx, i_)" if buf.layout == ROW else "aref.col_index(group_tidx, i_)"
+        dst = "aref.col_index(group_tidx, i_)" if layout == COL else "aref.row_index(group_tidx, i_)"
         self.out(f"# {buf.name} is a vector along the {'rows' if buf.layout == ROW else 'columns'}; read it along "
                  f"the {'columns' if layout == COL else 'rows'} through the exchange tile")
         self.group_sync("earlier readers of the exchange tile are done")
-        with self.out.block(f"for i in cutlass.range_constexpr({buf.extents[0]}):"):
-            self.out(f"{xv}[{src}] = {buf.name}[i]")
+        with self.out.block(f"for i_ in cutlass.range_constexpr({buf.extents[0]}):"):
+            self.out(f"{xv}[{src}] = {buf.name}[i_]")
         self.group_sync("every value is written")
-        with self.out.block(f"for i in cutlass.range_constexpr({new.extents[0]}):"):
-            self.out(f"{new.name}[i] = {xv}[{dst}]")
+        with self.out.block(f"for i_ in cutlass.range_constexpr({new.extents[0]}):"):
+            self.out(f"{new.name}[i_] = {xv}[{dst}]")
         self.converted[key] = new
         return new
 
