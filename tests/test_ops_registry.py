@@ -57,6 +57,12 @@ def test_every_entry_has_a_cost_and_compute_entries_an_interpreter_rule():
             assert d.kind in (OpKind.SLICE, OpKind.SELECT, OpKind.CONST), f"{d.name} has no test hints"
 
 
+def test_the_op_table_is_generated_from_the_registry():
+    from aref.ops.__main__ import table
+    text = table()
+    assert text.count("\n") == len(ops.entries()) + 1 and "| `unary.exp` | aref.exp |" in text
+
+
 def test_emission_helpers_exist_in_the_support_module():
     from aref.backend.cute import support
     for d in ops.entries():
@@ -154,9 +160,10 @@ def test_op_cost_reports_each_entrys_declared_unit():
         assert op_cost(op, H100)[0] == unit
         if op.results and isinstance(op.results[0].type, TileType):
             seen.add((d.key, unit))
-    declared = {(d.key, "mufu" if d.has(ops.MUFU) else "fma") for d in ops.entries()
-                if d.has(ops.CUDA_CORE) and d.hints.cases}
+    declared = {(d.key, d.cost.declared_unit) for d in ops.entries() if d.has(ops.CUDA_CORE) and d.hints.cases}
     assert declared <= seen
+    assert all(d.cost.declared_unit == ("mufu" if d.has(ops.MUFU) else "fma") for d in ops.entries()
+               if d.has(ops.CUDA_CORE))
 
 
 # ------------------------------------------------------------------------------------ backend emission

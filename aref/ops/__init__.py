@@ -124,6 +124,11 @@ class Cost:
     unit: str | Callable
     cycles: Callable
 
+    @property
+    def declared_unit(self) -> str:
+        """The unit on tiles (a callable unit names it as `tile_unit`; scalars take the issue slot)."""
+        return self.unit if isinstance(self.unit, str) else getattr(self.unit, "tile_unit", "?")
+
 
 @dataclass(frozen=True)
 class Case:

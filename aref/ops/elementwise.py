@@ -34,7 +34,10 @@ def _per_element(rate: str):
 
 
 def _unit(unit: str):
-    return lambda op: unit if isinstance(op.results[0].type, TileType) else ISSUE
+    def of(op):
+        return unit if isinstance(op.results[0].type, TileType) else ISSUE
+    of.tile_unit = unit
+    return of
 
 
 FMA_COST = Cost(_unit("fma"), _per_element("fma_per_clk"))
