@@ -17,7 +17,8 @@ from aref.interpret import run_kernel
 from aref.ir import DType, FnAttrs, Op, OpKind, Space, TileType, Value
 from aref.machine import H100, op_cost
 from aref.sim import simulate
-from tests.ops_kernels import ROLES, T, all_ops, all_ops_inputs, case_id, entry_cases, inputs, one_op
+from tests.ops_kernels import (ROLES, T, VARIANTS, all_ops, all_ops_inputs, case_id, entry_cases, inputs,
+                               one_op)
 
 CASES = entry_cases()
 
@@ -136,15 +137,15 @@ def _result_type(c, x, y):
 
 
 # ------------------------------------------------------------------------------ simulator == interpreter
-@pytest.mark.parametrize("square", [False, True])
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("role", ROLES)
-def test_simulator_equals_interpreter_bit_for_bit_on_every_op(role, square):
-    inp = all_ops_inputs(role, k_tiles=2, square=square)
-    kernel = all_ops(role, square=square).specialize(**inp)
-    expected = {k: v.clone() for k, v in inp.items()}
+def test_simulator_equals_interpreter_bit_for_bit_on_every_op(role, variant):
+    inp = all_ops_inputs(role, variant, k_tiles=2)
+    kernel = all_ops(role, variant).specialize(**inp)
+    expected = {k: v.clone() for k, v in inp.items() if isinstance(v, torch.Tensor)}
     run_kernel(kernel, expected)
     ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", consumers="plain"))
-    got = {k: v.clone() for k, v in inp.items()}
+    got = {k: v.clone() for k, v in inp.items() if isinstance(v, torch.Tensor)}
     res = simulate(ws, got, seed=1)
     assert not res.violations, [str(v) for v in res.violations]
     assert torch.equal(got["Z"], expected["Z"])
@@ -168,12 +169,19 @@ def test_op_cost_reports_each_entrys_declared_unit():
 
 # ------------------------------------------------------------------------------------ backend emission
 @pytest.mark.parametrize("role", ROLES)
-def test_backend_emits_every_op_in_every_role_it_claims(role):
-    """Source generation (the compile is test_ops_compile's); every op lands in the role it should."""
+def test_backend_emits_every_op_in_every_role_it_claims(role, monkeypatch):
+    """Source generation on tiles, square tiles and vectors (the compile is test_ops_compile's); every op
+    lands in the role it should, and every elementwise op is emitted on each layout."""
     from aref.backend.cute import generate_source
     from aref.backend.cute.analysis import plan_kernel
-    for square in (False, True):
-        kernel = all_ops(role, square=square).specialize(**all_ops_inputs(role, square=square))
+    looked_up, lookup = set(), ops.cute_emission
+
+    def recording(d, role_key, layout, cls):
+        looked_up.add((d.key, role_key, layout))
+        return lookup(d, role_key, layout, cls)
+    monkeypatch.setattr(ops, "cute_emission", recording)
+    for variant in VARIANTS:
+        kernel = all_ops(role, variant).specialize(**all_ops_inputs(role, variant))
         ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", consumers="plain"))
         plan = plan_kernel(ws)
         computing = [g for g in plan.groups if g.role != "tma_producer"]
@@ -187,6 +195,12 @@ def test_backend_emits_every_op_in_every_role_it_claims(role):
             assert regions and regions <= {"loop", "prologue", "epilogue"}
         source = generate_source(ws)
         compile(source, "<generated>", "exec")                    # valid Python
+    for d in ops.entries():
+        if role not in d.hints.roles or d.kind in (OpKind.SELECT, OpKind.SLICE) or not d.cute:
+            continue
+        layouts = {"acc", "row", "col", "scalar"} if d.has(ops.ELEMENTWISE) else \
+            {"acc", "row", "col"} if d.has(ops.REDUCTION) else {"row", "col"} if d.kind is OpKind.ARANGE else set()
+        assert layouts <= {layout for key, r, layout in looked_up if key == d.key and r == role}, d.name
 
 
 def test_integer_tiles_take_floor_division_and_remainder():

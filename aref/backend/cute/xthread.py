@@ -201,9 +201,10 @@ class CrossThread:
 
     def nest_for(self, layout: str, t) -> Nest:
         """The loop nest over this thread's elements of a `t` tile held in `layout`."""
-        loops = {ACC: [("r", t.shape[0] // 32), ("c", t.shape[-1] // 4)] if layout == ACC else [],
-                 ROW: [("r", t.shape[0] // 32)], COL: [("c", t.shape[-1] // 4)], SCALAR: []}[layout]
-        return Nest(loops)
+        if layout == SCALAR:
+            return Nest([])
+        rows, cols = ("r", t.shape[0] // 32), ("c", t.shape[-1] // 4)
+        return Nest([rows, cols] if layout == ACC else [rows] if layout == ROW else [cols])
 
     def compute_into(self, buf: Buffer, v: Value, src: Value | None = None) -> None:
         """Write value `src` (default `v`) element by element into `buf` (which holds `v` afterwards)."""
