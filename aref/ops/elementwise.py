@@ -136,11 +136,15 @@ def _binary_rule(fn: str):
     return rule
 
 
-def _binary_interp(f):
+def _binary_interp(f, fn: str):
     def run(op, vals, cta):
         x, y = as_tensor(vals[0]), as_tensor(vals[1])
         if _is_float_result(op):
             x, y = x.float(), y.float()
+        elif fn in ("floordiv", "mod") and bool((y == 0).any()):
+            raise ArefTypeError(f"integer {'division' if fn == 'floordiv' else 'modulo'} by zero in a tile "
+                                f"(a divisor element is 0 in CTA {cta})", op.loc,
+                                hint="make sure no divisor element can be 0")
         return f(x, y)
     return run
 
@@ -183,7 +187,7 @@ ALGEBRA = {"add": Algebra(identity=0.0, affine="sum"), "sub": Algebra(identity=0
 for fn, f, template, classes, surface in BINARIES:
     register(OpDef(
         OpKind.BINARY, fn, f"elementwise {fn}", frozenset({ELEMENTWISE, CUDA_CORE}), FMA_COST,
-        type_rule=_binary_rule(fn), interpret=_binary_interp(f),
+        type_rule=_binary_rule(fn), interpret=_binary_interp(f, fn),
         cute=tuple(Emit(template=template, operands=cls) for cls in classes),
         decompose=_minmax_int("gt" if fn == "maximum" else "lt") if fn in ("maximum", "minimum") else None,
         hints=Hints(dtypes=(() if fn in ("floordiv", "mod") else FLOATS)

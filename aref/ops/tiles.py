@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from aref import typing_rules as rules
-from aref.errors import VerifyError
+from aref.errors import ArefTypeError, VerifyError
 from aref.ir import DType, OpKind, ScalarType, Space, TileType
 from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Algebra, Case, Cost,
                       Emit, Hints, OpDef, lang, register)
@@ -151,12 +151,23 @@ SCALAR_TEMPLATES = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {
                     "lt": "({a} < {b})", "le": "({a} <= {b})", "gt": "({a} > {b})", "ge": "({a} >= {b})",
                     "eq": "({a} == {b})", "ne": "({a} != {b})"}
 SCALAR_AFFINE = {"add": "sum", "sub": "difference", "mul": "product"}
+def _scalar_interp(fn: str, f):
+    def run(op, vals, cta):
+        x, y = int(vals[0]), int(vals[1])
+        if y == 0 and fn in ("floordiv", "mod"):
+            raise ArefTypeError(f"integer {'division' if fn == 'floordiv' else 'modulo'} by zero in index math "
+                                f"(a runtime divisor is 0 in CTA {cta})", op.loc if op is not None else None,
+                                hint="make sure the divisor cannot be 0 (program ids and the loop index start at 0)")
+        return f(x, y)
+    return run
+
+
 for table, pred in ((SCALARS, False), (PREDICATES, True)):
     for fn, f in table.items():
         register(OpDef(
             OpKind.SCALAR_BINARY, fn, f"i32 scalar {fn}" + (" (pipeline guards)" if pred else ""),
             frozenset({SCALAR} | ({PREDICATE} if pred else set())), SCALAR_COST, type_rule=_scalar_rule(pred),
-            interpret=(lambda f: lambda op, vals, cta: f(int(vals[0]), int(vals[1])))(f),
+            interpret=_scalar_interp(fn, f),
             cute=(Emit(template=SCALAR_TEMPLATES[fn]),), algebra=Algebra(affine=SCALAR_AFFINE.get(fn)),
             # predicates come from pipelining (prologue / epilogue guards): the pipelined examples carry them
             hints=Hints(dtypes=(DType.float32, DType.int32), cases=(_scalar_case(fn),), roles=ROLES3)
