@@ -8,6 +8,7 @@ rows (axis 0)", "a cast to i32 in registers", "a 16-bit tile used in register ma
 too ("a run-time select between pipeline states").
 """
 import copy
+import re
 
 import pytest
 import torch
@@ -73,10 +74,10 @@ def test_compiles_for_sm90a_without_spills(backend_cache, name):
 
 
 def test_runtime_selects_between_pipeline_states_compile(backend_cache):
-    """attention_bwd's epilogue chooses between loop states with a predicate the specialization fixes;
+    """gemm_reduce's pipeline chooses between loop states (acc, sumsq) with a predicate the specialization fixes;
     with a run-time predicate instead (as a run-time trip count gives), the select is per element."""
     from aref.backend.cute import compile_barrier, generate_source
-    ws = copy.deepcopy(barrier_ir("attention_bwd", "heuristic", "plain", BN=64))
+    ws = copy.deepcopy(barrier_ir("gemm_reduce", "heuristic", "plain", BN=64))
     changed = 0
     for gp in ws.groups:
         pid = next((op.result for op in gp.pre.ops if op.kind is OpKind.PROGRAM_ID), None)
@@ -92,6 +93,7 @@ def test_runtime_selects_between_pipeline_states_compile(backend_cache):
             changed += 1
     assert changed >= 2
     src = generate_source(ws)
-    assert "aref.where(pid_n >= 0, " in src           # per element, on the run-time predicate
+    assert re.search(r"acc\w*_rc\[r, c\] = aref\.where\(pid_m >= 0, ", src)     # per element of the tile
+    assert re.search(r"sumsq\w*\[r\] = aref\.where\(pid_m >= 0, ", src)           # per row of the vector
     result = compile_barrier(ws, cache_dir=backend_cache)
     assert result.spill_bytes == 0, result.ptxas_log
