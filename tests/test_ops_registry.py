@@ -127,11 +127,11 @@ def _result_type(c, x, y):
     holder = {}
 
     @aref.aref_kernel(grid=lambda X, **_: (1,))
-    def probe(X, Y):
-        a, b = aref.zeros(X.shape, X.dtype), aref.zeros(Y.shape, Y.dtype)
-        z = c.build(a + 0, b + 0)
+    def probe(X, Y, Z):
+        z = c.build(aref.load(X, (0, 0), X.shape), aref.load(Y, (0, 0), Y.shape))
         holder["t"] = z.value.type
-    probe.specialize(X=x, Y=y)
+        aref.store(Z, (0, 0), aref.zeros(Z.shape, aref.float32))
+    probe.specialize(X=x, Y=y, Z=torch.zeros(x.shape))
     t = holder["t"]
     return t.shape, to_torch(DType.int32 if t.dtype is DType.bool_ else t.dtype)
 

@@ -161,6 +161,25 @@ class Hints:
     carrier: str | None = None
 
 
+class _Torch:
+    """torch, imported when an op is first evaluated: importing the language (and `aref --help`) needs none."""
+
+    def __getattr__(self, name: str):
+        import torch
+        return getattr(torch, name)
+
+
+TORCH = _Torch()
+
+
+def torch_fn(name: str) -> Callable:
+    """`torch.<name>`, resolved when called (tables of torch functions without importing torch)."""
+    def call(*args, **kwargs):
+        return getattr(TORCH, name)(*args, **kwargs)
+    call.__name__ = name
+    return call
+
+
 def lang():
     """The tile language module (imported when a test builds a case: it imports this registry)."""
     import aref.lang

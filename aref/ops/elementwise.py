@@ -6,13 +6,12 @@ from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.t
 """
 from __future__ import annotations
 
-import torch
-
 from aref import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind, TileType
 from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Algebra, Case, Cost, Emit, Hints, OpDef,
-                      lang, register)
+                      lang, register, torch_fn)
+from aref.ops import TORCH as torch
 
 ISSUE = "issue"
 FLOATS = (DType.float32, DType.float16, DType.bfloat16)
@@ -45,7 +44,7 @@ MUFU_COST = Cost(_unit("mufu"), _per_element("mufu_per_clk"))
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def as_tensor(x) -> torch.Tensor:
+def as_tensor(x):
     """An operand value as a tensor: 16-bit and fp8 tiles widen to float32, ints and booleans stay."""
     if isinstance(x, torch.Tensor):
         return x.float() if x.dtype not in (torch.bool, torch.int32) else x
@@ -91,14 +90,14 @@ def _abs_int(emit, op, a):
 _POSITIVE = (0.25, 4.0)
 UNARIES = [
     # fn, torch, oracle, CuTe template, transcendental, domain
-    ("exp", torch.exp, torch.exp, "cute.math.exp({a}, fastmath=True)", True, (-4.0, 4.0)),
-    ("exp2", torch.exp2, torch.exp2, "cute.math.exp2({a}, fastmath=True)", True, (-4.0, 4.0)),
-    ("log", torch.log, torch.log, "cute.math.log({a}, fastmath=True)", True, _POSITIVE),
-    ("log2", torch.log2, torch.log2, "cute.math.log2({a}, fastmath=True)", True, _POSITIVE),
-    ("sqrt", torch.sqrt, torch.sqrt, "cute.math.sqrt({a}, fastmath=True)", True, _POSITIVE),
-    ("rsqrt", torch.rsqrt, torch.rsqrt, "cute.math.rsqrt({a}, fastmath=True)", True, _POSITIVE),
-    ("abs", torch.abs, torch.abs, "cute.math.absf({a})", False, (-4.0, 4.0)),
-    ("neg", torch.neg, torch.neg, "(-{a})", False, (-4.0, 4.0)),
+    ("exp", torch_fn("exp"), torch_fn("exp"), "cute.math.exp({a}, fastmath=True)", True, (-4.0, 4.0)),
+    ("exp2", torch_fn("exp2"), torch_fn("exp2"), "cute.math.exp2({a}, fastmath=True)", True, (-4.0, 4.0)),
+    ("log", torch_fn("log"), torch_fn("log"), "cute.math.log({a}, fastmath=True)", True, _POSITIVE),
+    ("log2", torch_fn("log2"), torch_fn("log2"), "cute.math.log2({a}, fastmath=True)", True, _POSITIVE),
+    ("sqrt", torch_fn("sqrt"), torch_fn("sqrt"), "cute.math.sqrt({a}, fastmath=True)", True, _POSITIVE),
+    ("rsqrt", torch_fn("rsqrt"), torch_fn("rsqrt"), "cute.math.rsqrt({a}, fastmath=True)", True, _POSITIVE),
+    ("abs", torch_fn("abs"), torch_fn("abs"), "cute.math.absf({a})", False, (-4.0, 4.0)),
+    ("neg", torch_fn("neg"), torch_fn("neg"), "(-{a})", False, (-4.0, 4.0)),
 ]
 for fn, f, oracle, template, transcendental, domain in UNARIES:
     traits = {ELEMENTWISE, CUDA_CORE} | ({MUFU} if transcendental else set())
@@ -169,15 +168,15 @@ def _binary_builder(fn: str):
 SPELLING = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "floordiv": "`//`", "mod": "`%`"}
 BINARIES = [
     # fn, torch, CuTe template, operand classes, surface
-    ("add", torch.add, "({a} + {b})", ("float", "int"), "+"),
-    ("sub", torch.sub, "({a} - {b})", ("float", "int"), "-"),
-    ("mul", torch.mul, "({a} * {b})", ("float", "int"), "*"),
-    ("div", torch.div, "({a} / {b})", ("float",), "/"),
+    ("add", torch_fn("add"), "({a} + {b})", ("float", "int"), "+"),
+    ("sub", torch_fn("sub"), "({a} - {b})", ("float", "int"), "-"),
+    ("mul", torch_fn("mul"), "({a} * {b})", ("float", "int"), "*"),
+    ("div", torch_fn("div"), "({a} / {b})", ("float",), "/"),
     # Python semantics (floor, remainder with the divisor's sign): torch's and the DSL's Int32 operators
     ("floordiv", _floordiv, "({a} // {b})", ("int",), "//"),
-    ("mod", torch.remainder, "({a} % {b})", ("int",), "%"),
-    ("maximum", torch.maximum, "cute.arch.fmax({a}, {b})", ("float",), "aref.maximum"),
-    ("minimum", torch.minimum, "cute.arch.fmin({a}, {b})", ("float",), "aref.minimum"),
+    ("mod", torch_fn("remainder"), "({a} % {b})", ("int",), "%"),
+    ("maximum", torch_fn("maximum"), "cute.arch.fmax({a}, {b})", ("float",), "aref.maximum"),
+    ("minimum", torch_fn("minimum"), "cute.arch.fmin({a}, {b})", ("float",), "aref.minimum"),
 ]
 ALGEBRA = {"add": Algebra(identity=0.0, affine="sum"), "sub": Algebra(identity=0.0, right_only=True,
                                                                       affine="difference"),
@@ -207,8 +206,8 @@ def _compare_interp(f):
     return lambda op, vals, cta: f(as_tensor(vals[0]), as_tensor(vals[1]))
 
 
-for fn, f, sym in (("lt", torch.lt, "<"), ("le", torch.le, "<="), ("gt", torch.gt, ">"), ("ge", torch.ge, ">="),
-                   ("eq", torch.eq, "=="), ("ne", torch.ne, "!=")):
+for fn, sym in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="), ("ne", "!=")):
+    f = torch_fn(fn)
     register(OpDef(
         OpKind.COMPARE, fn, f"elementwise comparison `{sym}`", frozenset({ELEMENTWISE, CUDA_CORE, PREDICATE}),
         FMA_COST, type_rule=_compare_rule, interpret=_compare_interp(f),

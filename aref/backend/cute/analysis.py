@@ -243,6 +243,11 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
         if ch.kind not in ("tma", "store"):
             raise BackendError(f"channel '{ch.name}' of kind {ch.kind!r} is not supported", ch.loc)
         for j, t in enumerate(ch.payload):
+            if t.dtype is DType.bool_:
+                raise BackendError(f"channel '{ch.name}' carries a boolean tile; the Hopper templates hand numeric "
+                                   f"tiles between warp groups", ch.loc,
+                                   hint="keep a comparison in the warp group that selects with it, or cast the mask "
+                                        "with `.to(aref.int32)`")
             if len(t.shape) not in (1, 2):
                 raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
                                    f"rank 1 and 2", ch.loc)
