@@ -18,22 +18,22 @@ measurements (the datasheet machine stays available as `H100_DATASHEET`).
 from __future__ import annotations
 
 import json
-import math
 import random
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from aref.ir import DType, Op, OpKind, RingType, TileType
 
+
+def __getattr__(name: str):
+    if name == "MUFU_FNS":        # the UNARY functions that run on the MUFU: the op registry's MUFU trait
+        from aref.ops import MUFU_FNS
+        return MUFU_FNS
+    raise AttributeError(f"module 'aref.machine' has no attribute {name!r}")
+
+
 SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem")
 ISSUE = "issue"
-
-# UNARY functions that run on the MUFU (ex2, lg2, sqrt, rsqrt are MUFU instructions; exp/log are an FMA
-# scaling plus the MUFU op, whose throughput dominates).
-MUFU_FNS = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt"})
-# Ops that only rename or re-view data (no instruction cost worth modelling).
-_VIEW_KINDS = frozenset({OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.SLOT_READ, OpKind.SELECT,
-                         OpKind.CHANNEL, OpKind.GET})
 
 
 @dataclass(frozen=True)
@@ -223,41 +223,14 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
     * views (TRANSPOSE, EXPAND_DIMS, SLOT_READ, SELECT), scalars and constants: "issue", 0 or 1 cycle.
     * barrier, fence, MMA-wait and register ops: "issue", `machine.sync_cycles` (any blocking comes on top).
     Cycles are at least 1 for every op that does work. Pure: same op, machine and rng state, same answer.
+    The unit and the formula are the op's registry entry's (`aref.ops`); the figures are this machine's.
     """
-    k = op.kind
-    if k in (OpKind.MMA, OpKind.MMA_ASYNC):
-        dtype = op.operands[0].type.dtype
-        flop = machine.tensor_flop_per_clk.get(dtype)
-        if flop is None:
-            raise ValueError(f"{machine.name} has no tensor-core rate for {dtype.value}")
-        return "tc", max(1, math.ceil(mma_flops(op) / (flop * machine.tensor_efficiency)))
-    if k is OpKind.UNARY:
-        n = _numel(op.result.type)
-        if op.attrs.fn in MUFU_FNS:
-            return "mufu", max(1, _ceil_div(n, machine.mufu_per_clk))
-        return "fma", max(1, _ceil_div(n, machine.fma_per_clk))
-    if k is OpKind.REDUCE:
-        return "fma", max(1, _ceil_div(_numel(op.operands[0].type), machine.fma_per_clk))
-    if k in (OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.FULL, OpKind.ARANGE):
-        if not isinstance(op.result.type, TileType):
-            return ISSUE, 1
-        return "fma", max(1, _ceil_div(_numel(op.result.type), machine.fma_per_clk))
-    if k is OpKind.SLOT_STORE:
-        return "smem", max(1, _ceil_div(op.operands[3].type.nbytes, machine.smem_bytes_per_clk))
-    if k is OpKind.TMA_LOAD or k is OpKind.LOAD:     # into shared memory or registers: latency plus transfer
-        return "tma", machine.tma_latency_draw(rng) + _ceil_div(tma_bytes(op), machine.tma_copy_rate)
-    if k is OpKind.STORE:
-        return "tma", max(1, _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk))
-    if k in _VIEW_KINDS:
-        return ISSUE, 0
-    if k in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY):
-        return ISSUE, 1
-    if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.FENCE_PROXY_ASYNC,
-             OpKind.TMEM_STORE_FENCE,
-             OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
-             OpKind.PUT, OpKind.CONSUMED):
-        return ISSUE, machine.sync_cycles
-    raise ValueError(f"no cost model for {k.value}")
+    from aref import ops
+    try:
+        ops.entry(op)
+    except KeyError:
+        raise ValueError(f"no cost model for {op.kind.value}") from None
+    return ops.cost(op, machine, rng)
 
 
 def unit_busy(op: Op, machine: Machine) -> int:

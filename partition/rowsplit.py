@@ -11,6 +11,7 @@ it as the B operand mixes rows, and then the kernel cannot be split (`NotSplitta
 """
 from __future__ import annotations
 
+from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
                      SliceAttrs, StoreAttrs, TileType, Value)
@@ -18,7 +19,7 @@ from aref.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
 
-ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
+ELEMENTWISE = ops_registry.kinds_with(ops_registry.ELEMENTWISE, ops_registry.CUDA_CORE)   # registry: elementwise math
 # M rows each Hopper consumer warp group needs at least (one wgmma m64 slab).
 MIN_ROWS = 64
 
