@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value
 from partition.model import (Partition, UnionFind, check_partition, one_producer_per_channel, replicated,
@@ -193,7 +194,7 @@ def _blackwell(kernel: Kernel) -> Partition:
     fixed.append(("epilogue", "epilogue", epi_warps, 48 if epi_warps == 1 else 168))
     if has_correction:
         fixed.append(("correction", "correction", 4, 80))
-    names = [("softmax" if any(op.kind is OpKind.UNARY and op.attrs.fn in ("exp", "exp2") for op in c)
+    names = [("softmax" if any(ops_registry.has_trait(op, ops_registry.EXPONENTIAL) for op in c)
               else "compute") for c in comps]
     flexible = [(f"{n}{i}", n, 4) for i, n in enumerate(names)]
     groups = split_budget(fixed, flexible, cap=192)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
+from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
@@ -25,7 +26,7 @@ from aref.ws import WarpGroup
 from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, one_producer_per_channel,
                              replicated, split_budget)
 
-CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
+CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
@@ -211,7 +212,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 from_mma = [v for o in ops for v in o.operands
                             if any(s.kind is OpKind.MMA for s, d in sources(v) if d == 0)]
                 regs = max([regs] + [_tile_registers(v.type) for v in from_mma])
-            is_exp = any(o.kind is OpKind.UNARY and o.attrs.fn in ("exp", "exp2") for o in ops)
+            is_exp = any(ops_registry.has_trait(o, ops_registry.EXPONENTIAL) for o in ops)
             is_max = op in holds_mma_tile and not is_exp
             kind = ("rescale" if op in acc_feeder else "max" if is_max else "exp" if is_exp
                     else "state" if m.tmem_columns and all(

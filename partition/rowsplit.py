@@ -18,6 +18,7 @@ every replica rather than sent between them; side effects on such values happen 
 """
 from __future__ import annotations
 
+from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.guard import ROW_SPLIT, compiler_pass
 from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
@@ -26,7 +27,7 @@ from aref.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
 
-ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
+ELEMENTWISE = ops_registry.kinds_with(ops_registry.ELEMENTWISE, ops_registry.CUDA_CORE)   # registry: elementwise math
 # ops every replica shares whole (their users slice what they need), and side effects done once unless they
 # touch row-distributed values
 _SHARED = (OpKind.LOAD, OpKind.GET, OpKind.CONSUMED, OpKind.CHANNEL)

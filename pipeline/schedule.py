@@ -19,12 +19,13 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind
 from aref.ws import GroupProgram, WSKernel
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
-CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
+CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def barrier(name, arch, trips=None):
 def test_simulator_equals_reference_over_50_interleavings(name, arch):
     ex, inputs, kernel = barrier(name, arch)
     assert kernel.level == "barrier" and len(kernel.groups) >= 2
-    report = check(kernel, inputs, ex.reference_fn, seeds=50, tolerance=getattr(ex.module, "TOLERANCE", None))
+    report = check(kernel, inputs, ex.reference_fn, seeds=50, tolerance=ex.tolerance(inputs))
     out = report.to_json()
     assert out["ok"], [str(v) for v in report.violations] or out
     assert out["interleavings"] == 50 and out["deadlocks"] == 0
