@@ -14,7 +14,7 @@ import torch
 
 from aref import ops
 from aref.errors import ChannelError
-from aref.ir import Kernel, Op, OpKind, Value
+from aref.ir import Kernel, Op, OpKind, ScalarType, Value
 
 def run_kernel(kernel: Kernel, tensors: dict[str, torch.Tensor]) -> None:
     """Run every CTA of the grid; stores write into `tensors` in place."""
@@ -42,6 +42,29 @@ def run_cta(kernel: Kernel, tensors: dict[str, torch.Tensor], cta: tuple[int, ..
         for v, x in zip(loop.results, carried):
             env[id(v)] = x
     state.run(kernel.post.ops)
+
+
+def trip_counts(kernel: Kernel) -> dict[tuple[int, ...], int]:
+    """The loop's trip count in every CTA of the grid (a run-time count depends on the program ids: causal
+    block skipping, split-K), from the pre-loop scalar math evaluated as `run_cta` does."""
+    out: dict[tuple[int, ...], int] = {}
+    if kernel.loop is None:
+        return out
+    for cta in itertools.product(*(range(g) for g in kernel.grid)):
+        env: dict[int, object] = {}
+        for op in kernel.pre.ops:
+            if op.results and all(isinstance(r.type, ScalarType) for r in op.results) and all(
+                    id(v) in env for v in op.operands):
+                env[id(op.result)] = _round(evaluate(op, [env[id(v)] for v in op.operands], cta), op.result)
+        out[cta] = int(env[id(kernel.loop.trip_count)])
+    return out
+
+
+def longest_cta(kernel: Kernel) -> tuple[int, ...]:
+    """A CTA that runs the most loop iterations (the first CTA when the count does not depend on it)."""
+    counts = trip_counts(kernel)
+    first = tuple(0 for _ in kernel.grid)
+    return max(counts, key=lambda c: (counts[c], c == first)) if counts else first
 
 
 def _round(x, v: Value):

@@ -41,9 +41,10 @@ class _Proxy:
 
     def __bool__(self):
         raise ArefSyntaxError(
-            "a traced value has no Python truth value: `if`, `and`, `or` and `not` on tiles or runtime "
-            "scalars are not supported", user_loc(),
-            hint="use `aref.where(cond, a, b)` to select per element; branch only on compile-time constants")
+            "a traced value has no Python truth value: `if`, `and`, `or`, `not` and Python's `min`/`max` on "
+            "tiles or runtime scalars are not supported", user_loc(),
+            hint="use `aref.where(cond, a, b)` to select, `aref.minimum`/`aref.maximum` for min/max; branch "
+                 "only on compile-time constants")
 
     def __iter__(self):
         raise ArefSyntaxError(
@@ -72,6 +73,7 @@ class _Proxy:
     def __mod__(self, o): return _arith("mod", self, o)
     def __rmod__(self, o): return _arith("mod", o, self)
     def __neg__(self): return _unary("neg", self)
+    def __abs__(self): return _unary("abs", self)
     def __lt__(self, o): return _compare("lt", self, o)
     def __le__(self, o): return _compare("le", self, o)
     def __gt__(self, o): return _compare("gt", self, o)

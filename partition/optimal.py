@@ -23,7 +23,8 @@ from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import Partition, REPLICATED, UnionFind, check_registers, split_budget
+from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, one_producer_per_channel,
+                             replicated, split_budget)
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -87,8 +88,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if id(v) in yield_of:
             return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL,
-                                     OpKind.ARANGE):
+        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (replicated(op) and op.kind not in VIEWS
+                                                                      and op.kind is not OpKind.GET):
             return []
         if op.kind in VIEWS:
             return sources(op.operands[0], seen + 1)
@@ -103,7 +104,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # ---- CUDA-core clusters: fuse connected work, keeping accumulator rescales apart
     acc_feeder = {prod[id(op.operands[2])] for op in body if op.kind is OpKind.MMA and len(op.operands) == 3
                   and prod.get(id(op.operands[2])) in body and prod[id(op.operands[2])].kind in CUDA_CORE}
-    cuda = [op for op in body if op.kind in CUDA_CORE]
+    cuda = [op for op in body if op.kind in CUDA_CORE and not replicated(op)]
     sets = UnionFind(cuda)
 
     for op in cuda:
@@ -119,7 +120,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     if m.tmem_columns:
         memory["tmem"] = m.tmem_columns
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
-                        registers_per_thread=m.max_regs_per_thread, registers_per_sm=m.registers,
+                        registers_per_thread=min(m.max_regs_per_thread, MAX_GROUP_REGS),
+                        registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
                         base_registers=m.setmaxnreg_min, memory=memory, allow_transfers=allow_transfers)
     g = S.Graph(units, machine, name=kernel.name)
@@ -372,6 +374,7 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
         for o in ops:
             assign[o] = remap[result.assignment[n]]
     _place_rest(kernel, assign, groups)
+    one_producer_per_channel(kernel, assign)
     return Partition(groups, assign, "optimal")
 
 
@@ -414,8 +417,8 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
         if id(v) in carried_owner:
             return owner(carried_owner[id(v)], seen + 1)
         op = prod.get(id(v))
-        if op is None:
-            return None
+        if op is None or op.kind is OpKind.LOAD:
+            return None              # a loaded tile reaches whoever reads it: it draws no compute to the TMA group
         if op in assign:
             return assign[op]
         for x in op.operands:
@@ -426,7 +429,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
     for op in kernel.all_ops():
-        if op.kind in REPLICATED or op in assign:
+        if replicated(op) or op in assign:
             continue
         if op.kind is OpKind.LOAD:
             assign[op] = tma if tma is not None else fallback

@@ -84,7 +84,7 @@ def test_optimal_partition_simulates_like_the_reference(name, arch):
     ex = load_example(example_path(name))
     inputs = ex.inputs()
     ws = lower_to(ex.kernel.specialize(**inputs), "barrier",
-                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=60))
+                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=20))
     report = sim.check(ws, inputs, ex.reference_fn, seeds=10)
     assert report.ok, report.to_json()
 
