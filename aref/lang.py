@@ -26,7 +26,7 @@ int32 = DType.int32
 __all__ = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float32", "int32", "Tile", "Scalar",
            "TensorArg", "Channel", "program_id", "load", "store", "zeros", "full", "arange", "mma", "exp",
            "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "maximum", "minimum", "where", "rowmax", "rowsum",
-           "rowmin", "channel", "range", "cast"]
+           "rowmin", "channel", "range", "cast", "cdiv"]
 
 
 # ------------------------------------------------------------------------------------------- proxies
@@ -382,6 +382,18 @@ def arange(n: int) -> Tile:
     if not isinstance(n, int) or n <= 0:
         raise ArefTypeError("aref.arange needs a positive compile-time integer", loc)
     return _emit1(OpKind.ARANGE, [], TileType((n,), DType.int32), ArangeAttrs(n), loc)
+
+
+def cdiv(a, b):
+    """Ceiling division: the number of tiles of size `b` that cover `a` (a trip count or grid size for extents
+    that are not a multiple of the tile). Integers give an integer; a run-time scalar gives a scalar."""
+    if isinstance(a, builtins.bool) or isinstance(b, builtins.bool):
+        raise ArefTypeError("aref.cdiv takes integers", user_loc())
+    if isinstance(a, int) and isinstance(b, int):
+        if b <= 0:
+            raise ArefTypeError(f"aref.cdiv needs a positive divisor, got {b}", user_loc())
+        return -(-a // b)
+    return (a + (b - 1)) // b
 
 
 def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:

@@ -28,7 +28,7 @@ def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int
     dk = aref.zeros((BN, D), aref.float32)
     dv = aref.zeros((BN, D), aref.float32)
     qdo = aref.channel(depth=2)
-    for i in aref.range(Q.shape[1] // BM):
+    for i in aref.range(aref.cdiv(Q.shape[1], BM)):
         qdo.put(aref.load(Q, (bh, i, 0), (BM, D)), aref.load(dO, (bh, i, 0), (BM, D)),
                 aref.load(LSE2, (bh, i), (BM,)), aref.load(Delta, (bh, i), (BM,)))
         q, do, lse2, delta = qdo.get()

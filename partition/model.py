@@ -12,16 +12,13 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind
+from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
+                            split_budget)
 from aref.ws import WarpGroup
 
 REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE,
                         OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CHANNEL, OpKind.GET,
                         OpKind.CONSUMED})
-
-# Register file per SM and the setmaxnreg range (PTX ISA, setmaxnreg: 24..256 in multiples of 8).
-REGISTERS_PER_SM = 65536
-MIN_REGS, MAX_REGS = 24, 256
-
 
 class UnionFind:
     """Disjoint sets over hashable items (added on first use); `union(a, b)` hangs b's set under a's root."""
@@ -75,29 +72,3 @@ def check_partition(kernel: Kernel, part: Partition) -> None:
             if g not in ids:
                 raise ArefError(f"{op.kind.value} has no warp group", op.loc)
     check_registers(part.groups)
-
-
-def check_registers(groups: list[WarpGroup]) -> None:
-    total = 0
-    for g in groups:
-        if g.regs % 8 or not MIN_REGS <= g.regs <= MAX_REGS:
-            raise ArefError(f"group {g.name}: {g.regs} registers per thread; setmaxnreg takes multiples of 8 in "
-                            f"{MIN_REGS}..{MAX_REGS}")
-        total += g.regs * g.threads
-    if total > REGISTERS_PER_SM:
-        detail = " + ".join(f"{g.name} {g.threads}×{g.regs}" for g in groups)
-        raise ArefError(f"register budgets need {total} registers ({detail}) but an SM has {REGISTERS_PER_SM}",
-                        hint="use fewer or smaller warp groups, or lower a group's budget")
-
-
-def split_budget(fixed: list[tuple[str, str, int, int]], flexible: list[tuple[str, str, int]],
-                 cap: int = 240) -> list[WarpGroup]:
-    """Make groups: `fixed` (name, role, warps, regs) keep their budget; `flexible` (name, role, warps) share
-    the rest of the register file evenly, rounded down to a multiple of 8 and capped at `cap`."""
-    used = sum(w * 32 * r for _, _, w, r in fixed)
-    threads = sum(w * 32 for _, _, w in flexible)
-    share = cap if not threads else min(cap, (REGISTERS_PER_SM - used) // threads // 8 * 8)
-    groups = [WarpGroup(i, n, role, w, r) for i, (n, role, w, r) in enumerate(fixed)]
-    for n, role, w in flexible:
-        groups.append(WarpGroup(len(groups), n, role, w, max(MIN_REGS, share)))
-    return groups

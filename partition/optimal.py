@@ -18,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
+from aref import resources
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
+from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
 from partition.model import Partition, REPLICATED, UnionFind, check_registers, split_budget
 
@@ -32,7 +34,6 @@ MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMP
 TMEM_BYTES_PER_CLK = 512       # tcgen05.ld/st bandwidth per SM (ASSUMPTION: 128 lanes x 32 bit per clock)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
-SMEM_ALIGN = 1024              # swizzled tiles start on 1 KB boundaries
 
 
 class SolverError(ArefError):
@@ -50,15 +51,11 @@ class Extraction:
 
 
 def _tile_registers(t) -> int:
-    return max(1, t.nbytes // 4 // THREADS) if isinstance(t, TileType) else 0
+    return resources.tile_registers(t) if isinstance(t, TileType) else 0
 
 
 def _transfer_cycles(registers: int, machine) -> int:
     return 2 * registers * 4 * THREADS // machine.smem_bytes_per_clk + BARRIER_CYCLES
-
-
-def _align(n: int, a: int) -> int:
-    return -(-n // a) * a
 
 
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
@@ -112,13 +109,15 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     units = {"tc": 1, "tma": 1, "mufu": 1, "fma": 1}
     if m.tmem_columns:
         units.update({"tmem_ld": 1, "tmem_st": 1})      # tcgen05.ld / tcgen05.st paths
-    memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - _resident_smem(kernel)}
+    # the loop's rings get what the resource model leaves after the resident tiles and the stores' staging
+    memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - resident_tiles_bytes(kernel)}
     if m.tmem_columns:
         memory["tmem"] = m.tmem_columns
+    # registers: a group's tiles plus its role's own state, within what a group can be given (the model's)
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
-                        registers_per_thread=m.max_regs_per_thread, registers_per_sm=m.registers,
+                        registers_per_thread=resources.BUDGET_CAP, registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
-                        base_registers=m.setmaxnreg_min, memory=memory, allow_transfers=allow_transfers)
+                        base_registers=resources.ROLE_OVERHEAD, memory=memory, allow_transfers=allow_transfers)
     g = S.Graph(units, machine, name=kernel.name)
     ex = Extraction(g)
     counts: dict[str, int] = {}
@@ -160,7 +159,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     for op in body:
         if op.kind is OpKind.LOAD:
             n = name_for(op, "load")
-            g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": _align(op.result.type.nbytes, SMEM_ALIGN)},
+            g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": tile_bytes(op.result.type)},
                      streaming=True, depth=_load_depth(op, body), kind="tma")
             ex.members[n], ex.kind[n] = [op], "tma"
         elif op.kind is OpKind.MMA:
@@ -311,11 +310,6 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
         [None] if kernel.loop is not None and any(y is v for y in kernel.loop.yields) else [])
 
 
-def _resident_smem(kernel: Kernel) -> int:
-    """Shared memory the pre-loop code keeps for the whole loop (tiles loaded before it, e.g. Q)."""
-    return sum(_align(op.result.type.nbytes, SMEM_ALIGN) for op in kernel.pre.ops if op.kind is OpKind.LOAD)
-
-
 # ------------------------------------------------------------------------------------- the mapping
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
@@ -381,7 +375,7 @@ def _budgets(specs, result, order) -> list[WarpGroup]:
     needs = result.registers if isinstance(result.registers, dict) else {}
     for i, grp in enumerate(order):
         need = needs.get(grp, 0)
-        if need > groups[i].regs:
+        if need > groups[i].regs and groups[i].role != "producer":    # a TMA group holds no tiles
             raise SolverError(f"the schedule needs {need} registers per thread in group {groups[i].name}, but "
                               f"only {groups[i].regs} fit beside the other groups",
                               hint="allow fewer warp groups or smaller tiles")

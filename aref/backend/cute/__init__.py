@@ -71,15 +71,17 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132) -> str:
 
 
 def _library_fingerprint() -> str:
-    """The CuTe DSL version and this backend's sources: a change to either invalidates cached kernels."""
+    """The CuTe DSL version, this backend's sources and the resource model's: a change invalidates cached
+    kernels."""
     h = hashlib.sha256()
     try:
         from importlib.metadata import version
         h.update(version("nvidia-cutlass-dsl").encode())
     except Exception:  # pragma: no cover - the package is a dependency
         h.update(b"unknown")
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.read_bytes())
+    here = Path(__file__).parent
+    for path in sorted(here.glob("*.py")) + sorted((here.parent.parent / "resources").glob("*.py")):
+        h.update(path.read_bytes())        # the resource model lays out shared memory and picks TMA or not
     return h.hexdigest()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, literal, paren, strip_parens
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.resources import register_demand
 
 ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.EXPAND_DIMS, OpKind.CAST)
 FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
@@ -20,7 +21,6 @@ UNARY = {"exp": "cute.math.exp({a}, fastmath=True)", "exp2": "cute.math.exp2({a}
          "log": "cute.math.log({a}, fastmath=True)", "log2": "cute.math.log2({a}, fastmath=True)",
          "sqrt": "cute.math.sqrt({a}, fastmath=True)", "rsqrt": "cute.math.rsqrt({a}, fastmath=True)",
          "abs": "cute.math.absf({a})", "neg": "(-{a})"}
-REGISTER_OVERHEAD = 32          # addresses, descriptors, loop state of a consumer role (measured with ptxas)
 COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -232,17 +232,20 @@ class MathEmitter:
             self.peak = (n, live)
 
     def check_registers(self) -> None:
-        """Refuse a role whose register tiles cannot fit its setmaxnreg budget (ptxas would spill)."""
-        regs = self.gp.group.regs
-        tiles, peak = self.peak
-        if self.buffers and tiles + REGISTER_OVERHEAD > regs:
-            parts = ", ".join(f"{b.name} {b.registers}" for b in sorted(peak, key=lambda b: -b.registers)[:4])
-            raise BackendError(
-                f"warp group '{self.gp.group.name}' holds up to {tiles} registers per thread of tiles at once "
-                f"({parts}) plus about "
-                f"{REGISTER_OVERHEAD} for addresses and loop state, over its register budget of {regs} "
-                f"(setmaxnreg): ptxas would spill", self.plan.ws.loc,
-                hint="the partition's register model must give this group more registers (or smaller tiles)")
+        """The role's register tiles fit its setmaxnreg budget by the resource model (which set the budget
+        from the same liveness), and this code holds no more than the model counted."""
+        demand = register_demand(self.gp, self.plan.ws.arch)
+        if self.buffers and demand.need > self.gp.group.regs:
+            raise BackendError(f"{demand.describe()}, over its register budget of {self.gp.group.regs} "
+                               f"(setmaxnreg): ptxas would spill", self.plan.ws.loc,
+                               hint="the lowering sets budgets from the resource model; a budget set by hand must "
+                                    f"be at least {demand.need}")
+        held, live = self.peak
+        if held > demand.peak:
+            parts = ", ".join(f"{b.name} {b.registers}" for b in live)
+            raise BackendError(f"internal: the CuTe backend holds {held} registers per thread of tiles in warp group "
+                               f"'{self.gp.group.name}' ({parts}), more than the resource model's {demand.peak}",
+                               self.plan.ws.loc)
 
     def issued(self, *bufs: Buffer) -> None:
         self.inflight.append(bufs)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from aref.backend.cute.errors import BackendError
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.resources.memory import is_register_transpose as is_transpose, scratch_key  # noqa: F401
 from aref.ws import GroupProgram
 
 WGMMA_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
@@ -108,30 +109,3 @@ def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
     if fp8 and (a_major != "K" or b_major != "K"):
         raise BackendError("fp8 wgmma needs both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
     return MmaConfig(a.type.dtype, b.type.dtype, a_major, b_major, n, "SMEM" if sa else "RMEM")
-
-
-def scratch_key(gp: GroupProgram, v: Value, prod) -> tuple:
-    """Which shared scratch tile holds the transposed register operand `v` (a transpose, or a loop-carried
-    one: its init, every iteration's yield and the loop's result share the carried value's tile)."""
-    lp = gp.loop
-    if lp is not None:
-        for i, (c, r) in enumerate(zip(lp.carried, lp.results)):
-            if v is c or v is r:
-                return ("carried", i)
-    src = prod[id(v)].operands[0]
-    return _cast_key(src, prod)
-
-
-def _cast_key(v: Value, prod) -> tuple:
-    """Register tiles equal up to casts share one scratch tile (`ds.to(f16)` written twice in the IR)."""
-    op = prod.get(id(v))
-    if op is not None and op.kind is OpKind.CAST:
-        return ("cast", id(op.operands[0]), op.attrs.dtype)
-    return ("value", id(v))
-
-
-def is_transpose(v: Value, prod) -> bool:
-    op = prod.get(id(v))
-    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
-        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
-    return op is not None and op.kind is OpKind.TRANSPOSE

@@ -44,10 +44,9 @@ def tag_text(op: Op, name) -> str:
 class RoleEmitter(MathEmitter):
     """Emit the body of one role function for group `g` of `plan`."""
 
-    def __init__(self, plan: KernelPlan, g: GroupPlan, staging_alias: dict[int, str]):
+    def __init__(self, plan: KernelPlan, g: GroupPlan):
         super().__init__()
         self.plan, self.g, self.gp = plan, g, g.gp
-        self.staging_alias = staging_alias
         self.names = Names()
         self.args: dict[str, None] = {}            # kernel-scope names this role uses, in first-use order
         self.setup = Lines(1)
@@ -112,6 +111,7 @@ class RoleEmitter(MathEmitter):
                 continue
             if region != "pre":
                 self.out(f"# ---- {REGIONS[region]}")
+            self.block_ops = block.ops
             for op in block.ops:
                 self.emit_op(op)
         self.final = Lines(1)
@@ -133,6 +133,7 @@ class RoleEmitter(MathEmitter):
         self.out("# ---- steady state" + count)
         with self.out.block(f"for {iv} in {rng}:"):
             self.in_loop = True
+            self.block_ops = lp.body.ops
             for op in lp.body.ops:
                 self.emit_op(op)
             self.loop_exit(lp)
@@ -236,8 +237,31 @@ class RoleEmitter(MathEmitter):
 
     def op_mbar_expect_tx(self, op: Op) -> None:
         ptr = self.bar(op.operands[0], op.operands[1], "full", op.attrs.channel)
+        tx = op.attrs.bytes
+        for load in self.slot_loads(op):
+            if self.is_copy(load):
+                # TMA cannot describe this box: the warp loads it itself, before the arrive that publishes it
+                self.copy_load(load)
+                tx -= self.plan.channel(load.attrs.channel).buffers[load.attrs.index].tile.nbytes
         with self.out.block("with cute.arch.elect_one():"):
-            self.out(f"cute.arch.mbarrier_arrive_and_expect_tx({ptr}, {op.attrs.bytes})")
+            if tx:
+                self.out(f"cute.arch.mbarrier_arrive_and_expect_tx({ptr}, {tx})")
+            else:
+                self.out(f"cute.arch.mbarrier_arrive({ptr})  # no TMA bytes: every payload tile is loaded already")
+
+    def slot_loads(self, op: Op) -> list[Op]:
+        """The TMA loads that fill the slot `op` (an arrive.expect_tx) arms: they follow it in its block."""
+        ops = self.block_ops
+        i = next(k for k, o in enumerate(ops) if o is op)
+        out = []
+        for o in ops[i + 1:]:
+            if o.kind is not OpKind.TMA_LOAD or o.attrs.channel != op.attrs.channel:
+                break
+            out.append(o)
+        return out
+
+    def is_copy(self, op: Op) -> bool:
+        return (self.plan.tensor_of(op.operands[0]).name, tuple(op.attrs.tile_shape)) in self.plan.copies
 
     def op_mbar_arrive(self, op: Op) -> None:
         a = op.attrs
@@ -279,8 +303,10 @@ class RoleEmitter(MathEmitter):
     # ----------------------------------------------------------------------------------------------- TMA
     def op_tma_load(self, op: Op) -> None:
         a = op.attrs
-        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
-            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
+        if self.is_copy(op):
+            self.out("# (loaded with ordinary loads above, before the arrive)")
+            return
+        t = self.plan.tensor_of(op.operands[0])
         rank = len(t.shape)
         coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
         slot = self.scalar(op.operands[2 + rank])
@@ -293,6 +319,38 @@ class RoleEmitter(MathEmitter):
         bar = self.bar(op.operands[-2], op.operands[2 + rank], "full", a.channel)
         self.out(f"cute.copy({self.arg(tma.name)}, {g_part}[None, {idx}], {s_part}[None, {strip_parens(slot.expr)}], "
                  f"tma_bar_ptr={bar})")
+
+    def box_args(self, t, coords: list[Scalar], tiled: int) -> tuple[str, str, str]:
+        """(the tensor seen at its leading coordinates, the box index, whether those coordinates are in range)
+        for an ordinary load or store of a box of tensor plan `t`."""
+        rank = len(t.shape)
+        lead = rank - tiled
+        tensor = self.arg(t.name)
+        if lead:
+            idx = ", ".join(["None"] * tiled + [coordinate(c) for c in coords[:lead]])
+            tensor = f"{tensor}[{idx}]"
+        tile = "(" + ", ".join(coordinate(c) for c in coords[lead:]) + ("," if tiled == 1 else "") + ")"
+        checks = [f"({coordinate(c)} >= 0) & ({coordinate(c)} < {t.shape[d]})" for d, c in enumerate(coords[:lead])
+                  if not (c.static and 0 <= c.value < t.shape[d])]
+        return tensor, tile, " & ".join(checks) if checks else "True"
+
+    def copy_load(self, op: Op) -> None:
+        a = op.attrs
+        t = self.plan.tensor_of(op.operands[0])
+        rank = len(t.shape)
+        coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
+        buf = self.plan.channel(a.channel).buffers[a.index]
+        slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[2 + rank])).expr)
+        why = self.plan.copies[(t.name, tuple(a.tile_shape))]
+        lane = self.local(("lane",), "lane", "cute.arch.lane_idx()")
+        dst = f"{self.arg(buf.name)}[{'None, None' if len(buf.tile.shape) == 2 else 'None'}, {slot}]"
+        box = tuple(a.tile_shape)
+        self.out(f"# {t.name} box {box}: {why}")
+        if t.empty:
+            self.out(f"aref.zero_box({dst}, {box}, {lane})  # every element is out of bounds")
+            return
+        src, tile, valid = self.box_args(t, coords, len(a.tile_shape))
+        self.out(f"aref.load_box({src}, {dst}, {box}, {tile}, {valid}, {lane})")
 
     def tma_partition(self, tma, smem: str, tiled: int, rank: int, staging=None) -> tuple[str, str]:
         key = ("tma", tma.name, smem)
@@ -443,35 +501,83 @@ class RoleEmitter(MathEmitter):
 
     # ----------------------------------------------------------------------------------------- epilogue
     def op_store(self, op: Op) -> None:
-        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
-            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
+        t = self.plan.tensor_of(op.operands[0])
+        if id(op) in self.plan.direct:
+            self.direct_store(op, t)
+            return
         stage = self.plan.staging[id(op)]
         value = op.operands[-1]
         coords = [self.scalar(c) for c in op.operands[1:-1]]
-        rank = len(t.shape)
+        rank, tiled = len(t.shape), len(op.attrs.tile_shape)
         tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
         s_tensor = self.staging_tensor(stage)
-        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank, staging=s_tensor)
-        buf = self.materialize(value)
-        if stage.name in self.pending_store or self.in_loop or self.plan.persistent:
-            self.out("# the previous TMA store from this staging tile (an earlier iteration's) must have read it")
+        s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank, staging=s_tensor)
+        host = self.plan.host_of(stage)
+        if tiled == 1:
+            vec = self.row_vector(value)
+        else:
+            vec = None
+            buf = self.materialize(value)
+        if {stage.name, host and host.name} & self.pending_store or self.in_loop or self.plan.persistent:
+            self.out("# the previous TMA store from this staging tile (an earlier one's) must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
-        mma = self.arg(self.layout_mma(value.type.shape[1]))
-        fn = "store_tile" if value.type.dtype.bits == 16 else "store_tile_f32"
-        self.out(f"aref.{fn}({mma}, {buf.name}, {s_tensor}, group_tidx, barrier_id={self.g.group_barrier})")
-        lead = rank - 2
+        if vec is not None:
+            rows = value.type.shape[0]
+            cols = min(self.plan.layout_n)
+            self.out(f"aref.stage_rows({self.arg(self.layout_mma(cols))}, {vec}, {s_tensor}, {rows}, {cols}, "
+                     f"group_tidx, barrier_id={self.g.group_barrier})")
+        else:
+            mma = self.arg(self.layout_mma(value.type.shape[1]))
+            fn = "store_tile" if value.type.dtype.bits == 16 else "store_tile_f32"
+            self.out(f"aref.{fn}({mma}, {buf.name}, {s_tensor}, group_tidx, barrier_id={self.g.group_barrier})")
+        lead = rank - tiled
         idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
         self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
         self.pending_store.add(stage.name)
+        if host is not None:
+            self.pending_store.add(host.name)
+
+    def direct_store(self, op: Op, t) -> None:
+        """Masked stores from registers where TMA cannot describe the box (see the plan's `direct`)."""
+        value = op.operands[-1]
+        coords = [self.scalar(c) for c in op.operands[1:-1]]
+        tiled = len(op.attrs.tile_shape)
+        dst, tile, valid = self.box_args(t, coords, tiled)
+        reduce = op.attrs.reduce == "add"
+        if t.empty:
+            self.out(f"# {t.name} has no elements: the store writes nothing")
+            return
+        self.out(f"# {t.name} box {tuple(op.attrs.tile_shape)}: {self.plan.direct[id(op)]}; masked stores from "
+                 f"registers{' (atomic adds)' if reduce else ''}")
+        if tiled == 1:
+            vec = self.row_vector(value)
+            cols = min(self.plan.layout_n)
+            self.out(f"aref.store_rows({self.arg(self.layout_mma(cols))}, {vec}, {dst}, {value.type.shape[0]}, {cols}, "
+                     f"{tile}, {valid}, group_tidx, reduce={reduce})")
+            return
+        buf = self.materialize(value)
+        self.out(f"aref.store_box({self.arg(self.layout_mma(value.type.shape[1]))}, {buf.name}, {dst}, "
+                 f"{tuple(value.type.shape)}, {tile}, {valid}, group_tidx, reduce={reduce})")
+
+    def row_vector(self, v: Value) -> str:
+        """A register row vector holding `v` (one value per row of this thread), computing it if needed."""
+        c = self.env.get(id(v))
+        if not isinstance(c, SmemTile):
+            return self.materialize(v).name
+        buf = self.new_buffer(v)                      # a slot's row vector read straight from shared memory
+        self.emit_loop_nest(buf, [], f"{buf.name}[r] = {self.smem_element(c, v)}")
+        self.env[id(v)] = Reg(buf)
+        return buf.name
 
     def staging_tensor(self, stage) -> str:
-        alias = self.staging_alias.get(stage.name)
-        if alias is None:
+        host = self.plan.host_of(stage)
+        if host is None:
             return self.arg(stage.name)
-        return self.local(("stage", stage.name), f"{stage.tile and 'staging'}",
-                          f"aref.recast_tile({self.arg(alias)}, {self.arg(stage.layout)}, "
-                          f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]})")
+        offset = stage.item.offset // host.tile.dtype.nbytes
+        return self.local(("stage", stage.name), "staging",
+                          f"aref.recast_tile({self.arg(host.name)}, {self.arg(stage.layout)}, "
+                          f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]}" + (f", {offset})" if offset else ")"))
 
     # ------------------------------------------------------------------------------------ register values
     def op_full(self, op: Op) -> None:

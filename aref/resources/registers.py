@@ -1,0 +1,466 @@
+"""Registers: what a warp group's tiles take, when they are live, and the setmaxnreg budgets that follow.
+
+Layout (Hopper, sm_90a): a 2-D register tile (R, C) of a 128-thread warp group is held in a wgmma accumulator
+layout, R·C/128 elements per thread; a row vector (R,) holds one value per row a thread touches, 2 per 64-row
+slab, so every thread of the quad sharing a row keeps its own copy. 16-bit elements pack two to a register.
+Blackwell (sm_100a) tiles come from tcgen05.ld, one row per thread (a (128, C) tile is C values per thread,
+a row vector one value).
+
+Liveness follows the code generator's storage rules, so the figure here is what the generated role holds:
+
+  * an elementwise op whose single user is another elementwise op or a reduction in the same block, with no
+    MMA issue or slot release in between, is fused into that user and takes no storage;
+  * an elementwise result takes the storage of a same-typed operand that dies there (in place), an MMA
+    accumulates in place; a 16-bit cast of a register tile is computed where it is used (its source lives
+    until then); views (transpose, slice, expand_dims) and pipeline selects share their source's storage;
+    a constant tile (`full`) is a literal until something materializes it (a loop-carried value);
+  * a loop-carried tile keeps one storage for the whole loop (its init, every yield computed after the
+    carried value's last read, and the loop result share it);
+  * a value written or read by a wgmma stays allocated until the `mma_wait` that retires that wgmma.
+
+`RegisterDemand.need` adds `ROLE_OVERHEAD` (addresses, descriptors, loop state, measured with ptxas) and
+rounds to the setmaxnreg step. `assign_budgets` gives every group its need and shares the rest of the
+CTA's register pool; `check_budgets` is the launch rule (steps of 8 in 24..256, sum within the pool).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aref.errors import ArefError
+from aref.ir import DType, Op, OpKind, Space, TileType, Value
+
+REGISTERS_PER_SM = 65536          # 32-bit registers per SM (and per CTA at one CTA per SM)
+MIN_REGS, MAX_REGS, REG_STEP = 24, 256, 8    # PTX ISA setmaxnreg: multiples of 8 in 24..256
+BUDGET_CAP = 240                  # the most a computing warp group is given (CUTLASS / FA3: ptxas keeps headroom)
+LAUNCH_CAP = 248                  # registers per thread at launch, before setmaxnreg
+ROLE_OVERHEAD = 32                # a computing role's registers beyond its tiles (ptxas-measured)
+PRODUCER_MAX = 48                 # the most a pure data-movement group (TMA issue, no tiles) is given
+THREADS = 128
+_DEBUG = False
+
+ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.EXPAND_DIMS, OpKind.CAST)
+FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
+VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
+# ops that make a group a computing role (anything beyond TMA issue, barriers and index math)
+COMPUTING = frozenset({OpKind.MMA, OpKind.MMA_ASYNC, OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE,
+                       OpKind.REDUCE, OpKind.CAST, OpKind.STORE, OpKind.SLOT_STORE, OpKind.SLOT_READ,
+                       OpKind.GET, OpKind.ARANGE, OpKind.FULL})
+
+
+class ResourceError(ArefError):
+    """A kernel needs more registers, shared memory or tensor memory than the SM has."""
+
+    kind = "resources"
+
+
+def _round_up(n: int, step: int = REG_STEP) -> int:
+    return -(-n // step) * step
+
+
+def tile_registers(t: TileType, arch: str = "sm_90a", threads: int = THREADS) -> int:
+    """32-bit registers per thread that register tile `t` takes in a warp group of `threads`."""
+    if not isinstance(t, TileType):
+        return 0
+    bits = t.dtype.bits
+    if arch == "sm_100a":
+        per_thread = max(1, t.numel * 32 // (threads * 32)) if len(t.shape) > 1 else 1
+        return max(1, -(-per_thread * bits // 32))
+    if len(t.shape) >= 2:
+        rows = 1
+        for s in t.shape[:-1]:
+            rows *= s
+        elems = max(1, rows * t.shape[-1] // threads)
+        return max(1, -(-elems * bits // 32))
+    rows = max(2, 2 * t.shape[0] // 64) if t.shape else 1
+    return max(1, -(-rows * bits // 32))
+
+
+def launch_registers(total_threads: int) -> int:
+    """Registers per thread at launch (before setmaxnreg): the file split evenly, a multiple of 8."""
+    return min(LAUNCH_CAP, REGISTERS_PER_SM // max(1, total_threads) // REG_STEP * REG_STEP)
+
+
+def register_pool(total_threads: int) -> int:
+    """The registers a CTA owns and setmaxnreg redistributes: launch registers × threads."""
+    return launch_registers(total_threads) * total_threads
+
+
+# ---------------------------------------------------------------------------------------------- liveness
+class Liveness:
+    """Definitions, uses and last uses of a group program's values in emission order, with the code
+    generator's fusion and deferral rules (see the module docstring). Works at every warp-specialized level.
+
+    Positions count ops in region order (pre, prologue, loop body, epilogue, post) from 1; ops under a
+    predicate that folds to false at generation time are skipped but keep their position.
+    """
+
+    def __init__(self, gp):
+        self.gp = gp
+        self.uses: dict[int, int] = {}
+        self.use_at: dict[int, list[tuple[float, Op | None]]] = {}
+        self.def_at: dict[int, float] = {}
+        self.block_of: dict[int, int] = {}
+        self.loop_span = (0, 0)
+        self.alias: dict[int, Value] = {}          # static select result -> the value it picks
+        self.static: dict[int, object] = {}        # generation-time constants (predicates fold)
+        self.position: dict[int, int] = {}         # id(op) -> position
+        self.ops: list[Op] = []                    # every op, in position order
+        self.prod = gp.producers()                 # value id -> defining op (loop-carried: its yield's)
+        pos = 0
+        for b, (region, block) in enumerate(gp.regions()):
+            if region == "loop":
+                lp = gp.loop
+                for v in lp.inits:
+                    self._use(v, pos, None)
+                start = pos
+                for c in lp.carried:
+                    self.def_at[id(c)] = pos + 0.5       # inside the loop, before its first op
+            for op in block.ops:
+                pos += 1
+                self.ops.append(op)
+                self.position[id(op)] = pos
+                self.block_of[id(op)] = b
+                self._fold(op)
+                if self.skipped(op):
+                    continue                         # a pipeline step this specialization does not run
+                if op.kind is OpKind.SELECT and id(op.operands[0]) in self.static:
+                    chosen = op.operands[1 if self.static[id(op.operands[0])] else 2]
+                    self.alias[id(op.result)] = self.root(chosen)
+                    self.def_at[id(op.result)] = pos
+                    continue
+                for v in op.operands:
+                    self._use(v, pos, op)
+                if op.pred is not None:
+                    self._use(op.pred, pos, op)
+                for r in op.results:
+                    self.def_at[id(r)] = pos
+            if region == "loop":
+                end = pos + 1
+                self.loop_span = (start, end)
+                for y in gp.loop.yields:
+                    self._use(y, end, None)
+                for r in gp.loop.results:
+                    self.def_at[id(r)] = end
+        self.end = pos + 1
+        # a loop-carried value read neither in the body nor after the loop needs no storage and no yield
+        self.dead_carried: set[int] = set()
+        if gp.loop is not None:
+            lp = gp.loop
+            for c, y, r in zip(lp.carried, lp.yields, lp.results):
+                if not self.use_at.get(id(c)) and not self.use_at.get(id(self.root(r))):
+                    self.dead_carried.add(id(c))
+                    ys = self.use_at.get(id(self.root(y)), [])
+                    end = self.loop_span[1]
+                    if (end, None) in ys:
+                        ys.remove((end, None))
+                        self.uses[id(self.root(y))] -= 1
+        self.fused: set[int] = set()
+        ops = [op for op in self.ops]
+        # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
+        # the next iteration), so their sources stay live until then
+        self.deferred = {id(op.result) for op in ops if op.results and (
+            op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32
+            or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
+        index = {id(op): i + 1 for i, op in enumerate(ops)}
+        for op in ops:
+            if op.kind not in ELEMENTWISE or not op.results or not self.use_at.get(id(op.result)):
+                continue
+            if op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32:
+                continue
+            users = {id(u) for _, u in self.use_at[id(op.result)]}
+            if len(users) != 1:                      # one user op (it may read the value twice: a*a)
+                continue
+            p, user = self.use_at[id(op.result)][0]
+            if user is None or user.kind not in FUSABLE_USERS or self.block_of[id(user)] != self.block_of[id(op)]:
+                continue
+            between = ops[index[id(op)]:index[id(user)] - 1]
+            if any(o.kind in (OpKind.MMA_ASYNC, OpKind.MMA) or (o.kind is OpKind.MBAR_ARRIVE
+                                                                and o.attrs.which == "empty") for o in between):
+                continue
+            self.fused.add(id(op.result))
+        self._last: dict[int, float] = {}
+
+    def staged(self, v: Value) -> bool:
+        """A transposed register tile: wgmma reads it from a shared-memory scratch tile, not registers."""
+        op = self.prod.get(id(self.root(v)))
+        while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
+            op = self.prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
+        return op is not None and op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM
+
+    def skipped(self, op: Op) -> bool:
+        return op.pred is not None and self.static.get(id(op.pred)) is False
+
+    def _fold(self, op: Op) -> None:
+        """Constants of the specialization: scalar constants and scalar math on them (predicates fold)."""
+        static = self.static
+        if op.kind is OpKind.CONST and not isinstance(op.result.type, TileType):
+            static[id(op.result)] = op.attrs.value
+        elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
+            from aref.interpret import evaluate
+            static[id(op.result)] = evaluate(op, [static[id(o)] for o in op.operands], ())
+
+    def root(self, v: Value) -> Value:
+        while id(v) in self.alias:
+            v = self.alias[id(v)]
+        return v
+
+    def _use(self, v: Value, pos: float, op: Op | None) -> None:
+        v = self.root(v)
+        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
+        self.use_at.setdefault(id(v), []).append((pos, op))
+
+    def last_use(self, v: Value) -> float:
+        """The last position at which `v` is read, counting reads moved into fused and deferred users; a
+        value defined before the loop and read in it lives to the loop's end."""
+        v = self.root(v)
+        key = id(v)
+        if key in self._last:
+            return self._last[key]
+        self._last[key] = self.def_at.get(key, 0)        # guards cycles through loop-carried chains
+        last = self.def_at.get(key, 0)
+        for p, user in self.use_at.get(key, []):
+            if user is not None and user.results and (id(user.results[0]) in self.fused
+                                                      or id(user.results[0]) in self.deferred
+                                                      or user.kind in VIEWS):
+                p = max(p, self.last_use(user.results[0]))
+            last = max(last, p)
+        start, end = self.loop_span
+        if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
+            last = max(last, end)
+        self._last[key] = last
+        return last
+
+
+# ------------------------------------------------------------------------------------------------ demand
+@dataclass
+class RegisterDemand:
+    """The most registers per thread a group's tiles take at once, where, and what is live there."""
+
+    group: str
+    peak: int
+    at: Op | None = None
+    live: list[tuple[str, int]] = field(default_factory=list)
+    computes: bool = True        # holds register tiles / does math (False: a pure data-movement role)
+
+    @property
+    def need(self) -> int:
+        """The smallest setmaxnreg budget that holds the tiles and the role's own state."""
+        return max(MIN_REGS, _round_up(self.peak + ROLE_OVERHEAD)) if self.computes else MIN_REGS
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{n} {r}" for n, r in sorted(self.live, key=lambda x: -x[1])[:4])
+        return (f"warp group '{self.group}' holds up to {self.peak} registers per thread of tiles at once"
+                + (f" ({parts})" if parts else "") + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+
+
+def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
+    """Does the code generator give value `v` (a result of `op`) its own register storage?"""
+    t = v.type
+    if not isinstance(t, TileType) or t.space is not Space.RMEM:
+        return False
+    if op.kind in VIEWS or op.kind is OpKind.FULL or id(v) in lv.fused:
+        return False
+    if op.kind is OpKind.SELECT and id(v) in lv.alias:
+        return False
+    return bool(lv.use_at.get(id(v)))
+
+
+def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
+    """Peak registers per thread of `gp`'s register tiles (see the module docstring for the rules)."""
+    lv = Liveness(gp)
+    computes = any(op.kind in COMPUTING for op in lv.ops)
+    # storage classes: key -> [registers, first position, last position, name]
+    spans: dict[int, list] = {}
+    owner: dict[int, int] = {}                     # value id -> storage class it lives in
+
+    def cls(v: Value) -> int | None:
+        return owner.get(id(lv.root(v)))
+
+    def new(v: Value, first: float, name: str | None = None) -> int:
+        spans[id(v)] = [tile_registers(v.type, arch), first, lv.last_use(v), name or v.name or "tile"]
+        owner[id(v)] = id(v)
+        return id(v)
+
+    def extend(c: int, last: float) -> None:
+        spans[c][2] = max(spans[c][2], last)
+
+    def materialize(v: Value, pos: float) -> None:
+        """A deferred value read here: a 16-bit cast takes registers from here on; a transposed register tile
+        is staged in shared memory (no registers), which materializes what it transposes."""
+        v = lv.root(v)
+        if id(v) not in lv.deferred or id(v) in owner:
+            return
+        src = lv.prod.get(id(v))
+        if src is not None and src.kind is OpKind.TRANSPOSE:
+            materialize(src.operands[0], pos)
+        elif isinstance(v.type, TileType) and v.type.space is Space.RMEM:
+            c = carried_of_yield.get(id(v))
+            if c is not None and lv.last_use(c) <= pos and not _busy(carried_cls[id(c)], inflight):
+                owner[id(v)] = carried_cls[id(c)]       # made straight into its carried storage
+                extend(owner[id(v)], lv.last_use(v))
+            else:
+                new(v, pos)
+
+    lp = gp.loop
+    carried_of_yield: dict[int, Value] = {}
+    carried_cls: dict[int, int] = {}
+    inflight: list[list[int]] = []
+    for region, block in gp.regions():
+        if region == "loop":
+            _enter_loop(lv, lp, owner, carried_cls, new, extend)
+            carried_of_yield = {id(y): c for c, y in zip(lp.carried, lp.yields) if id(c) in carried_cls}
+        for op in block.ops:
+            pos = lv.position[id(op)]
+            if lv.skipped(op):
+                continue
+            k = op.kind
+            if k is OpKind.MMA_WAIT:
+                keep = op.attrs.pending
+                done, inflight = (inflight[:len(inflight) - keep], inflight[len(inflight) - keep:]) if keep \
+                    else (inflight, [])
+                for group in done:
+                    for c in group:
+                        extend(c, pos)
+                continue
+            if k not in VIEWS:
+                for o in op.operands:          # deferred casts and transposes are made where they are read
+                    materialize(o, pos)
+            for r in op.results:
+                if id(r) in lv.deferred or not _materializes(op, lv, r):
+                    continue
+                placed = None
+                if k in (OpKind.MMA_ASYNC, OpKind.MMA) and len(op.operands) > 2:
+                    placed = cls(op.operands[2])              # accumulates in place
+                elif k in ELEMENTWISE or k is OpKind.SELECT:
+                    placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None and o.type == r.type
+                                   and lv.last_use(o) <= pos and not _busy(cls(o), inflight)), None)
+                c = carried_of_yield.get(id(r))
+                if placed is None and c is not None and lv.last_use(c) <= pos \
+                        and not _busy(carried_cls[id(c)], inflight):
+                    placed = carried_cls[id(c)]               # a yield computed after its carried value's last read
+                if placed is not None:
+                    owner[id(r)] = placed
+                    extend(placed, lv.last_use(r))
+                else:
+                    new(r, pos)
+            if k is OpKind.MMA_ASYNC:
+                inflight.append([c for c in (cls(op.result), cls(op.operands[0])) if c is not None])
+        if region == "loop":
+            for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
+                materialize(y, lv.loop_span[1])
+    if _DEBUG:
+        for key, sp in spans.items():
+            print("span", sp)
+    peak, at, live = 0, None, []
+    for op in lv.ops:
+        pos = lv.position[id(op)]
+        here = [s for s in spans.values() if s[1] <= pos <= s[2]]
+        n = sum(s[0] for s in here)
+        if n > peak:
+            peak, at, live = n, op, [(s[3], s[0]) for s in here]
+    return RegisterDemand(gp.group.name, peak, at, live, computes)
+
+
+def _busy(c: int | None, inflight: list[list[int]]) -> bool:
+    return c is not None and any(c in group for group in inflight)
+
+
+def _enter_loop(lv, lp, owner, carried_cls, new, extend) -> None:
+    """Carried tiles get one storage for the whole loop; the init's storage becomes it when the init dies
+    entering the loop, the loop result keeps it."""
+    start, end = lv.loop_span
+    for init, c, y, r in zip(lp.inits, lp.carried, lp.yields, lp.results):
+        if id(c) in lv.dead_carried or not isinstance(c.type, TileType) or c.type.space is not Space.RMEM \
+                or lv.staged(init):
+            continue
+        ic = owner.get(id(lv.root(init)))
+        if ic is not None and lv.last_use(init) <= start:
+            key = ic
+        else:
+            key = new(c, start, c.name)
+        owner[id(c)] = key
+        owner[id(r)] = key
+        extend(key, max(end, lv.last_use(r)))
+        carried_cls[id(c)] = key
+
+
+def _leaves(op: Op, lv: Liveness) -> list[Value]:
+    """The materialized inputs of a (possibly fused) elementwise expression."""
+    out = []
+    prod = {id(r): o for o in lv.ops for r in o.results}
+    stack = list(op.operands)
+    while stack:
+        v = lv.root(stack.pop(0))
+        p = prod.get(id(v))
+        if p is not None and id(v) in lv.fused:
+            stack = list(p.operands) + stack
+        else:
+            out.append(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> dict[int, int]:
+    """setmaxnreg budgets: every computing group gets its need, a pure TMA producer keeps its small budget,
+    and the rest of the CTA's register pool is shared evenly among the computing groups (capped at
+    `BUDGET_CAP`). Raises `ResourceError` when the needs do not fit."""
+    from aref.errors import UNKNOWN_LOC
+    loc = where or UNKNOWN_LOC
+    total = sum(g.threads for g in groups)
+    pool = register_pool(total)
+    computing = [g for g in groups if demands[g.id].computes]
+    budget: dict[int, int] = {}
+    for g in groups:
+        d = demands[g.id]
+        # a pure data-movement group keeps the small budget its partition gave it (24..48: a TMA issue loop)
+        budget[g.id] = d.need if d.computes else max(MIN_REGS, min(g.regs, PRODUCER_MAX))
+    for g in computing:
+        if budget[g.id] > BUDGET_CAP:
+            d = demands[g.id]
+            raise ResourceError(f"{d.describe()}: {d.need} registers per thread, more than the {BUDGET_CAP} a warp "
+                                f"group can be given (setmaxnreg)", loc,
+                                hint="split the work over more consumer groups or use smaller tiles")
+    used = sum(budget[g.id] * g.threads for g in groups)
+    if used > pool:
+        detail = " + ".join(f"{g.name} {g.threads}×{budget[g.id]}" for g in groups)
+        raise ResourceError(f"register budgets need {used} registers ({detail}) but the CTA's pool is {pool} "
+                            f"({launch_registers(total)} per thread × {total} threads)", loc,
+                            hint="use fewer or smaller warp groups, or smaller tiles")
+    # share the rest evenly, a step of 8 at a time, never above the cap
+    changed = True
+    while changed and computing:
+        changed = False
+        for g in sorted(computing, key=lambda g: (budget[g.id], g.id)):
+            if budget[g.id] + REG_STEP <= BUDGET_CAP and used + REG_STEP * g.threads <= pool:
+                budget[g.id] += REG_STEP
+                used += REG_STEP * g.threads
+                changed = True
+    return budget
+
+
+def check_budgets(groups) -> None:
+    """The launch rule: every budget a multiple of 8 in 24..256, all of them within the register file."""
+    total = 0
+    for g in groups:
+        if g.regs % REG_STEP or not MIN_REGS <= g.regs <= MAX_REGS:
+            raise ArefError(f"group {g.name}: {g.regs} registers per thread; setmaxnreg takes multiples of 8 in "
+                            f"{MIN_REGS}..{MAX_REGS}")
+        total += g.regs * g.threads
+    if total > REGISTERS_PER_SM:
+        detail = " + ".join(f"{g.name} {g.threads}×{g.regs}" for g in groups)
+        raise ArefError(f"register budgets need {total} registers ({detail}) but an SM has {REGISTERS_PER_SM}",
+                        hint="use fewer or smaller warp groups, or lower a group's budget")
+
+
+def split_budget(fixed, flexible, cap: int = BUDGET_CAP):
+    """Provisional budgets for a partition (final ones follow liveness, see `assign_budgets`): `fixed`
+    (name, role, warps, regs) keep theirs; `flexible` (name, role, warps) share the rest of the register file
+    evenly, rounded down to a multiple of 8 and capped at `cap`."""
+    from aref.ws import WarpGroup
+    used = sum(w * 32 * r for _, _, w, r in fixed)
+    threads = sum(w * 32 for _, _, w in flexible)
+    share = cap if not threads else min(cap, (REGISTERS_PER_SM - used) // threads // REG_STEP * REG_STEP)
+    groups = [WarpGroup(i, n, role, w, r) for i, (n, role, w, r) in enumerate(fixed)]
+    for n, role, w in flexible:
+        groups.append(WarpGroup(len(groups), n, role, w, max(MIN_REGS, share)))
+    return groups
