@@ -367,8 +367,16 @@ class _Builder:
         return item
 
     def users_in(self, cr: _Crossing, region: str) -> list[Op]:
+        """Ops of `region` reading the crossing's values, directly or through views (a slot is released after
+        the last read of any view of it)."""
         ids = {id(v) for v in cr.values}
-        return [op for op in self.region_ops(region) if any(id(v) in ids for v in op.operands)]
+        out = []
+        for op in self.region_ops(region):
+            if any(id(v) in ids for v in op.operands):
+                out.append(op)
+                if op.kind in VIEWS:
+                    ids |= {id(r) for r in op.results}
+        return out
 
     def region_ops(self, region: str) -> list[Op]:
         block = {"pre": self.kernel.pre, "post": self.kernel.post}.get(region)

@@ -400,8 +400,8 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
         if id(v) in carried_owner:
             return owner(carried_owner[id(v)], seen + 1)
         op = prod.get(id(v))
-        if op is None:
-            return None
+        if op is None or op.kind is OpKind.LOAD:
+            return None                  # a loaded tile is everyone's (it reaches its users through a channel)
         if op in assign:
             return assign[op]
         for x in op.operands:

@@ -157,9 +157,11 @@ class Liveness:
         self.fused: set[int] = set()
         ops = [op for op in self.ops]
         # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
-        # the next iteration), so their sources stay live until then
+        # the next iteration), so their sources stay live until then — except a cast of an MMA accumulator,
+        # which a later MMA may update in place before the cast's use: it is computed where the IR puts it
         self.deferred = {id(op.result) for op in ops if op.results and (
             op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32
+            and not self.from_mma(op.operands[0])
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         index = {id(op): i + 1 for i, op in enumerate(ops)}
         for op in ops:
@@ -186,6 +188,15 @@ class Liveness:
         while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
             op = self.prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
         return op is not None and op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM
+
+    def from_mma(self, v: Value) -> bool:
+        """Is register tile `v` an MMA's accumulator (through views and pipeline selects)?"""
+        op = self.prod.get(id(self.root(v)))
+        for _ in range(64):
+            if op is None or op.kind not in VIEWS + (OpKind.SELECT,):
+                break
+            op = self.prod.get(id(op.operands[0 if op.kind is not OpKind.SELECT else 1]))
+        return op is not None and op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
 
     def skipped(self, op: Op) -> bool:
         return op.pred is not None and self.static.get(id(op.pred)) is False

@@ -398,11 +398,36 @@ def _rmem_rows(gp: GroupProgram) -> bool:
     return any(isinstance(v.type, TileType) and v.type.space is Space.RMEM for op in gp.all_ops() for v in op.results)
 
 
-def _items_per_tile(ws: WSKernel) -> dict[str, int]:
-    """Items each channel's producer puts per tile: its `empty` waits, the loop's counted trip times."""
+@dataclass(frozen=True)
+class RuntimeItems:
+    """Items a channel's ring advances per tile when the loop's trip count is known only at run time:
+    `per_iter` × the trip count, plus `fixed` items outside the loop."""
+
+    per_iter: int
+    fixed: int = 0
+
+
+def trip_value(gp: GroupProgram) -> Value | None:
+    """The Tile IR loop's trip count N in a group program: the pipelined loop runs max(N − S, 0) steady steps."""
+    lp = gp.loop
+    if lp is None:
+        return None
+    if not gp.stages:
+        return lp.trip_count
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+    steady = prod.get(id(lp.trip_count))
+    sub = prod.get(id(steady.operands[0])) if steady is not None else None
+    if sub is None or sub.kind is not OpKind.SCALAR_BINARY or sub.attrs.fn != "sub":
+        raise BackendError("internal: the pipelined loop's trip count is not max(N - stages, 0)", lp.loc)
+    return sub.operands[0]
+
+
+def _items_per_tile(ws: WSKernel) -> dict[str, object]:
+    """Items each channel's producer puts per tile: its `empty` waits, the loop's counted trip times (an int),
+    or `RuntimeItems` when the trip count depends on the tile."""
     from aref.backend.cute.values import Scalar, scalar_binary
 
-    out: dict[str, int] = {}
+    out: dict[str, object] = {}
     for ch in ws.channels:
         gp = ws.groups[ch.producer]
         static: dict[int, object] = {}
@@ -412,21 +437,21 @@ def _items_per_tile(ws: WSKernel) -> dict[str, int]:
             elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
                 a, b = (Scalar.const(static[id(o)]) for o in op.operands)
                 static[id(op.result)] = scalar_binary(op.attrs.fn, a, b).value
+        n = trip_value(gp)
+        if n is not None and id(n) not in static and ch.region == "loop":
+            fixed = sum(1 for region, block in gp.regions() if region in ("pre", "post") for op in block.ops
+                        if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == ch.name and op.attrs.which == "empty")
+            out[ch.name] = RuntimeItems(ch.items_per_iter, fixed)
+            continue
         trip = static.get(id(gp.loop.trip_count)) if gp.loop is not None else 0
-        n = 0
+        count = 0
         for region, block in gp.regions():
             for op in block.ops:
                 if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == ch.name and op.attrs.which == "empty":
                     if op.pred is not None and static.get(id(op.pred)) is False:
                         continue
-                    if region == "loop":
-                        if trip is None:
-                            raise BackendError("a persistent kernel needs loop trip counts fixed by the "
-                                               "specialization", ws.loc)
-                        n += trip
-                    else:
-                        n += 1
-        out[ch.name] = n
+                    count += trip if region == "loop" else 1
+        out[ch.name] = count
     return out
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, literal, paren, strip_parens
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
-from aref.resources import register_demand
+from aref.resources import Liveness, register_demand
 
 ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.EXPAND_DIMS, OpKind.CAST)
-FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
 BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
           "maximum": "cute.arch.fmax({a}, {b})", "minimum": "cute.arch.fmin({a}, {b})"}
 UNARY = {"exp": "cute.math.exp({a}, fastmath=True)", "exp2": "cute.math.exp2({a}, fastmath=True)",
@@ -38,121 +37,19 @@ class MathEmitter:
 
     # ----------------------------------------------------------------------------------------- liveness
     def analyse_uses(self) -> None:
-        """Positions of definitions and uses (the emission order), and which elementwise values fuse."""
-        gp = self.gp
-        self.uses: dict[int, int] = {}
-        self.use_at: dict[int, list[tuple[int, Op | None]]] = {}
-        self.def_at: dict[int, int] = {}
-        self.block_of: dict[int, int] = {}
-        self.loop_span = (0, 0)
-        self.alias: dict[int, Value] = {}          # static select result -> the value it picks
-        self.static = static = {}                  # generation-time constants (predicates fold)
-        pos = 0
-        for b, (region, block) in enumerate(gp.regions()):
-            if region == "loop":
-                lp = gp.loop
-                for v in lp.inits:
-                    self._use(v, pos, None)
-                start = pos
-                for c in lp.carried:
-                    self.def_at[id(c)] = pos + 0.5       # inside the loop, before its first op
-            for op in block.ops:
-                pos += 1
-                self.block_of[id(op)] = b
-                self._fold(op, static)
-                if op.pred is not None and static.get(id(op.pred)) is False:
-                    continue                         # a pipeline step this specialization does not run
-                if op.kind is OpKind.SELECT and id(op.operands[0]) in static:
-                    chosen = op.operands[1 if static[id(op.operands[0])] else 2]
-                    self.alias[id(op.result)] = self._root(chosen)
-                    self.def_at[id(op.result)] = pos
-                    continue
-                for v in op.operands:
-                    self._use(v, pos, op)
-                if op.pred is not None:
-                    self._use(op.pred, pos, op)
-                for r in op.results:
-                    self.def_at[id(r)] = pos
-            if region == "loop":
-                end = pos + 1
-                self.loop_span = (start, end)
-                for y in gp.loop.yields:
-                    self._use(y, end, None)
-                for r in gp.loop.results:
-                    self.def_at[id(r)] = end
-        # a loop-carried value read neither in the body nor after the loop needs no storage and no yield
-        self.dead_carried: set[int] = set()
-        if gp.loop is not None:
-            lp = gp.loop
-            for c, y, r in zip(lp.carried, lp.yields, lp.results):
-                if not self.use_at.get(id(c)) and not self.use_at.get(id(self._root(r))):
-                    self.dead_carried.add(id(c))
-                    ys = self.use_at.get(id(self._root(y)), [])
-                    end = self.loop_span[1]
-                    if (end, None) in ys:
-                        ys.remove((end, None))
-                        self.uses[id(self._root(y))] -= 1
-        self.fused: set[int] = set()
-        ops = list(gp.all_ops())
-        # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
-        # the next iteration), so their sources stay live until then
-        self.deferred = {id(op.result) for op in ops if op.results and (
-            op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32
-            or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
-        position = {id(op): i + 1 for i, op in enumerate(ops)}
-        for op in ops:
-            if op.kind not in ELEMENTWISE or not op.results or not self.use_at.get(id(op.result)):
-                continue
-            if op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32:
-                continue
-            users = {id(u) for _, u in self.use_at[id(op.result)]}
-            if len(users) != 1:                      # one user op (it may read the value twice: a*a)
-                continue
-            p, user = self.use_at[id(op.result)][0]
-            if user is None or user.kind not in FUSABLE_USERS or self.block_of[id(user)] != self.block_of[id(op)]:
-                continue
-            between = ops[position[id(op)]:position[id(user)] - 1]
-            if any(o.kind is OpKind.MMA_ASYNC or (o.kind is OpKind.MBAR_ARRIVE and o.attrs.which == "empty")
-                   for o in between):
-                continue
-            self.fused.add(id(op.result))
-        self._last: dict[int, int] = {}
-
-    def _fold(self, op: Op, static: dict) -> None:
-        from aref.backend.cute.values import Scalar, scalar_binary
-        if op.kind is OpKind.CONST and not isinstance(op.result.type, TileType):
-            static[id(op.result)] = op.attrs.value
-        elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
-            a, b = (Scalar.const(static[id(o)]) for o in op.operands)
-            static[id(op.result)] = scalar_binary(op.attrs.fn, a, b).value
+        """Definitions, uses, fusion and deferral of the group's values: the resource model's `Liveness`, so the
+        registers this code holds are the ones the model counted when it set the group's budget."""
+        lv = self.liveness = Liveness(self.gp)
+        self.uses, self.use_at, self.def_at, self.block_of = lv.uses, lv.use_at, lv.def_at, lv.block_of
+        self.loop_span, self.alias, self.static = lv.loop_span, lv.alias, lv.static
+        self.dead_carried, self.fused, self.deferred = lv.dead_carried, lv.fused, lv.deferred
 
     def _root(self, v: Value) -> Value:
-        while id(v) in self.alias:
-            v = self.alias[id(v)]
-        return v
-
-    def _use(self, v: Value, pos: int, op: Op | None) -> None:
-        v = self._root(v)
-        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
-        self.use_at.setdefault(id(v), []).append((pos, op))
+        return self.liveness.root(v)
 
     def last_use(self, v: Value) -> int:
         """The last position at which `v` is read, counting reads moved into fused users."""
-        v = self._root(v)
-        key = id(v)
-        if key in self._last:
-            return self._last[key]
-        last = self.def_at.get(key, 0)
-        for p, user in self.use_at.get(key, []):
-            if user is not None and user.results and (id(user.results[0]) in self.fused
-                                                      or id(user.results[0]) in self.deferred):
-                p = self.last_use(user.results[0])
-            last = max(last, p)
-        start, end = self.loop_span
-        if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
-            last = max(last, end)
-        self._last[key] = last
-        return last
+        return self.liveness.last_use(v)
 
     # ------------------------------------------------------------------------------------------ storage
     def _fits(self, buf: Buffer, t: TileType) -> bool:
@@ -450,8 +347,10 @@ class MathEmitter:
         if s.transposed:
             raise BackendError("register math on a transposed shared-memory tile", self.loc)
         if len(s.tile.shape) == 1 or s.tile.shape[-1] == 1:
-            rc = self.row_coords(s.tile.shape[0])
             ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
+            if s.tile.shape[0] == 1:                     # one value broadcast over every row (a block scale)
+                return f"{ring}[{s.row0}, {strip_parens(s.slot.expr)}]"
+            rc = self.row_coords(s.tile.shape[0])
             row = f"{rc}[r, 0][0]" + (f" + {s.row0}" if s.row0 else "")
             return f"{ring}[{row}, {strip_parens(s.slot.expr)}]"
         return f"{self.smem_view(s, rows_view=True)}[r, c]"

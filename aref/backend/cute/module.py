@@ -88,12 +88,16 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
         setup_lines = [line for line in setup_lines if line.strip() != "block = cute.arch.block_idx()"]
         gx, gy, _ = _grid3(em.plan.ws.grid)
         loop = ["    # persistent: this CTA walks the tiles round-robin, every ring continuing across tiles",
-                "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]",
-                "    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
-                "        tile_count = (tile - first_tile) // num_ctas",
-                f"        block = (tile % {gx}, (tile // {gx}) % {gy}, tile // {gx * gy})"]
+                "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]"]
+        loop += ["    " + line for line in em.base_inits.values()]
+        loop += ["    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
+                 "        tile_count = (tile - first_tile) // num_ctas",
+                 f"        block = (tile % {gx}, (tile // {gx}) % {gy}, tile // {gx * gy})"]
         loop += ["        " + line for line in em.bases.values()]
-        lines = loop + ["    " + line if line else line for line in lines]
+        advance = em.advance_bases()
+        if advance:
+            advance = ["        # this tile's items advance the rings it used"] + ["        " + x for x in advance]
+        lines = loop + ["    " + line if line else line for line in lines] + advance
     if em.producer:
         # the whole group reallocates registers; one warp waits, arms the barriers and issues the copies
         lines = ["    # one warp of the group issues every TMA load", "    if warp_in_group == 0:"] + \

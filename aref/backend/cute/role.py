@@ -32,6 +32,9 @@ from aref.printer import format_op
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
           OpKind.FENCE_PROXY_ASYNC, OpKind.SLOT_STORE, OpKind.STORE)
+# ops without effects or storage of their own: computed whether or not their pipeline step runs
+PURE = (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.SLOT_READ, OpKind.TRANSPOSE, OpKind.SLICE,
+        OpKind.EXPAND_DIMS, OpKind.FULL, OpKind.SELECT)
 REGIONS = {"pre": "setup", "prologue": "prologue: pipeline fill", "epilogue": "epilogue: pipeline drain",
            "post": "after the loop"}
 
@@ -59,6 +62,8 @@ class RoleEmitter(MathEmitter):
         self.op_index = {id(op): i for i, op in enumerate(self.gp.all_ops())}
         self.pending_store: set[str] = set()       # staging tiles with a TMA store in flight
         self.bases: dict[str, str] = {}            # persistent: ring position of each channel at the tile start
+        self.base_inits: dict[str, str] = {}       # ... kept as a running sum (run-time trip counts)
+        self.base_channels: dict[str, str] = {}
         self.producer = g.role == "tma_producer"
         self.analyse_uses()
         self.thread_setup()
@@ -144,24 +149,35 @@ class RoleEmitter(MathEmitter):
     def emit_op(self, op: Op) -> None:
         self.loc = op.loc
         self.pos += 1
+        guard = None
         if op.pred is not None:
             p = self.scalar(op.pred)
-            if not p.static:
-                raise BackendError("a pipeline step guarded by a run-time predicate; the templates need trip "
-                                   "counts fixed by the specialization", op.loc)
-            if not p.value:
+            if p.static and not p.value:
                 if op.kind in TAGGED:
                     self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
                              f"  (skipped: no such pipeline step in this specialization)")
                 return
+            if not p.static and op.kind not in PURE:
+                guard = p            # a pipeline step that runs only for some trip counts (decided at run time)
         k = op.kind
         handler = getattr(self, "op_" + k.name.lower(), None)
         if handler is None:
             raise BackendError(f"the Hopper templates cannot emit a {k.value} op in a "
                                f"{self.g.description}", op.loc)
-        if k in TAGGED:
-            self.tag(op)
-        handler(op)
+        if guard is None:
+            if k in TAGGED:
+                self.tag(op)
+            handler(op)
+        else:
+            for v in op.operands:
+                c = self.env.get(id(v))
+                if (isinstance(c, Zero) or isinstance(c, tuple) and c[0] in ("lazy", "cast")) \
+                        and self.last_use(v) > self.pos:
+                    self.materialize(v)     # read after the step too: made whether or not the step runs
+            with self.out.block(f"if {strip_parens(guard.expr)}:"):
+                if k in TAGGED:
+                    self.tag(op)
+                handler(op)
         self.track_live()
 
     # ------------------------------------------------------------------------------------------ scalars
@@ -190,21 +206,84 @@ class RoleEmitter(MathEmitter):
 
     def op_select(self, op: Op) -> None:
         p = self.scalar(op.operands[0])
-        if not p.static:
-            raise BackendError("a run-time select between pipeline states", op.loc)
-        self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
+        if p.static:
+            self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
+            return
+        # a run-time trip count: the pipeline state after a step that may not have run
+        a, b = op.operands[1], op.operands[2]
+        ca, cb = self.env[id(a)], self.env[id(b)]
+        cond = strip_parens(p.expr)
+        if isinstance(ca, Scalar) and isinstance(cb, Scalar):
+            self.env[id(op.result)] = Scalar(f"cutlass.select_({cond}, {strip_parens(ca.expr)}, {strip_parens(cb.expr)})")
+        elif isinstance(ca, SmemTile) and isinstance(cb, SmemTile) and (ca.channel, ca.index, ca.transposed, ca.row0) \
+                == (cb.channel, cb.index, cb.transposed, cb.row0):
+            pick = lambda x, y: Scalar(f"cutlass.select_({cond}, {strip_parens(x.expr)}, {strip_parens(y.expr)})")  # noqa: E731
+            self.env[id(op.result)] = SmemTile(ca.channel, ca.index, pick(ca.slot, cb.slot), pick(ca.item, cb.item),
+                                               op.result.type, ca.transposed, ca.row0)
+        elif isinstance(op.result.type, TileType) and op.result.type.space.value == "rmem" and not any(
+                isinstance(c, tuple) and c[0] in ("transpose", "staged") for c in (ca, cb)):
+            self.select_registers(op, cond)
+        else:
+            raise BackendError(f"a run-time choice between pipeline states {ca!r} and {cb!r}", op.loc)
+
+    def select_registers(self, op: Op, cond: str) -> None:
+        """`cond ? a : b` of two register tiles: usually one storage (an MMA or an elementwise op that ran in
+        place over the old state), else a conditional copy into the operand that dies here."""
+        a, b = op.operands[1], op.operands[2]
+        ba, bb = self.materialize(a), self.materialize(b)
+        for buf in (ba, bb):
+            self.check_not_inflight(buf)
+        if ba is bb:
+            target = ba
+        elif self.last_use(b) <= self.pos:
+            target = bb
+            with self.out.block(f"if {cond}:"):
+                self.out(f"{bb.name}.store({ba.name}.load())")
+        elif self.last_use(a) <= self.pos:
+            target = ba
+            with self.out.block(f"if not ({cond}):"):
+                self.out(f"{ba.name}.store({bb.name}.load())")
+        else:
+            target = self.new_buffer(op.result)
+            with self.out.block(f"if {cond}:"):
+                self.out(f"{target.name}.store({ba.name}.load())")
+            with self.out.block("else:"):
+                self.out(f"{target.name}.store({bb.name}.load())")
+        self.holder[target.name] = op.result
+        self.env[id(op.result)] = Reg(target)
 
     # ------------------------------------------------------------------------------------------- barriers
     # persistent kernels: a CTA's n-th tile continues every ring where the previous tile left it, so the
     # IR's per-tile slot / parity (functions of the item modulo 2·depth) are shifted by `<ring>_base`,
     # the ring position (n · items per tile) mod 2·depth at the start of the tile.
+    # With a trip count that depends on the tile, the position is a running sum, advanced at the end of each
+    # tile by the items the tile used (`base_updates`).
     def ring_base(self, channel: str) -> str:
         cp = self.plan.channel(channel)
         name = f"{cp.name}_base"
-        if name not in self.bases:
+        if name not in self.bases and name not in self.base_inits:
             per_tile = self.plan.items_per_tile[channel]
-            self.bases[name] = f"{name} = (tile_count * {per_tile}) % {2 * cp.ch.depth}  # ring position at this tile"
+            if isinstance(per_tile, int):
+                self.bases[name] = (f"{name} = (tile_count * {per_tile}) % {2 * cp.ch.depth}  "
+                                    f"# ring position at this tile")
+            else:
+                self.base_inits[name] = f"{name} = 0  # ring position at this CTA's next tile (run-time trip counts)"
+                self.base_channels[name] = channel
         return name
+
+    def advance_bases(self) -> list[str]:
+        """The end-of-tile updates of run-time ring positions: + per-iteration items × this tile's trip count."""
+        from aref.backend.cute.analysis import trip_value
+        out = []
+        n = trip_value(self.gp)
+        for name, channel in self.base_channels.items():
+            items = self.plan.items_per_tile[channel]
+            depth = self.plan.channel(channel).ch.depth
+            trip = strip_parens(self.scalar(n).expr)
+            count = f"{items.per_iter} * ({trip})" if items.per_iter != 1 else paren(trip)
+            fixed = f" + {items.fixed}" if items.fixed else ""
+            out.append(f"{name} = ({name} + {count}{fixed}) % {2 * depth}")
+        return out
 
     def slot_of(self, channel: str, slot: Scalar) -> Scalar:
         if not self.plan.persistent:
@@ -465,7 +544,7 @@ class RoleEmitter(MathEmitter):
                 buf, accumulate = self.new_buffer(r, hint=acc_v.name), False
             else:
                 buf = self.materialize(acc_v)
-                if self.last_use(acc_v) > self.pos:
+                if self.last_use(acc_v) > self.pos and not self.keeps_state(op, acc_v):
                     raise BackendError("an accumulator that is read after an MMA updates it in place", op.loc)
                 accumulate = True
         else:
@@ -473,6 +552,14 @@ class RoleEmitter(MathEmitter):
         self.env[id(r)] = Reg(buf)
         self.out(f"aref.wgmma({self.arg(mma)}, {buf.name}, {a}, {b}, accumulate={accumulate})")
         self.issued(buf, *reads)
+
+    def keeps_state(self, op: Op, acc: Value) -> bool:
+        """Is every later read of `acc` a pipeline select between this MMA's result and `acc` under the MMA's own
+        predicate? Then accumulating in place is exactly that select (the state is `acc` if the step did not run)."""
+        later = [u for p, u in self.use_at.get(id(self._root(acc)), []) if p > self.pos]
+        return bool(later) and op.pred is not None and all(
+            u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
+            and u.operands[1] is op.result and self._root(u.operands[2]) is self._root(acc) for u in later)
 
     def mma_cfg(self, op: Op):
         from aref.backend.cute.analysis import mma_config
@@ -592,8 +679,9 @@ class RoleEmitter(MathEmitter):
             raise BackendError(f"a cast to {t.dtype.value} in registers; the templates convert accumulators to "
                                f"16-bit types only", op.loc)
         self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
-        if self.reads_smem(op.operands[0]):
+        if self.reads_smem(op.operands[0]) or id(op.result) not in self.deferred:
             self.materialize(op.result)                   # ... unless its input is a slot about to be released
+                                                          # or an accumulator a later MMA may update in place
 
     def reads_smem(self, v: Value) -> bool:
         c = self.env.get(id(v))

@@ -1,0 +1,151 @@
+"""Small tile programs outside the examples that exercise where loads and stores may be: tiles loaded before
+and after the loop, outputs stored every iteration, row-vector (rank-1) outputs, reduce-add stores, float32
+outputs, boxes too small for TMA and loops whose trip count depends on the CTA.
+
+Each kernel has `inputs(**sizes)` (torch tensors on the CPU) and `reference(**inputs)` for the interpreter.
+"""
+import torch
+
+import aref
+from aref import aref_kernel
+
+
+@aref_kernel
+def gemm_bias_rowsum(A, B, bias, C, rowsum, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """C = A·Bᵀ + bias[:, None] in float32, and rowsum(C) accumulated over the N blocks by reduce-add (rank 1).
+    The bias row vector is loaded before the loop."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    b = aref.load(bias, (pid_m,), (BM,))
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+    c = acc + b[:, None]
+    aref.store(C, (pid_m, pid_n), c)
+    aref.store(rowsum, (pid_m,), aref.rowsum(c), reduce="add")
+
+
+def gemm_bias_rowsum_inputs(M=256, N=256, K=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+            "bias": torch.randn(M, generator=g), "C": torch.zeros(M, N), "rowsum": torch.zeros(M)}
+
+
+def gemm_bias_rowsum_reference(A, B, bias, C, rowsum, **_):
+    c = A.float() @ B.float().T + bias[:, None]
+    return {"C": c, "rowsum": c.sum(1)}
+
+
+@aref_kernel
+def gemm_scale_after(A, B, scale, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """C = (A·Bᵀ) · scale[:, None], the per-row scale loaded after the loop."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+    s = aref.load(scale, (pid_m,), (BM,))
+    aref.store(C, (pid_m, pid_n), (acc * s[:, None]).to(C.dtype))
+
+
+def gemm_scale_after_inputs(M=256, N=256, K=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+            "scale": torch.rand(M, generator=g), "C": torch.zeros(M, N, dtype=torch.float16)}
+
+
+def gemm_scale_after_reference(A, B, scale, C, **_):
+    return {"C": ((A.float() @ B.float().T) * scale[:, None]).half()}
+
+
+@aref_kernel
+def gemm_block_scale(A, B, S, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """C = (A·Bᵀ) · S[pid_m]: one float32 scale per row block, a 4-byte box TMA cannot copy (ordinary load)."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    s = aref.load(S, (pid_m,), (1,))
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+    aref.store(C, (pid_m, pid_n), (acc * s[:, None]).to(C.dtype))
+
+
+def gemm_block_scale_inputs(M=256, N=256, K=128, BM=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+            "S": torch.rand(-(-M // BM), generator=g), "C": torch.zeros(M, N, dtype=torch.float16)}
+
+
+def gemm_block_scale_reference(A, B, S, C, BM=128, **_):
+    scale = S.repeat_interleave(BM)[:A.shape[0]]
+    return {"C": ((A.float() @ B.float().T) * scale[:, None]).half()}
+
+
+@aref_kernel
+def gemm_partials(A, B, P, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """P[k] = A[:, :(k+1)·BK]·B[:, :(k+1)·BK]ᵀ: the running accumulator stored every iteration."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+        aref.store(P, (k, pid_m, pid_n), acc.to(P.dtype))
+
+
+def gemm_partials_inputs(M=256, N=256, K=192, BK=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    steps = -(-K // BK)
+    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+            "P": torch.zeros(steps, M, N, dtype=torch.float16)}
+
+
+def gemm_partials_reference(A, B, P, BK=64, **_):
+    out = torch.stack([(A[:, :(k + 1) * BK].float() @ B[:, :(k + 1) * BK].float().T) for k in range(P.shape[0])])
+    return {"P": out.half()}
+
+
+@aref_kernel
+def causal_gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 128):
+    """C[m-block] = Σ_{k ≤ pid_m} A[m, k-block]·B[n, k-block]ᵀ: a block-lower-triangular product whose loop
+    runs pid_m + 1 times (a trip count that depends on the CTA, as causal attention's)."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(pid_m + 1):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def causal_gemm_inputs(M=384, N=256, BM=128, BK=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    K = -(-M // BM) * BK
+    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+            "C": torch.zeros(M, N, dtype=torch.float16)}
+
+
+def causal_gemm_reference(A, B, C, BM=128, BK=128, **_):
+    M = A.shape[0]
+    out = torch.zeros(M, B.shape[0])
+    for m0 in range(0, M, BM):
+        kk = (m0 // BM + 1) * BK
+        out[m0:m0 + BM] = A[m0:m0 + BM, :kk].float() @ B[:, :kk].float().T
+    return {"C": out.half()}
+
+
+KERNELS = {k.__name__: (k, globals()[f"{k.__name__}_inputs"], globals()[f"{k.__name__}_reference"])
+           for k in (gemm_bias_rowsum, gemm_scale_after, gemm_block_scale, gemm_partials, causal_gemm)}
