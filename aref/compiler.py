@@ -7,11 +7,12 @@ Each step is a pure function of the previous stage's IR (DESIGN.md's one-directi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aref.errors import ArefError
 from aref.ir import Kernel
 from aref.printer import print_kernel
+from aref.resources import ResourceError
 from aref.verify import verify
 from aref.ws import print_ws
 
@@ -53,7 +54,9 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 
 def _partition(kernel: Kernel, options: CompileOptions):
+    from aref.cse import cse
     from partition.distribute import distribute
+    kernel = cse(kernel)            # a cast or view written twice is one tile (one register budget)
     anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
@@ -126,10 +129,32 @@ STAGES = tuple(name for name, _, _ in STEPS)
 
 
 def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
-    """Run the passes up to and including `stage`; return that stage's IR."""
+    """Run the passes up to and including `stage`; return that stage's IR.
+
+    With the heuristic partitioner's `consumers="auto"`, a partition whose register budgets the resource model
+    refuses (at the lowering, where budgets follow liveness) is retried with cooperative consumers (which split
+    the accumulators over two groups), then without the coarse T/C/U overlap (which keeps the next iteration's
+    tiles live), then both: "auto" picks the first organisation that fits."""
     options = options or CompileOptions()
     if stage not in STAGES:
         raise ArefError(f"unknown stage {stage!r}", hint=f"stages: {', '.join(STAGES)}")
+    try:
+        return _run(kernel, stage, options)
+    except ResourceError as first:
+        if options.partition != "heuristic" or options.consumers != "auto" or stage in ("tile", "partitioned",
+                                                                                           "pipelined"):
+            raise
+        # cooperative groups split the accumulators; without the coarse T/C/U overlap fewer tiles are live
+        for alt in (replace(options, consumers="cooperative"), replace(options, coarse=False),
+                    replace(options, consumers="cooperative", coarse=False)):
+            try:
+                return _run(kernel, stage, alt)
+            except ArefError:
+                continue
+        raise first from None
+
+
+def _run(kernel: Kernel, stage: str, options: CompileOptions):
     ir = kernel
     for name, step, _ in STEPS:
         ir = step(ir, options)

@@ -137,18 +137,10 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
             rings.append(SmemItem("ring", ("ring", ch.name, j), ch.name, t, ch.depth))
     scratch = []
     for gi, gp in enumerate(ws.groups):
-        prod = gp.producers()
-        seen = set()
-        for op in gp.all_ops():
-            if op.kind in (OpKind.MMA_ASYNC, OpKind.MMA) and is_register_transpose(op.operands[0], prod):
-                key = ("scratch", gi, scratch_key(gp, op.operands[0], prod))
-                if key not in seen:
-                    seen.add(key)
-                    src = prod[id(op.operands[0])]
-                    while src.kind is not OpKind.TRANSPOSE:
-                        src = prod[id(src.operands[0 if src.kind is OpKind.CAST else 1])]
-                    scratch.append(SmemItem("scratch", key, f"{gp.group.name}'s transposed operand",
-                                            src.operands[0].type.with_space(Space.SMEM)))
+        tiles = scratch_tiles(gp)
+        for slot in dict.fromkeys(tiles.values()):
+            scratch.append(SmemItem("scratch", ("scratch", gi, slot), f"{gp.group.name}'s transposed operand",
+                                    TileType(slot[1], slot[2], Space.SMEM)))
     staging = []
     for gp in ws.groups:
         for op in gp.all_ops():
@@ -246,6 +238,40 @@ def is_register_transpose(v, prod) -> bool:
     while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
         op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
     return op is not None and op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM
+
+
+def scratch_tiles(gp) -> dict[tuple, tuple]:
+    """Which scratch tile each transposed register operand of group `gp` uses: {`scratch_key` → slot}. The
+    pipeline's prologue retires all its wgmmas before the steady state starts, so the steady state reuses the
+    prologue's tiles (a prologue's Pᵀ and the loop's share one); regions after the loop take fresh ones (the
+    loop's last wgmmas may still read its tiles), and loop-carried ones keep their own throughout."""
+    prod = gp.producers()
+    out: dict[tuple, tuple] = {}
+    used: dict[tuple, int] = {}
+    high: dict[tuple, int] = {}
+    for region, block in gp.regions():
+        if region == "loop":
+            used = {}              # the prologue ends with every wgmma retired: the loop reuses its tiles
+        else:
+            used = dict(high)      # after the loop wgmmas may still read the loop's tiles: fresh ones
+        for op in block.ops:
+            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA) or not is_register_transpose(op.operands[0], prod):
+                continue
+            key = scratch_key(gp, op.operands[0], prod)
+            if key in out:
+                continue
+            src = prod[id(op.operands[0])]
+            while src.kind is not OpKind.TRANSPOSE:
+                src = prod[id(src.operands[0 if src.kind is OpKind.CAST else 1])]
+            t = src.operands[0].type
+            if key[0] == "carried":
+                out[key] = (key, tuple(t.shape), t.dtype)
+                continue
+            n = used.get((t.shape, t.dtype), 0)
+            used[(t.shape, t.dtype)] = n + 1
+            high[(t.shape, t.dtype)] = max(high.get((t.shape, t.dtype), 0), n + 1)
+            out[key] = (("tile", n), tuple(t.shape), t.dtype)
+    return out
 
 
 def scratch_key(gp, v, prod) -> tuple:

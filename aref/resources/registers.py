@@ -161,7 +161,7 @@ class Liveness:
         # which a later MMA may update in place before the cast's use: it is computed where the IR puts it
         self.deferred = {id(op.result) for op in ops if op.results and (
             op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32
-            and not self.from_mma(op.operands[0])
+            and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         index = {id(op): i + 1 for i, op in enumerate(ops)}
         for op in ops:
@@ -175,12 +175,18 @@ class Liveness:
             p, user = self.use_at[id(op.result)][0]
             if user is None or user.kind not in FUSABLE_USERS or self.block_of[id(user)] != self.block_of[id(op)]:
                 continue
+            if id(user.results[0]) in self.deferred or user.kind is OpKind.CAST and \
+                    user.result.type.dtype is not DType.float32:
+                # a deferred user is computed later (its inputs would stay live until then), and a narrowing cast
+                # cannot reuse its input's storage: both cost more registers than computing this value in place
+                continue
             between = ops[index[id(op)]:index[id(user)] - 1]
             if any(o.kind in (OpKind.MMA_ASYNC, OpKind.MMA) or (o.kind is OpKind.MBAR_ARRIVE
                                                                 and o.attrs.which == "empty") for o in between):
                 continue
             self.fused.add(id(op.result))
         self._last: dict[int, float] = {}
+        self._made: dict[int, float] = {}
 
     def staged(self, v: Value) -> bool:
         """A transposed register tile: wgmma reads it from a shared-memory scratch tile, not registers."""
@@ -197,6 +203,18 @@ class Liveness:
                 break
             op = self.prod.get(id(op.operands[0 if op.kind is not OpKind.SELECT else 1]))
         return op is not None and op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
+
+    def reads_slot(self, v: Value, depth: int = 0) -> bool:
+        """Does computing `v` read a channel slot (through views and elementwise ops)? A cast of it is computed
+        where the IR puts it, before the slot may be released."""
+        op = self.prod.get(id(self.root(v)))
+        if op is None or depth > 32:
+            return False
+        if op.kind is OpKind.SLOT_READ:
+            return True
+        if op.kind in VIEWS + ELEMENTWISE + (OpKind.SELECT,):
+            return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
+        return False
 
     def skipped(self, op: Op) -> bool:
         return op.pred is not None and self.static.get(id(op.pred)) is False
@@ -220,9 +238,36 @@ class Liveness:
         self.uses[id(v)] = self.uses.get(id(v), 0) + 1
         self.use_at.setdefault(id(v), []).append((pos, op))
 
+    def made_at(self, v: Value) -> float:
+        """Where the code computes `v`: its op's position, or for a value fused into its user or deferred to
+        its use, where that happens (a deferred value is computed once, at its first use that is not a view)."""
+        v = self.root(v)
+        key = id(v)
+        if key in self._made:
+            return self._made[key]
+        self._made[key] = self.def_at.get(key, 0)        # guards cycles through loop-carried chains
+        at = self.def_at.get(key, 0)
+        uses = self.use_at.get(key, [])
+        if key in self.fused and uses and uses[0][1] is not None and uses[0][1].results:
+            at = self.made_at(uses[0][1].results[0])
+        elif key in self.deferred and uses:
+            at = min(self._read_at(p, user) if user is None or user.kind not in VIEWS
+                     else self.made_at(user.results[0]) for p, user in uses)
+        self._made[key] = at
+        return at
+
+    def _read_at(self, p: float, user: Op | None) -> float:
+        """When a read by `user` at position `p` happens: where `user`'s result is computed if it is fused or
+        deferred (the read moves there), else at `p`."""
+        if user is not None and user.results and (id(user.results[0]) in self.fused
+                                                  or id(user.results[0]) in self.deferred):
+            return self.made_at(user.results[0])
+        return p
+
     def last_use(self, v: Value) -> float:
-        """The last position at which `v` is read, counting reads moved into fused and deferred users; a
-        value defined before the loop and read in it lives to the loop's end."""
+        """The last position at which `v` is read, counting reads moved into fused and deferred users (they
+        read when they are computed) and reads through views; a value defined before the loop and read in it
+        lives to the loop's end."""
         v = self.root(v)
         key = id(v)
         if key in self._last:
@@ -230,10 +275,11 @@ class Liveness:
         self._last[key] = self.def_at.get(key, 0)        # guards cycles through loop-carried chains
         last = self.def_at.get(key, 0)
         for p, user in self.use_at.get(key, []):
-            if user is not None and user.results and (id(user.results[0]) in self.fused
-                                                      or id(user.results[0]) in self.deferred
-                                                      or user.kind in VIEWS):
+            if user is not None and user.kind in VIEWS and user.results and id(user.results[0]) not in self.fused \
+                    and id(user.results[0]) not in self.deferred:
                 p = max(p, self.last_use(user.results[0]))
+            else:
+                p = self._read_at(p, user)
             last = max(last, p)
         start, end = self.loop_span
         if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
@@ -432,6 +478,11 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
                                 f"group can be given (setmaxnreg)", loc,
                                 hint="split the work over more consumer groups or use smaller tiles")
     used = sum(budget[g.id] * g.threads for g in groups)
+    for g in groups:                 # a producer gives back what it can (down to 24) before anything is refused
+        if used > pool and not demands[g.id].computes:
+            give = min(budget[g.id] - MIN_REGS, -(-(used - pool) // g.threads // REG_STEP) * REG_STEP)
+            budget[g.id] -= give
+            used -= give * g.threads
     if used > pool:
         detail = " + ".join(f"{g.name} {g.threads}×{budget[g.id]}" for g in groups)
         raise ResourceError(f"register budgets need {used} registers ({detail}) but the CTA's pool is {pool} "

@@ -22,7 +22,8 @@ from aref.backend.cute.operands import (MmaConfig, SmemOperand, is_transpose, mm
                                         producers_of, scratch_key, smem_operand)
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
-from aref.resources.memory import SmemItem, SmemPlan, smem_plan, store_tma_problem, tma_problem
+from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, store_tma_problem,
+                                   tma_problem)
 from aref.ws import Channel, GroupProgram, WSKernel
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
@@ -319,10 +320,13 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                     src = prod[id(a)].operands[0]          # the register tile before the transpose
                     key = (g.index, scratch_key(gp, a, prod))
                     if key not in scratch:
+                        slot = scratch_tiles(gp)[key[1]]
+                        same = next((b for k2, b in scratch.items() if k2[0] == g.index
+                                     and b.item.key == ("scratch", g.index, slot)), None)
                         name = f"s_{ident(g.gp.group.name)}_{ident(src.name or 'tile')}_T{len(scratch)}"
-                        scratch[key] = BufferPlan(name, src.type.with_space(Space.SMEM), 1,
-                                                  f"{g.gp.group.name}'s transposed MMA operand",
-                                                  smem.item(("scratch",) + key))
+                        scratch[key] = same or BufferPlan(name, src.type.with_space(Space.SMEM), 1,
+                                                          f"{g.gp.group.name}'s transposed MMA operand",
+                                                          smem.item(("scratch", g.index, slot)))
             elif op.kind is OpKind.SLOT_READ:
                 if _cuda_core_read(gp, op.result):
                     next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)

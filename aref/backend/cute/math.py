@@ -429,6 +429,10 @@ class MathEmitter:
         while op.kind is not OpKind.SLOT_READ:
             op = self.prod[id(op.operands[0 if op.kind is not OpKind.SELECT else 1])]
         item = env.get(id(op.operands[2]))
+        if item is not None and item.static:            # a view of a tile from before the loop: the same slot
+            depth = self.plan.channel(so.channel).ch.depth
+            slot = self.slot_of(so.channel, Scalar.const(item.value % depth))
+            return SmemTile(so.channel, so.index, slot, item, car.type, so.transposed, so.row0)
         if item is None or item.affine is None or item.affine[1] != 1:
             raise BackendError("a shared-memory tile carried across loop iterations whose item is not the loop "
                                "index plus a constant", self.loc)
@@ -466,12 +470,14 @@ class MathEmitter:
             c = self.env[id(car)]
             if isinstance(c, Reg):
                 self.holder[c.buf.name] = res
-            if isinstance(c, SmemTile):
-                if not trip.static:
-                    raise BackendError("a slot view live after a loop of run-time length", lp.loc)
+            if isinstance(c, SmemTile) and not c.item.static:
                 i, _, k = c.item.affine
-                item = trip.value + k
                 depth = self.plan.channel(c.channel).ch.depth
-                c = SmemTile(c.channel, c.index, self.slot_of(c.channel, Scalar.const(item % depth)),
-                             Scalar.const(item), c.tile, c.transposed, c.row0)
+                if trip.static:
+                    item = Scalar.const(trip.value + k)
+                    slot = Scalar.const(item.value % depth)
+                else:                                   # the item after a loop of run-time length
+                    item = Scalar(affine_expr(paren(trip.expr), 1, k))
+                    slot = Scalar(f"({item.expr}) % {depth}")
+                c = SmemTile(c.channel, c.index, self.slot_of(c.channel, slot), item, c.tile, c.transposed, c.row0)
             self.env[id(res)] = c

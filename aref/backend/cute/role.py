@@ -487,6 +487,7 @@ class RoleEmitter(MathEmitter):
             blk = so.row0 // so.rows
             view = f"aref.row_block({view}, {so.rows}, {cols}, {blk})"
             vname += "_rows"
+            rows = so.rows                     # the view is the row block from here on
         if not as_stored:
             view = f"aref.transposed({view}, {rows}, {cols}, {ring.depth})"
             vname += "_t"
@@ -679,7 +680,7 @@ class RoleEmitter(MathEmitter):
             raise BackendError(f"a cast to {t.dtype.value} in registers; the templates convert accumulators to "
                                f"16-bit types only", op.loc)
         self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
-        if self.reads_smem(op.operands[0]) or id(op.result) not in self.deferred:
+        if id(op.result) not in self.deferred:
             self.materialize(op.result)                   # ... unless its input is a slot about to be released
                                                           # or an accumulator a later MMA may update in place
 
