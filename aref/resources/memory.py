@@ -274,6 +274,35 @@ def scratch_tiles(gp) -> dict[tuple, tuple]:
     return out
 
 
+def staged_reads(gp) -> set[int]:
+    """MMAs (ids) of group `gp` whose A operand is a register tile an earlier MMA of the same region reads
+    transposed: that tile is in a scratch tile already, so they read it there as stored (K-major) — as FA3
+    reads dS from shared memory for both dK and dQ — and the register copy is free once staged."""
+    prod = gp.producers()
+    out: set[int] = set()
+    for _, block in gp.regions():
+        staged: set[tuple] = set()
+        for op in block.ops:
+            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+                continue
+            a = op.operands[0]
+            if is_register_transpose(a, prod):
+                key = scratch_key(gp, a, prod)
+                if key[0] != "carried":
+                    staged.add(key)
+            elif a.type.space is not Space.SMEM and a.type.dtype.bits == 16 and tile_key(a, prod) in staged:
+                out.add(id(op))
+    return out
+
+
+def tile_key(v, prod) -> tuple:
+    """Register tiles equal up to casts are one tile (`ds.to(f16)` written twice in the IR)."""
+    op = prod.get(id(v))
+    if op is not None and op.kind is OpKind.CAST:
+        return ("cast", id(op.operands[0]), op.attrs.dtype)
+    return ("value", id(v))
+
+
 def scratch_key(gp, v, prod) -> tuple:
     """Which shared scratch tile holds the transposed register operand `v` (a transpose, or a loop-carried
     one: its init, every iteration's yield and the loop's result share the carried value's tile)."""
@@ -282,11 +311,7 @@ def scratch_key(gp, v, prod) -> tuple:
         for i, (c, r) in enumerate(zip(lp.carried, lp.results)):
             if v is c or v is r:
                 return ("carried", i)
-    src = prod[id(v)].operands[0]
-    op = prod.get(id(src))
-    if op is not None and op.kind is OpKind.CAST:     # equal up to casts: one tile (`ds.to(f16)` written twice)
-        return ("cast", id(op.operands[0]), op.attrs.dtype)
-    return ("value", id(src))
+    return tile_key(prod[id(v)].operands[0], prod)
 
 
 # ----------------------------------------------------------------------------------------- tensor memory

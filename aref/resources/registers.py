@@ -106,6 +106,8 @@ class Liveness:
         self.position: dict[int, int] = {}         # id(op) -> position
         self.ops: list[Op] = []                    # every op, in position order
         self.prod = gp.producers()                 # value id -> defining op (loop-carried: its yield's)
+        from aref.resources.memory import staged_reads
+        self.staged_mmas = staged_reads(gp)        # MMAs reading a register operand from its staged copy
         pos = 0
         for b, (region, block) in enumerate(gp.regions()):
             if region == "loop":
@@ -128,7 +130,9 @@ class Liveness:
                     self.alias[id(op.result)] = self.root(chosen)
                     self.def_at[id(op.result)] = pos
                     continue
-                for v in op.operands:
+                for i, v in enumerate(op.operands):
+                    if i == 0 and id(op) in self.staged_mmas:
+                        continue            # read from the shared-memory copy an earlier wgmma staged
                     self._use(v, pos, op)
                 if op.pred is not None:
                     self._use(op.pred, pos, op)
@@ -205,14 +209,15 @@ class Liveness:
         return op is not None and op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
 
     def reads_slot(self, v: Value, depth: int = 0) -> bool:
-        """Does computing `v` read a channel slot (through views and elementwise ops)? A cast of it is computed
-        where the IR puts it, before the slot may be released."""
+        """Is `v` a channel slot's tile (through views)? A cast of it is computed where the IR puts it, before
+        the slot may be released. (Elementwise results a narrowing cast reads are never fused into it, so they
+        are in registers by then.)"""
         op = self.prod.get(id(self.root(v)))
         if op is None or depth > 32:
             return False
         if op.kind is OpKind.SLOT_READ:
             return True
-        if op.kind in VIEWS + ELEMENTWISE + (OpKind.SELECT,):
+        if op.kind in VIEWS + (OpKind.SELECT,):
             return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
         return False
 
@@ -401,7 +406,8 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
                 else:
                     new(r, pos)
             if k is OpKind.MMA_ASYNC:
-                inflight.append([c for c in (cls(op.result), cls(op.operands[0])) if c is not None])
+                reads = () if id(op) in lv.staged_mmas else (cls(op.operands[0]),)
+                inflight.append([c for c in (cls(op.result),) + reads if c is not None])
         if region == "loop":
             for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
                 materialize(y, lv.loop_span[1])

@@ -58,8 +58,8 @@ def test_a_plain_consumer_over_the_register_file_is_refused_by_the_resource_mode
     can be given. The resource model refuses it where budgets are set (the lowering), naming the group and its
     tiles — the backend never sees a partition whose registers do not fit."""
     from aref.resources import ResourceError
-    with pytest.raises(ResourceError, match=r"'consumer' holds up to 320 registers per thread of tiles at once "
-                                            r"\(gate 128, up 128, .*more than the 240") as e:
+    with pytest.raises(ResourceError, match=r"'consumer' holds up to 256 registers per thread of tiles at once "
+                                            r"\(gate 128, up 128\).*more than the 240") as e:
         barrier_ir("dual_gemm", "heuristic", "plain")
     assert "split the work over more consumer groups" in e.value.render()
 

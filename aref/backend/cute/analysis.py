@@ -22,8 +22,8 @@ from aref.backend.cute.operands import (MmaConfig, SmemOperand, is_transpose, mm
                                         producers_of, scratch_key, smem_operand)
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
-from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, store_tma_problem,
-                                   tma_problem)
+from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_reads,
+                                   store_tma_problem, tma_problem)
 from aref.ws import Channel, GroupProgram, WSKernel
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
@@ -294,6 +294,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
     for g in groups:
         gp = g.gp
         prod = producers_of(gp)
+        staged = frozenset(staged_reads(gp))
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
                 t = by_value[id(op.operands[0])]
@@ -312,7 +313,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value[id(op.operands[0])], smem, staging, tmas, direct)
             elif op.kind is OpKind.MMA_ASYNC:
-                cfg = mma_config(op, prod)
+                cfg = mma_config(op, prod, staged)
                 if cfg not in mmas:
                     mmas.append(cfg)
                 a = op.operands[0]

@@ -69,7 +69,9 @@ def smem_operand(v: Value, prod: dict[int, Op], loc: SrcInfo) -> SmemOperand | N
     raise BackendError(f"a {op.kind.value} of a shared-memory tile cannot feed an MMA", op.loc)
 
 
-def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
+def mma_config(op: Op, prod: dict[int, Op], staged: frozenset = frozenset()) -> MmaConfig:
+    """The wgmma configuration of MMA `op`; `staged`: ids of MMAs whose register A operand is read from the
+    shared-memory copy an earlier MMA staged (`aref.resources.memory.staged_reads`)."""
     a, b = op.operands[0], op.operands[1]
     m, k = a.type.shape
     n = b.type.shape[1]
@@ -98,6 +100,8 @@ def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
             if a.type.dtype.bits != 16:
                 raise BackendError("a transposed register tile as wgmma operand must be 16-bit", op.loc)
             return MmaConfig(a.type.dtype, b.type.dtype, "MN", "K" if sb.transposed else "MN", n, "SMEM")
+        if id(op) in staged:             # already in a scratch tile (staged for a transposed use): read it there
+            return MmaConfig(a.type.dtype, b.type.dtype, "K", "K" if sb.transposed else "MN", n, "SMEM")
         if fp8:
             raise BackendError("an fp8 A operand from registers needs a register permutation that the "
                                "templates do not implement", op.loc)

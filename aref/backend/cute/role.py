@@ -474,6 +474,8 @@ class RoleEmitter(MathEmitter):
         tile = self.env[id(v)]
         if so is None and isinstance(tile, tuple) and tile[0] in ("transpose", "staged"):
             return self.staged_transpose(v, mma)
+        if so is None and self.mma_cfg(self.cur_op).a_source == "SMEM":
+            return self.staged_as_stored(v, mma)              # SS: the copy an earlier wgmma staged
         if so is None:                                       # RS: a 16-bit register tile as operand A
             buf = self.materialize(v)
             return self.local(("opa", buf.name), f"{buf.name}_as_a", f"aref.as_operand_a({buf.name})")
@@ -529,13 +531,28 @@ class RoleEmitter(MathEmitter):
         self.scratch_reads = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
         return f"{frag}[None, None, None, 0]"
 
+    def staged_as_stored(self, v: Value, mma: str) -> str:
+        """The A fragment of register tile `v` read from the scratch tile an earlier wgmma of this region staged
+        it in for a transposed use (K-major, as stored)."""
+        from aref.resources.memory import tile_key
+        key = tile_key(v, self.prod)
+        scratch = next(b for (gi, k), b in self.plan.scratch.items() if gi == self.g.index and k == key)
+        if self.frags.get(("staged", scratch.name)) is None:
+            raise BackendError("internal: a register operand read from a scratch tile nobody staged", self.loc)
+        frag = self.local(("scratch_a", mma, scratch.name), f"a_{scratch.name[2:]}_as_stored",
+                          f"{self.arg(mma)}.make_fragment_A({self.thr(mma)}.partition_A({self.arg(scratch.name)}))")
+        self.scratch_reads = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
+        return f"{frag}[None, None, None, 0]"
+
     def op_mma_async(self, op: Op) -> None:
+        self.cur_op = op
         cfg_i = self.plan.mmas.index(self.mma_cfg(op))
         mma = f"mma{cfg_i}"
         a = self.operand_frag(op.operands[0], mma, "A")
         b = self.operand_frag(op.operands[1], mma, "B")
         r = op.result
-        reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg))
+        reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg)
+                      and id(op) not in self.liveness.staged_mmas)
         if getattr(self, "scratch_reads", None) is not None:
             reads, self.scratch_reads = reads + (self.scratch_reads,), None
         if len(op.operands) > 2:
@@ -564,7 +581,7 @@ class RoleEmitter(MathEmitter):
 
     def mma_cfg(self, op: Op):
         from aref.backend.cute.analysis import mma_config
-        return mma_config(op, self.prod)
+        return mma_config(op, self.prod, self.liveness.staged_mmas)
 
     def op_slot_store(self, op: Op) -> None:
         a = op.attrs
