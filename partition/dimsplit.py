@@ -18,20 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aref.errors import ArefError
 from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType, SliceAttrs,
                      StoreAttrs, TileType, Value)
 from aref.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
+from partition.rowsplit import NotSplittable
 
 ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
 LINEAR = {"mul", "div", "add", "sub", "neg"}
 SOURCES = (OpKind.LOAD, OpKind.GET)
-
-
-class NotSplittable(ArefError):
-    kind = "cooperative"
 
 
 @dataclass
