@@ -10,7 +10,7 @@ Write one CTA's work as a sequential tile program with explicit aref channels::
         pid_m, pid_n = aref.program_id(0), aref.program_id(1)
         acc = aref.zeros((BM, BN), aref.float32)
         ab = aref.channel(depth=3)
-        for k in aref.range(A.shape[1] // BK):
+        for k in aref.range(aref.cdiv(A.shape[1], BK)):
             ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
             a, b = ab.get()
             acc = aref.mma(a, b.T, acc)

@@ -55,8 +55,9 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 def _partition(kernel: Kernel, options: CompileOptions):
     from aref.cse import cse
+    from aref.squeeze import squeeze
     from partition.distribute import distribute
-    kernel = cse(kernel)            # a cast or view written twice is one tile (one register budget)
+    kernel = cse(squeeze(kernel))   # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile
     anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition

@@ -1,5 +1,8 @@
 """What a partition is: warp groups (roles) and the group of every op of a Tile IR kernel.
 
+Register budgets given here are provisional: the lowering sets every Hopper group's setmaxnreg budget from
+the resource model's liveness (`aref.resources`), whose launch rule `check_registers` re-exports.
+
 Some ops belong to no group because every group that needs them recomputes them: constants, program ids,
 scalar index math and views (`REPLICATED`). A user channel's `get`/`consumed` are replicated into every
 group that uses the tiles it hands out (each consumer group takes every item). Every other op has exactly

@@ -362,10 +362,10 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
 
 
 def _budgets(specs, result, order) -> list[WarpGroup]:
-    """Register budgets: the TMA group and single-warp groups keep little (24 / 40 / 48 per thread, as FA3,
-    CUTLASS and FA4 do); the compute groups share the rest of the register file evenly — the solver's
-    per-group figure counts only the tiles live between ops, while the code also needs the working set of
-    each op. A share below the solver's figure is an error."""
+    """Provisional register budgets: the TMA group and single-warp groups keep little (24 / 40 / 48 per thread,
+    as FA3, CUTLASS and FA4 do); the compute groups share the rest of the register file evenly. The lowering
+    replaces them with the resource model's liveness-based budgets (Hopper). A share below the solver's
+    figure for a group that holds tiles is an error."""
     compute = [n for n, r, w in specs if r != "producer" and w > 1]
     fixed = [(n, r, w, (24 if len(compute) > 1 else 40) if r == "producer" else 48)
              for n, r, w in specs if r == "producer" or w == 1]

@@ -149,3 +149,60 @@ def causal_gemm_reference(A, B, C, BM=128, BK=128, **_):
 
 KERNELS = {k.__name__: (k, globals()[f"{k.__name__}_inputs"], globals()[f"{k.__name__}_reference"])
            for k in (gemm_bias_rowsum, gemm_scale_after, gemm_block_scale, gemm_partials, causal_gemm)}
+
+
+@aref_kernel
+def batched_gemm_rank3(A, B, X, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """C[b] += A[b]·B[b]ᵀ + 2·X[b] with rank-3 boxes: X read and C reduce-added as (1, BM, BN) tiles of the
+    batch's slice (the leading unit dimension indexes the batch), the accumulator lifted by `acc[None, :, :]`."""
+    pid_m, pid_n, b = aref.program_id(0), aref.program_id(1), aref.program_id(2)
+    x = aref.load(X, (b, pid_m, pid_n), (1, BM, BN))
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[2], BK)):
+        ab.put(aref.load(A, (b, pid_m, k), (BM, BK)), aref.load(B, (b, pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+    aref.store(C, (b, pid_m, pid_n), acc[None, :, :] + x.to(aref.float32) * 2.0, reduce="add")
+
+
+def batched_gemm_rank3_inputs(batch=2, M=256, N=256, K=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"A": torch.randn(batch, M, K, generator=g).half(), "B": torch.randn(batch, N, K, generator=g).half(),
+            "X": torch.randn(batch, M, N, generator=g).half(), "C": torch.zeros(batch, M, N)}
+
+
+def batched_gemm_rank3_reference(A, B, X, C, **_):
+    return {"C": C + A.float() @ B.float().transpose(1, 2) + 2 * X.float()}
+
+
+@aref_kernel
+def rowsum_rank3(A, B, R, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """R[b, n-block, m-block] = row sums of each (m, n) block of A[b]·B[b]ᵀ: a row vector stored as a rank-1 box of
+    a rank-3 tensor (its two leading coordinates index)."""
+    pid_m, pid_n, b = aref.program_id(0), aref.program_id(1), aref.program_id(2)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[2], BK)):
+        ab.put(aref.load(A, (b, pid_m, k), (BM, BK)), aref.load(B, (b, pid_n, k), (BN, BK)))
+        a, bt = ab.get()
+        acc = aref.mma(a, bt.T, acc)
+        ab.consumed()
+    aref.store(R, (b, pid_n, pid_m), aref.rowsum(acc))
+
+
+def rowsum_rank3_inputs(batch=2, M=256, N=256, K=128, BN=128, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"A": torch.randn(batch, M, K, generator=g).half(), "B": torch.randn(batch, N, K, generator=g).half(),
+            "R": torch.zeros(batch, -(-N // BN), M)}
+
+
+def rowsum_rank3_reference(A, B, R, BN=128, **_):
+    full = A.float() @ B.float().transpose(1, 2)
+    parts = torch.stack([full[:, :, n0:n0 + BN].sum(2) for n0 in range(0, full.shape[2], BN)], dim=1)
+    return {"R": parts}
+
+
+KERNELS.update({k.__name__: (k, globals()[f"{k.__name__}_inputs"], globals()[f"{k.__name__}_reference"])
+                for k in (batched_gemm_rank3, rowsum_rank3)})

@@ -62,12 +62,14 @@ def test_alignment_is_asked_only_of_tensors_tma_touches():
 
 def _launch_and_compare(kernel, inputs: dict, reference, tolerance=None):
     from aref.harness import compare
+    from aref.ir import OpKind
     cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    tile_ir = kernel.specialize(**inputs)
+    added = {p.name for op in tile_ir.all_ops() if op.kind is OpKind.STORE and op.attrs.reduce
+             for p in tile_ir.params if p.value is op.operands[0]}
     kernel(**cuda)                                     # compiles once per specialization, then launches
-    if any(k in cuda for k in ("dQ", "rowsum")):       # reduce-add outputs accumulate: start them again
-        for k in ("dQ", "rowsum"):
-            if k in cuda:
-                cuda[k].zero_()
+    for name in added:                                 # reduce-add outputs accumulate: start them again
+        cuda[name].copy_(inputs[name])
     kernel(**cuda)                                     # the second call reuses the compiled kernel
     torch.cuda.synchronize()
     expected = reference(**inputs)

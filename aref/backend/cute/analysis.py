@@ -2,9 +2,11 @@
 
 `plan_kernel(ws)` reads a `WSKernel` at the barrier level and returns a `KernelPlan`: each warp group's role
 (found from what its ops do, never from its name), the shared-memory buffers of every channel and output
-staging tile, the TMA atoms, the wgmma configurations and the named-barrier ids. Everything the templates
-cannot honour is rejected here with a `BackendError` naming the construct and the user's source line, so
-code generation never produces a kernel that silently means something else.
+staging tile (where they live and which idle buffer a staging tile reuses is the resource model's
+`aref.resources.memory.smem_plan`), the TMA atoms — or, for boxes TMA cannot describe (`tma_problem`),
+ordinary bounds-checked loads and stores — the wgmma configurations and the named-barrier ids. Everything the
+templates cannot honour is rejected here with a `BackendError` naming the construct and the user's source
+line, so code generation never produces a kernel that silently means something else.
 
 Layout conventions (the generated code relies on them):
   * every 2-D shared tile is stored row-major with the widest 128-byte swizzle (`make_smem_layout_a`

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, literal, paren, strip_parens
-from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.ir import DType, Op, OpKind, TileType, Value
 from aref.resources import Liveness, register_demand
 
 ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.EXPAND_DIMS, OpKind.CAST)
