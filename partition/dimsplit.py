@@ -243,10 +243,12 @@ def dim_split(kernel: Kernel, k: int, space=None) -> tuple[Kernel, dict[Op, int]
             raise why or NotSplittable("no loop-carried accumulator to split over consumer groups", kernel.loc)
     else:
         split = analyse(kernel, space, k)
-    return _rewrite(kernel, split, k)
+    return rewrite(kernel, split, k, "k")
 
 
-def _rewrite(kernel: Kernel, split: Split, k: int) -> tuple[Kernel, dict[Op, int]]:
+def rewrite(kernel: Kernel, split: Split, k: int, tag: str = "k") -> tuple[Kernel, dict[Op, int]]:
+    """Replicate every op that touches the split space `k` times on blocks of it (see the module docstring);
+    shared sources are viewed through slices named `<value>.<tag><j>`. Also the row split's rewrite."""
     b = split.size // k
     involved_vals = set(split.dims) | split.partial
     vmap: list[dict[int, Value]] = [dict() for _ in range(k)]
@@ -265,7 +267,7 @@ def _rewrite(kernel: Kernel, split: Split, k: int) -> tuple[Kernel, dict[Op, int
             return v                                   # shared whole (no dim in the space)
         key = (id(v), id(out))                         # a shared source: view this replica's rows
         if key not in views[j]:
-            nv = Value(slice_type(v.type, 0, j * b, b, loc), f"{v.name}.k{j}" if v.name else None)
+            nv = Value(slice_type(v.type, 0, j * b, b, loc), f"{v.name}.{tag}{j}" if v.name else None)
             out.append(Op(OpKind.SLICE, (v,), (nv,), SliceAttrs(0, j * b, b), loc))
             views[j][key] = nv
         return views[j][key]

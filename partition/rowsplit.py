@@ -12,10 +12,7 @@ it as the B operand mixes rows, and then the kernel cannot be split (`NotSplitta
 from __future__ import annotations
 
 from aref.errors import ArefError
-from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
-                     SliceAttrs, StoreAttrs, TileType, Value)
-from aref.typing_rules import slice_type
-from aref.verify import verify
+from aref.ir import Kernel, Op, OpKind, TileType, Value
 from partition.model import UnionFind
 
 ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
@@ -116,103 +113,6 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
     if why is not None:
         raise why
     rd, m = _analyse(kernel)
-    rows = m // k
-    replica: dict[Op, int] = {}
-    # per replica: old value id -> new value (row block) ; shared values map to themselves
-    vmap: list[dict[int, Value]] = [dict() for _ in range(k)]
-    slices: list[dict[tuple[int, int], Value]] = [dict() for _ in range(k)]
-
-    def part_type(t: TileType) -> TileType:
-        return TileType((rows,) + t.shape[1:], t.dtype, t.space)
-
-    def lookup(v: Value, j: int, out: list[Op], loc) -> Value:
-        if id(v) not in rd:
-            return v
-        if id(v) in vmap[j]:
-            return vmap[j][id(v)]
-        key = (id(v), id(out))       # a shared source (a loaded or channel tile): slice it where it is used
-        if key not in slices[j]:
-            nv = Value(slice_type(v.type, 0, j * rows, rows, loc), f"{v.name}.r{j}" if v.name else None)
-            sop = Op(OpKind.SLICE, (v,), (nv,), SliceAttrs(0, j * rows, rows), loc)
-            out.append(sop)
-            slices[j][key] = nv
-        return slices[j][key]
-
-    def const(x: int, out: list[Op], loc) -> Value:
-        v = Value(ScalarType(DType.int32))
-        out.append(Op(OpKind.CONST, (), (v,), ConstAttrs(x), loc))
-        return v
-
-    def rewrite(ops: list[Op]) -> list[Op]:
-        out: list[Op] = []
-        for op in ops:
-            # loads and channel gets stay whole (shared by all replicas); their users slice them
-            involved = op.kind not in (OpKind.LOAD, OpKind.GET) and any(
-                id(v) in rd for v in op.operands + op.results)
-            if not involved:
-                out.append(op)
-                continue
-            for j in range(k):
-                if op.kind is OpKind.STORE:
-                    out.append(_split_store(op, j, k, rows, lambda v, j=j, loc=op.loc: lookup(v, j, out, loc), out,
-                                            const))
-                    replica[out[-1]] = j
-                    continue
-                operands = tuple(lookup(v, j, out, op.loc) for v in op.operands)
-                results = []
-                for r in op.results:
-                    nv = Value(part_type(r.type) if id(r) in rd else r.type, r.name)
-                    vmap[j][id(r)] = nv
-                    results.append(nv)
-                attrs = op.attrs
-                if op.kind is OpKind.FULL:
-                    attrs = FullAttrs(results[0].type.shape, attrs.value, attrs.dtype)
-                new = Op(op.kind, operands, tuple(results), attrs, op.loc)
-                out.append(new)
-                replica[new] = j
-        return out
-
-    pre_ops = rewrite(kernel.pre.ops)
-    loop = None
-    if kernel.loop is not None:
-        lp = kernel.loop
-        inits, carried, yields_old, results = [], [], [], []
-        for a, b, c, d in zip(lp.inits, lp.carried, lp.yields, lp.results):
-            if id(b) in rd:
-                for j in range(k):
-                    inits.append(lookup(a, j, pre_ops, lp.loc))
-                    nb = Value(part_type(b.type), b.name)
-                    vmap[j][id(b)] = nb
-                    carried.append(nb)
-                    yields_old.append((c, j))
-                    nd = Value(part_type(d.type), d.name)
-                    vmap[j][id(d)] = nd
-                    results.append(nd)
-            else:
-                inits.append(a)
-                carried.append(b)
-                yields_old.append((c, None))
-                results.append(d)
-        body_ops = rewrite(lp.body.ops)
-        yields = tuple(v if j is None else lookup(v, j, body_ops, lp.loc) for v, j in yields_old)
-        body = Block(body_ops)
-        loop = Loop(lp.iv, lp.trip_count, tuple(inits), tuple(carried), body, yields, tuple(results), lp.loc)
-    post = Block(rewrite(kernel.post.ops))
-    out = Kernel(kernel.name, kernel.params, kernel.constexprs, kernel.grid, Block(pre_ops), loop, post,
-                 kernel.loc)
-    verify(out)
-    return out, replica
-
-
-def _split_store(op: Op, j: int, k: int, rows: int, lookup, out: list[Op], const) -> Op:
-    """Replica j stores its row block: the row coordinate becomes coord·k + j with a tile of M/k rows."""
-    tensor, coords, tile = op.operands[0], list(op.operands[1:-1]), op.operands[-1]
-    lead = len(tensor.type.shape) - len(op.attrs.tile_shape)
-    c = coords[lead]
-    scaled = Value(ScalarType(DType.int32))
-    out.append(Op(OpKind.SCALAR_BINARY, (c, const(k, out, op.loc)), (scaled,), FnAttrs("mul"), op.loc))
-    row = Value(ScalarType(DType.int32))
-    out.append(Op(OpKind.SCALAR_BINARY, (scaled, const(j, out, op.loc)), (row,), FnAttrs("add"), op.loc))
-    coords[lead] = row
-    shape = (rows,) + op.attrs.tile_shape[1:]
-    return Op(OpKind.STORE, (tensor, *coords, lookup(tile)), (), StoreAttrs(shape, op.attrs.reduce), op.loc)
+    # the rows are one index space (the MMA's M side): the index-space split's rewrite, on dim 0 of each value
+    from partition.dimsplit import Split, rewrite
+    return rewrite(kernel, Split({vid: (0,) for vid in rd}, set(), m), k, tag="r")

@@ -10,6 +10,12 @@ import aref
 from aref import aref_kernel
 
 
+def _operands(M: int, N: int, K: int, seed: int, *batch: int):
+    """fp16 A (…, M, K) and B (…, N, K), and the generator for the kernel's other inputs."""
+    g = torch.Generator().manual_seed(seed)
+    return g, torch.randn(*batch, M, K, generator=g).half(), torch.randn(*batch, N, K, generator=g).half()
+
+
 @aref_kernel
 def gemm_bias_rowsum(A, B, bias, C, rowsum, *, BM: int = 128, BN: int = 128, BK: int = 64):
     """C = A·Bᵀ + bias[:, None] in float32, and rowsum(C) accumulated over the N blocks by reduce-add (rank 1).
@@ -29,8 +35,8 @@ def gemm_bias_rowsum(A, B, bias, C, rowsum, *, BM: int = 128, BN: int = 128, BK:
 
 
 def gemm_bias_rowsum_inputs(M=256, N=256, K=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+    g, A, B = _operands(M, N, K, seed)
+    return {"A": A, "B": B,
             "bias": torch.randn(M, generator=g), "C": torch.zeros(M, N), "rowsum": torch.zeros(M)}
 
 
@@ -55,8 +61,8 @@ def gemm_scale_after(A, B, scale, C, *, BM: int = 128, BN: int = 128, BK: int = 
 
 
 def gemm_scale_after_inputs(M=256, N=256, K=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+    g, A, B = _operands(M, N, K, seed)
+    return {"A": A, "B": B,
             "scale": torch.rand(M, generator=g), "C": torch.zeros(M, N, dtype=torch.float16)}
 
 
@@ -80,8 +86,8 @@ def gemm_block_scale(A, B, S, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
 
 
 def gemm_block_scale_inputs(M=256, N=256, K=128, BM=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
+    g, A, B = _operands(M, N, K, seed)
+    return {"A": A, "B": B,
             "S": torch.rand(-(-M // BM), generator=g), "C": torch.zeros(M, N, dtype=torch.float16)}
 
 
@@ -105,10 +111,8 @@ def gemm_partials(A, B, P, *, BM: int = 128, BN: int = 128, BK: int = 64):
 
 
 def gemm_partials_inputs(M=256, N=256, K=192, BK=64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    steps = -(-K // BK)
-    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
-            "P": torch.zeros(steps, M, N, dtype=torch.float16)}
+    _, A, B = _operands(M, N, K, seed)
+    return {"A": A, "B": B, "P": torch.zeros(-(-K // BK), M, N, dtype=torch.float16)}
 
 
 def gemm_partials_reference(A, B, P, BK=64, **_):
@@ -132,10 +136,8 @@ def causal_gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 128):
 
 
 def causal_gemm_inputs(M=384, N=256, BM=128, BK=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    K = -(-M // BM) * BK
-    return {"A": torch.randn(M, K, generator=g).half(), "B": torch.randn(N, K, generator=g).half(),
-            "C": torch.zeros(M, N, dtype=torch.float16)}
+    _, A, B = _operands(M, N, -(-M // BM) * BK, seed)
+    return {"A": A, "B": B, "C": torch.zeros(M, N, dtype=torch.float16)}
 
 
 def causal_gemm_reference(A, B, C, BM=128, BK=128, **_):
@@ -168,8 +170,8 @@ def batched_gemm_rank3(A, B, X, C, *, BM: int = 128, BN: int = 128, BK: int = 64
 
 
 def batched_gemm_rank3_inputs(batch=2, M=256, N=256, K=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {"A": torch.randn(batch, M, K, generator=g).half(), "B": torch.randn(batch, N, K, generator=g).half(),
+    g, A, B = _operands(M, N, K, seed, batch)
+    return {"A": A, "B": B,
             "X": torch.randn(batch, M, N, generator=g).half(), "C": torch.zeros(batch, M, N)}
 
 
@@ -193,9 +195,8 @@ def rowsum_rank3(A, B, R, *, BM: int = 128, BN: int = 128, BK: int = 64):
 
 
 def rowsum_rank3_inputs(batch=2, M=256, N=256, K=128, BN=128, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {"A": torch.randn(batch, M, K, generator=g).half(), "B": torch.randn(batch, N, K, generator=g).half(),
-            "R": torch.zeros(batch, -(-N // BN), M)}
+    _, A, B = _operands(M, N, K, seed, batch)
+    return {"A": A, "B": B, "R": torch.zeros(batch, -(-N // BN), M)}
 
 
 def rowsum_rank3_reference(A, B, R, BN=128, **_):

@@ -58,10 +58,14 @@ def test_simulator_equals_interpreter_bit_for_bit(name, arch):
     # the simulator evaluates every op with aref.interpret's numerics, in the program's order: the warp-
     # specialized kernel computes exactly what the sequential tile program computes, whatever the schedule
     ex, inputs, kernel = barrier(name, arch)
-    tile_ir = ex.kernel.specialize(**inputs)
+    _bit_for_bit(kernel, ex.kernel.specialize(**inputs), inputs, seeds=5)
+
+
+def _bit_for_bit(kernel, tile_ir, inputs, seeds):
+    """The simulated Barrier IR writes exactly what `tile_ir` run sequentially writes, for several schedules."""
     expected = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     run_kernel(tile_ir, expected)
-    for seed in range(5):
+    for seed in range(seeds):
         got = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
         assert simulate(kernel, got, seed=seed).ok
         for k in expected:
@@ -108,12 +112,6 @@ def test_key_split_runs_its_split_program_bit_for_bit():
     kernel = lower_to(tile_ir, "barrier", CompileOptions(arch="sm_90a"))
     assert [g.group.name for g in kernel.groups] == ["producer", "consumer0", "consumer1"]
     split, _ = heuristic_partition(cse(tile_ir), "sm_90a", HeuristicOptions("cooperative"))
-    expected = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-    run_kernel(split, expected)
-    for seed in range(3):
-        got = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        assert simulate(kernel, got, seed=seed).ok
-        for k in expected:
-            assert torch.equal(got[k], expected[k]), (k, seed)
+    _bit_for_bit(kernel, split, inputs, seeds=3)
     report = check(kernel, inputs, ex.reference_fn, seeds=10, tolerance=getattr(ex.module, "TOLERANCE", None))
     assert report.ok, report.to_json()
