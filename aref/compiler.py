@@ -36,6 +36,7 @@ class CompileOptions:
     mma_depth: int | None = None
     coarse: bool = True
     solver_time_limit: float = 60.0
+    solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):
@@ -146,8 +147,11 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     try:
         return _run(kernel, stage, options)
     except ResourceError as first:
-        if options.partition != "heuristic" or options.consumers != "auto" or stage in ("tile", "partitioned",
-                                                                                           "pipelined"):
+        if stage in ("tile", "partitioned", "pipelined"):
+            raise
+        if options.partition == "optimal":
+            return _resolve_tighter(kernel, stage, options, first)
+        if options.consumers != "auto":
             raise
         # cooperative groups split the accumulators; without the coarse T/C/U overlap fewer tiles are live
         for alt in (replace(options, consumers="cooperative"), replace(options, coarse=False),
@@ -157,6 +161,28 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
             except ArefError:
                 continue
         raise first from None
+
+
+def _resolve_tighter(kernel: Kernel, stage: str, options: CompileOptions, first: ResourceError):
+    """The solver schedules the loop with its own view of live registers; when the lowered kernel needs more
+    than a group can be given (the resource model's liveness), solve again with the groups' cap lowered by
+    the excess — up to three times — so the schedule the optimal partitioner hands on is one that fits."""
+    from aref.resources import BUDGET_CAP, REG_STEP
+    cap, error = options.solver_register_cap or BUDGET_CAP, first
+    for _ in range(3):
+        excess = getattr(error, "excess", None)
+        if not excess:
+            break
+        cap -= -(-excess // REG_STEP) * REG_STEP
+        if cap < 64:
+            break
+        try:
+            return _run(kernel, stage, replace(options, solver_register_cap=cap))
+        except ResourceError as again:
+            error = again
+        except ArefError:
+            break                            # no schedule under the tighter cap: the first refusal stands
+    raise first from None
 
 
 def _run(kernel: Kernel, stage: str, options: CompileOptions):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from aref import typing_rules as rules
-from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
+from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import (ArangeAttrs, ArefType, CastAttrs, ChannelAttrs, ConstAttrs, DType, ExpandDimsAttrs,
                      FnAttrs, FullAttrs, LoadAttrs, NoAttrs, OpKind, ProgramIdAttrs, ScalarType, StoreAttrs,
                      TileType, TransposeAttrs, Value, Space)
@@ -414,10 +414,11 @@ def cdiv(a, b):
     """Ceiling division: the number of tiles of size `b` that cover `a` (a trip count or grid size for extents
     that are not a multiple of the tile). Integers give an integer; a run-time scalar gives a scalar."""
     if isinstance(a, builtins.bool) or isinstance(b, builtins.bool):
-        raise ArefTypeError("aref.cdiv takes integers", user_loc())
+        raise ArefTypeError("aref.cdiv takes integers", user_loc(), hint="pass tile counts and sizes as ints")
     if isinstance(a, int) and isinstance(b, int):
         if b <= 0:
-            raise ArefTypeError(f"aref.cdiv needs a positive divisor, got {b}", user_loc())
+            raise ArefError(f"aref.cdiv needs a positive divisor (a tile size), got {b}", user_loc(),
+                            hint="tile sizes are positive integers")
         return -(-a // b)
     return (a + (b - 1)) // b
 

@@ -59,10 +59,12 @@ def _transfer_cycles(registers: int, machine) -> int:
 
 
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
-                  allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM) -> Extraction:
+                  allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
+                  register_cap: int | None = None) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
-    search work in quantum units, which is what makes proofs fast — the solver is exact on this graph)."""
+    search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
+    `register_cap`: the most registers per thread a group may use (default: what a group can be given)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -117,7 +119,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         memory["tmem"] = m.tmem_columns
     # registers: a group's tiles plus its role's own state, within what a group can be given (the model's)
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
-                        registers_per_thread=resources.BUDGET_CAP, registers_per_sm=m.registers,
+                        registers_per_thread=register_cap or resources.BUDGET_CAP, registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
                         base_registers=resources.ROLE_OVERHEAD, memory=memory, allow_transfers=allow_transfers)
     g = S.Graph(units, machine, name=kernel.name)
@@ -321,7 +323,7 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex = extract_graph(kernel, options.arch)
+    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap)
     result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message

@@ -16,7 +16,7 @@ CONFIGS = [
     ("gemm_reduce", "plain", {}), ("gemm_reduce", "cooperative", {}),
     ("attention_fwd", "plain", {"BN": 64}), ("attention_fwd", "pingpong", {}),
     ("attention_fwd", "cooperative", {"SUBTILE": 1}),
-    ("attention_bwd", "plain", {"BN": 64}), ("attention_bwd", "cooperative", {}),
+    ("attention_bwd", "plain", {"BN": 64}), ("attention_bwd", "cooperative", {"BN": 128}),
 ]
 
 

@@ -100,7 +100,7 @@ def test_cooperative_splits_attention_backward_by_keys():
     """Attention backward mixes the query rows (Pᵀ·dO, dSᵀ·Q), so the rows do not split; the key block does
     (FA3's split): each consumer group gets 64 of the 128 keys, its own dK and dV rows."""
     ex = load_example(example_path("attention_bwd"))
-    ws = lower_to(ex.kernel.specialize(**ex.inputs()), "partitioned", CompileOptions(consumers="cooperative"))
+    ws = lower_to(ex.kernel.specialize(**ex.inputs(BN=128)), "partitioned", CompileOptions(consumers="cooperative"))
     assert [g.group.name for g in ws.groups] == ["producer", "consumer0", "consumer1"]
     for gp in ws.groups[1:]:
         accs = [op.result.type.shape for op in gp.all_ops() if op.kind is OpKind.MMA]

@@ -48,9 +48,14 @@ COMPUTING = frozenset({OpKind.MMA, OpKind.MMA_ASYNC, OpKind.UNARY, OpKind.BINARY
 
 
 class ResourceError(ArefError):
-    """A kernel needs more registers, shared memory or tensor memory than the SM has."""
+    """A kernel needs more registers, shared memory or tensor memory than the SM has; `excess` says by how many
+    registers per thread a group is over (when that is the problem)."""
 
     kind = "resources"
+
+    def __init__(self, message: str, loc=None, hint: str | None = None, excess: int = 0):
+        super().__init__(message, loc, hint)
+        self.excess = excess
 
 
 def _round_up(n: int, step: int = REG_STEP) -> int:
@@ -482,7 +487,8 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
             d = demands[g.id]
             raise ResourceError(f"{d.describe()}: {d.need} registers per thread, more than the {BUDGET_CAP} a warp "
                                 f"group can be given (setmaxnreg)", loc,
-                                hint="split the work over more consumer groups or use smaller tiles")
+                                hint="split the work over more consumer groups or use smaller tiles",
+                                excess=d.need - BUDGET_CAP)
     used = sum(budget[g.id] * g.threads for g in groups)
     for g in groups:                 # a producer gives back what it can (down to 24) before anything is refused
         if used > pool and not demands[g.id].computes:
@@ -493,7 +499,8 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
         detail = " + ".join(f"{g.name} {g.threads}×{budget[g.id]}" for g in groups)
         raise ResourceError(f"register budgets need {used} registers ({detail}) but the CTA's pool is {pool} "
                             f"({launch_registers(total)} per thread × {total} threads)", loc,
-                            hint="use fewer or smaller warp groups, or smaller tiles")
+                            hint="use fewer or smaller warp groups, or smaller tiles",
+                            excess=-(-(used - pool) // max(1, sum(g.threads for g in computing))))
     # share the rest evenly, a step of 8 at a time, never above the cap
     changed = True
     while changed and computing:

@@ -87,7 +87,8 @@ EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"
 SIZES = [(e, s, {}) for e in EXAMPLES for s in ("small", "large")]
 SIZES += [(e, "small", RAGGED[e]) for e in EXAMPLES]
 SIZES += [("gemm", "small", {"K": 0}), ("gemm", "small", {"M": 200, "N": 100, "K": 100}),
-          ("attention_bwd", "small", {"D": 128}), ("attention_bwd", "small", {"Sq": 37, "Sk": 128})]
+          ("attention_bwd", "small", {"D": 128}), ("attention_bwd", "small", {"D": 128, "BN": 128}),
+          ("attention_bwd", "large", {"BN": 128}), ("attention_bwd", "small", {"Sq": 37, "Sk": 128})]
 # (attention_fwd with a ragged key count masks the last block with arange/where in the MMA consumer, which the
 # backend's op registry does not emit yet; its ragged case here is the query count)
 

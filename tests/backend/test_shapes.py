@@ -15,6 +15,7 @@ from aref.backend.cute import compile_barrier
 from aref.compiler import CompileOptions, lower_to
 from aref.harness import compare, load_example
 from aref.resources import register_demand
+from example_paths import SHALLOW_RINGS
 from tests.backend.conftest import barrier_ir
 from tests.backend.shape_kernels import KERNELS
 
@@ -44,23 +45,25 @@ def _check(ws, result, serial_ok=False):
 def test_ragged_sizes_compile(compiled, example, partition):
     """The extents are not multiples of the tiles: TMA boxes hang over the edges (loads zero-filled, stores
     clipped by the hardware), the trip counts are ceil-divided, and the interpreter agrees with torch there."""
-    ws, result = compiled(example, partition, "auto", **RAGGED[example])
+    rings = SHALLOW_RINGS[example] if partition == "optimal" else {}     # the solver's hand-offs need room
+    ws, result = compiled(example, partition, "auto", **RAGGED[example], **rings)
     ptx = _check(ws, result, serial_ok=partition == "optimal")
     assert result.instructions["cp.async.bulk.tensor"] > 0 and "wgmma.mma_async" in ptx
     ex = load_example(f"examples/{example}.py")
-    inputs = ex.inputs("small", **RAGGED[example])
+    inputs = ex.inputs("small", **RAGGED[example], **rings)
     out = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     ex.kernel(**out)
     assert compare(out, ex.reference_fn(**inputs), getattr(ex.module, "TOLERANCE", None)).ok
 
 
 def test_empty_k_stores_the_initial_accumulator(compiled):
-    """K = 0: the loop runs no trip; A and B have no elements, so the kernel does not take them (CuTe has no
-    empty layouts) and every load of them is a zero fill; C gets the zero accumulator."""
+    """K = 0: the loop runs no trip (no pipeline step exists, so no load is issued); A and B have no elements,
+    so the kernel does not take them (CuTe has no empty layouts; a load of them would be a zero fill); C gets
+    the zero accumulator."""
     ws, result = compiled("gemm", "heuristic", "auto", K=0)
     _check(ws, result)
     source = result.source_path.read_text()
-    assert "def host(C: cute.Tensor):" in source and "aref.zero_box(" in source
+    assert "def host(C: cute.Tensor, stream: CUstream):" in source and "0 iterations" in source
     assert result.instructions["cp.async.bulk.tensor"] > 0           # C's TMA store
 
 
@@ -136,7 +139,7 @@ def test_attention_backward_at_head_dim_128_compiles(compiled):
     hold dK and dV (128 registers each); the compiler splits the key block over two consumer groups (FA3's
     split) with 240-register budgets beside a 24-register producer, dS read from shared memory by both dK and
     dQ GEMMs. 0 spills."""
-    ws, result = compiled("attention_bwd", "heuristic", "auto", D=128)
+    ws, result = compiled("attention_bwd", "heuristic", "auto", D=128, BN=128)
     _check(ws, result)
     assert [g.group.name for g in ws.groups] == ["producer", "consumer0", "consumer1"]
     for gp in ws.groups[1:]:
@@ -144,9 +147,18 @@ def test_attention_backward_at_head_dim_128_compiles(compiled):
     assert "cp.reduce.async.bulk.tensor" in result.ptx_path.read_text()      # each group adds its part of dQ
 
 
+def test_attention_backward_at_head_dim_128_with_64_keys(compiled):
+    """The example's default 64-key block at head dim 128: one consumer group holds dK and dV when the next
+    iteration's S and dP are not overlapped with this one's GEMMs (the auto organisation drops the coarse
+    overlap for it)."""
+    ws, result = compiled("attention_bwd", "heuristic", "auto", D=128)
+    _check(ws, result)
+    assert [g.group.name for g in ws.groups] == ["producer", "consumer"]
+
+
 def test_attention_backward_at_head_dim_128_optimal(compiled):
     """The optimal partitioner at head dim 128 with 64-key blocks: S, dP, dQ in one group, dK and dV in another."""
-    ws, result = compiled("attention_bwd", "optimal", "auto", D=128, BN=64)
+    ws, result = compiled("attention_bwd", "optimal", "auto", D=128, BN=64, **SHALLOW_RINGS["attention_bwd"])
     _check(ws, result, serial_ok=True)
 
 
@@ -154,7 +166,7 @@ def test_key_split_matches_the_program():
     """The key split is a rewrite of the Tile IR: the interpreter runs it and agrees with the reference."""
     from partition.dimsplit import dim_split
     ex = load_example("examples/attention_bwd.py")
-    inputs = ex.inputs("small", Sq=200, Sk=200)
+    inputs = ex.inputs("small", Sq=200, Sk=200, BN=128)
     kernel = ex.kernel.specialize(**inputs)
     split, replica = dim_split(kernel, 2)
     assert set(replica.values()) == {0, 1}
@@ -204,3 +216,20 @@ def test_rank3_tiles_flatten_to_the_tiles_they_hold():
     out = {k: v.clone() for k, v in inputs.items()}
     run_kernel(flat, out)
     assert compare(out, reference(**inputs)).ok
+
+
+def test_a_load_of_an_empty_tensor_is_a_zero_fill(backend_cache):
+    """A bias with no elements: every box of it is out of bounds, so the load is a zero fill the producer writes
+    itself (the kernel does not take the empty tensor)."""
+    kernel, inputs_fn, reference = KERNELS["gemm_bias_rowsum"]
+    inputs = inputs_fn()
+    inputs["bias"] = torch.zeros(0)
+    out = {k: v.clone() for k, v in inputs.items()}
+    kernel(**out)
+    expected = reference(**{**inputs, "bias": torch.zeros(inputs["A"].shape[0])})
+    assert compare(out, expected).ok
+    ws = lower_to(kernel.specialize(**inputs), "barrier", CompileOptions())
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    _check(ws, result)
+    source = result.source_path.read_text()
+    assert "aref.zero_box(" in source and "bias: cute.Tensor" not in source

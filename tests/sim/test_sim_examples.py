@@ -29,8 +29,8 @@ FULL_BUDGET, BOUNDED_BUDGET = 150_000, 20_000
 _cache = {}
 
 
-# attention backward with 64-key blocks: one consumer group, so the sequential program is what runs (the
-# default 128-key block is split over two groups, which adds dQ in another order: simulated below)
+# attention backward with 64-key blocks: one consumer group, so the sequential program is what runs (a
+# 128-key block is split over two groups, which adds dQ in another order: simulated below)
 KNOBS = {"attention_bwd": {"BN": 64}}
 
 
@@ -104,13 +104,13 @@ def test_timing_model_runs_every_example(name, arch):
 
 
 def test_key_split_runs_its_split_program_bit_for_bit():
-    """Attention backward at its default 128-key block: the keys are split over two consumer groups (each adds
+    """Attention backward with a 128-key block: the keys are split over two consumer groups (each adds
     its part of dQ); the simulated kernel equals the split Tile IR run sequentially, bit for bit, and the
     reference within tolerance."""
     from aref.cse import cse
     from partition.heuristic import HeuristicOptions, heuristic_partition
     ex = load_example(example_path("attention_bwd"))
-    inputs = ex.inputs(BH=1, Sq=128, Sk=128)
+    inputs = ex.inputs(BH=1, Sq=128, Sk=128, BN=128)
     tile_ir = ex.kernel.specialize(**inputs)
     kernel = lower_to(tile_ir, "barrier", CompileOptions(arch="sm_90a"))
     assert [g.group.name for g in kernel.groups] == ["producer", "consumer0", "consumer1"]

@@ -130,6 +130,17 @@ class RoleEmitter(AccessEmitter, MathEmitter):
     def emit_loop(self) -> None:
         lp = self.gp.loop
         trip = self.scalar(lp.trip_count)
+        if trip.static and trip.value == 0 and any(id(i) not in self.env for i in lp.inits):
+            # fewer trips than pipeline stages: the prologue and epilogue are the whole loop, and the state they
+            # would hand the steady loop (ops of steps that do not exist here) is never made
+            self.out("# ---- steady state: 0 iterations in this specialization")
+            for op in lp.body.ops:
+                if op.kind in TAGGED:
+                    self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
+                             f"  (skipped: no steady state)")
+            for init, res in zip(lp.inits, lp.results):
+                self.env[id(res)] = self.env.get(id(init), ("dead", res))
+            return
         iv = self.names(lp.iv.name or "i")
         self.env[id(lp.iv)] = Scalar(iv, None, (iv, 1, 0))
         self.loop_entry(lp)
