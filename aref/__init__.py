@@ -10,7 +10,7 @@ Write one CTA's work as a sequential tile program with explicit aref channels::
         pid_m, pid_n = aref.program_id(0), aref.program_id(1)
         acc = aref.zeros((BM, BN), aref.float32)
         ab = aref.channel(depth=3)
-        for k in aref.range(A.shape[1] // BK):
+        for k in aref.range(aref.cdiv(A.shape[1], BK)):
             ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
             a, b = ab.get()
             acc = aref.mma(a, b.T, acc)
@@ -21,7 +21,7 @@ from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, ChannelError,
 from aref.ir import DType
 from aref.tune_space import Config, configs
 from aref.kernel import KernelFunction, aref_kernel, autotune
-from aref.lang import (Channel, Scalar, TensorArg, Tile, abs, arange, bfloat16, cast, channel, exp, exp2,
+from aref.lang import (Channel, Scalar, TensorArg, Tile, abs, arange, bfloat16, cast, cdiv, channel, exp, exp2,
                        float8_e4m3, float8_e5m2, float16, float32, full, int32, load, log, log2, maximum,
                        minimum, mma, program_id, range, rowmax, rowmin, rowsum, rsqrt, sqrt, store, where,
                        zeros)
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArefError", "ArefSyntaxError", "ArefTypeError", "ChannelError", "VerifyError", "DType", "KernelFunction",
-    "aref_kernel", "autotune", "Config", "configs", "Channel", "Scalar", "TensorArg", "Tile", "abs", "arange", "bfloat16", "cast", "channel",
+    "aref_kernel", "autotune", "Config", "configs", "Channel", "Scalar", "TensorArg", "Tile", "abs", "arange", "bfloat16", "cast", "cdiv", "channel",
     "exp", "exp2", "float8_e4m3", "float8_e5m2", "float16", "float32", "full", "int32", "load", "log", "log2",
     "maximum", "minimum", "mma", "program_id", "range", "rowmax", "rowmin", "rowsum", "rsqrt", "sqrt", "store",
     "where", "zeros",

@@ -11,12 +11,13 @@ compiler's bug, with the user's line only as context); a pass may still refuse a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aref.errors import ArefError
 from aref.guard import compiler_pass
 from aref.ir import Kernel
 from aref.printer import print_kernel
+from aref.resources import ResourceError
 from aref.verify import verify
 from aref.ws import print_ws
 
@@ -40,6 +41,7 @@ class CompileOptions:
     mma_depth: int | None = None
     coarse: bool = True
     solver_time_limit: float = 60.0
+    solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):
@@ -63,7 +65,10 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 
 def _partition(kernel: Kernel, options: CompileOptions):
+    from aref.cse import cse
+    from aref.squeeze import squeeze
     from partition.distribute import distribute
+    kernel = cse(squeeze(kernel))   # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile
     anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
@@ -148,10 +153,73 @@ STAGES = tuple(name for name, _, _ in STEPS)
 
 
 def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
-    """Run the passes up to and including `stage`; return that stage's IR."""
+    """Run the passes up to and including `stage`; return that stage's IR.
+
+    With the heuristic partitioner's `consumers="auto"`, a partition whose register budgets the resource model
+    refuses (at the lowering, where budgets follow liveness) is retried with cooperative consumers (which split
+    the accumulators over two groups), then without the coarse T/C/U overlap (which keeps the next iteration's
+    tiles live), then both: "auto" picks the first organisation that fits. The optimal partitioner solves
+    again under a tighter register cap. When nothing fits, the first Barrier IR is returned carrying the
+    refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal."""
     options = options or CompileOptions()
     if stage not in STAGES:
         raise ArefError(f"unknown stage {stage!r}", hint=f"stages: {', '.join(STAGES)}")
+    ws = _run(kernel, stage, options)
+    first = getattr(ws, "resource_error", None)
+    if first is None:
+        return ws
+    if options.partition == "optimal":
+        alternatives = _tighter_caps(options, first)
+    elif options.consumers == "auto":
+        # cooperative groups split the accumulators; without the coarse T/C/U overlap fewer tiles are live
+        alternatives = iter((replace(options, consumers="cooperative"), replace(options, coarse=False),
+                             replace(options, consumers="cooperative", coarse=False)))
+    else:
+        alternatives = iter(())
+    for alt in alternatives:
+        try:
+            other = _run(kernel, stage, alt)
+        except ArefError:
+            if isinstance(alternatives, _tighter_caps):
+                break                        # no schedule under the tighter cap: the first refusal stands
+            continue
+        error = getattr(other, "resource_error", None)
+        if error is None:
+            return other
+        if isinstance(alternatives, _tighter_caps):
+            alternatives.send_error(error)
+    return ws
+
+
+class _tighter_caps:
+    """The solver schedules the loop with its own view of live registers; when the lowered kernel needs more
+    than a group can be given (the resource model's liveness), solve again with the groups' cap lowered by
+    the excess — up to three times — so the schedule the optimal partitioner hands on is one that fits."""
+
+    def __init__(self, options: CompileOptions, first: ResourceError):
+        from aref.resources import BUDGET_CAP
+        self.options, self.error, self.tries = options, first, 0
+        self.cap = options.solver_register_cap or BUDGET_CAP
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> CompileOptions:
+        from aref.resources import REG_STEP
+        excess = getattr(self.error, "excess", None)
+        if self.tries == 3 or not excess:
+            raise StopIteration
+        self.tries += 1
+        self.cap -= -(-excess // REG_STEP) * REG_STEP
+        if self.cap < 64:
+            raise StopIteration
+        return replace(self.options, solver_register_cap=self.cap)
+
+    def send_error(self, error: ResourceError) -> None:
+        self.error = error
+
+
+def _run(kernel: Kernel, stage: str, options: CompileOptions):
     ir = kernel
     for name, step, _ in STEPS:
         ir = step(ir, options)
@@ -161,4 +229,4 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
 
 
 def print_stage(ir, stage: str) -> str:
-    return dict((n, p) for n, _, p in STEPS)[stage](ir)
+    return {n: p for n, _, p in STEPS}[stage](ir)

@@ -11,7 +11,7 @@ import builtins
 
 from aref import ops
 from aref import typing_rules as rules
-from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
+from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import (ArangeAttrs, ArefType, CastAttrs, ChannelAttrs, ConstAttrs, DType, ExpandDimsAttrs,
                      FnAttrs, FullAttrs, LoadAttrs, NoAttrs, OpKind, ProgramIdAttrs, ScalarType, StoreAttrs,
                      TileType, TransposeAttrs, Value, Space)
@@ -26,7 +26,7 @@ int32 = DType.int32
 
 __all__ = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float32", "int32", "Tile", "Scalar",
            "TensorArg", "Channel", "program_id", "load", "store", "zeros", "full", "arange", "mma",
-           "maximum", "minimum", "where", "rowmax", "rowsum", "rowmin", "channel", "range", "cast",
+           "maximum", "minimum", "where", "rowmax", "rowsum", "rowmin", "channel", "range", "cast", "cdiv",
            *(fn for fn in ops.UNARY_FNS if fn != "neg")]
 
 
@@ -409,6 +409,19 @@ def arange(n: int) -> Tile:
         raise ArefTypeError(f"aref.arange needs a positive compile-time integer, got {n!r}", loc,
                             hint="e.g. aref.arange(BN) with an integer constant BN ≥ 1")
     return _build(OpKind.ARANGE, None, [], ArangeAttrs(n), loc)
+
+
+def cdiv(a, b):
+    """Ceiling division: the number of tiles of size `b` that cover `a` (a trip count or grid size for extents
+    that are not a multiple of the tile). Integers give an integer; a run-time scalar gives a scalar."""
+    if isinstance(a, builtins.bool) or isinstance(b, builtins.bool):
+        raise ArefTypeError("aref.cdiv takes integers", user_loc(), hint="pass tile counts and sizes as ints")
+    if isinstance(a, int) and isinstance(b, int):
+        if b <= 0:
+            raise ArefError(f"aref.cdiv needs a positive divisor (a tile size), got {b}", user_loc(),
+                            hint="tile sizes are positive integers")
+        return -(-a // b)
+    return (a + (b - 1)) // b
 
 
 def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:

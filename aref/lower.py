@@ -21,13 +21,14 @@ barriers; each group's register budget is set with setmaxnreg at its start.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
-from aref.errors import CompilerBugError, UNKNOWN_LOC
+from aref import resources
+from aref.errors import ArefError, CompilerBugError, UNKNOWN_LOC
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)
 from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
-from partition.model import REGISTERS_PER_SM
 
 I32 = ScalarType(DType.int32)
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -404,10 +405,24 @@ def _pingpong(kernel: WSKernel) -> None:
 
 def launch_registers(kernel: WSKernel) -> int:
     """Registers per thread at launch (before setmaxnreg): the file split evenly, a multiple of 8."""
-    return min(248, REGISTERS_PER_SM // max(1, kernel.total_threads) // 8 * 8)
+    return resources.launch_registers(kernel.total_threads)
 
 
 def _registers(kernel: WSKernel) -> None:
+    """Register budgets follow liveness (the resource model): every Hopper group gets what its tiles need at
+    their peak plus its role's own state, the rest of the pool is shared; each group's setmaxnreg moves it
+    there from the launch allocation. (Blackwell groups keep the partition's budgets.) Budgets the model
+    refuses are recorded in `kernel.resource_error` (see `aref.compiler.lower_to`)."""
+    if kernel.arch == "sm_90a":
+        demands = {gp.group.id: resources.register_demand(gp, kernel.arch) for gp in kernel.groups}
+        try:
+            budget = resources.assign_budgets([gp.group for gp in kernel.groups], demands, kernel.loc)
+        except resources.ResourceError as refusal:
+            # the groups keep the partition's budgets: the kernel still simulates, the backend refuses it
+            kernel.resource_error = refusal
+            budget = {gp.group.id: gp.group.regs for gp in kernel.groups}
+        for gp in kernel.groups:
+            gp.group = replace(gp.group, regs=budget[gp.group.id])
     base = launch_registers(kernel)
     for gp in kernel.groups:
         regs = gp.group.regs

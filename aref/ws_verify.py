@@ -11,7 +11,7 @@ from aref.errors import VerifyError
 from aref.ir import (ATTRS_OF, BarrierType, DType, Op, OpKind, RingType, ScalarType, Space, TensorType, Value)
 from aref.verify import expected_result_types
 from aref.ws import WSKernel
-from partition.model import check_registers
+from aref.resources import check_budgets
 
 I32 = ScalarType(DType.int32)
 I1 = ScalarType(DType.bool_)
@@ -29,7 +29,7 @@ def verify_ws(kernel: WSKernel) -> None:
     ids = [g.group.id for g in kernel.groups]
     if ids != list(range(len(ids))):
         raise VerifyError(f"group ids must be 0..n-1, got {ids}", kernel.loc)
-    check_registers([g.group for g in kernel.groups])
+    check_budgets([g.group for g in kernel.groups])
     for ch in kernel.channels:
         if ch.depth < 1 or ch.producer not in ids or not ch.consumers or any(c not in ids for c in ch.consumers):
             raise VerifyError(f"channel '{ch.name}' has a bad depth or group", ch.loc)

@@ -4,8 +4,11 @@ Each iteration does five GEMMs and one exponential:
     S = Q·Kᵀ,  P = exp2(S·scale·log2e − LSE₂),  dV += Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ⊙ (dP − Δ),
     dK += dSᵀ·Q,  dQ += dS·K  (accumulated across key blocks with a reduce-add store, fp32).
 LSE₂ is the forward's row log-sum-exp in log2 units and Δ = rowsum(dO ⊙ O) (FA's preprocessing step); the
-example's inputs compute both with torch. BN = 64 keys per CTA lets one consumer warp group hold dK and dV in
-registers at head dim 128 (FA3 splits 128 keys over two consumer groups).
+example's inputs compute both with torch. With BN = 64 keys per CTA one consumer warp group holds dK and dV
+(at head dim 128 without the coarse overlap of the next iteration's S·dP); BN = 128 is FA3's configuration
+at head dim 128: one group cannot hold dK and dV (128 × 128 float32 each) in registers, so the compiler splits
+the key block over two consumer groups (64 keys each: their own dK, dV, S, dP rows; each reduce-adds its part
+of dQ) — the organisation the resource model finds to fit.
 """
 import math
 
@@ -19,7 +22,7 @@ LOG2E = math.log2(math.e)
 
 @aref_kernel(grid=lambda K, BN, **_: (-(-K.shape[1] // BN), K.shape[0]))
 def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int = 64,
-                  sm_scale: float = 0.0, STAGES: int = 3):
+                  sm_scale: float = 0.0, STAGES: int | None = None):
     pid_n, bh = aref.program_id(0), aref.program_id(1)
     D = Q.shape[2]
     scale = sm_scale or 1.0 / math.sqrt(D)
@@ -27,8 +30,9 @@ def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int
     v = aref.load(V, (bh, pid_n, 0), (BN, D))
     dk = aref.zeros((BN, D), aref.float32)
     dv = aref.zeros((BN, D), aref.float32)
-    qdo = aref.channel(depth=STAGES)
-    for i in aref.range(Q.shape[1] // BM):
+    # Q/dO ring: 3 slots cover the memory latency; at head dim 128 (FA3's 64 × 128 tiles) 2 fit beside K and V
+    qdo = aref.channel(depth=STAGES or (3 if D * BN <= 64 * 128 else 2))
+    for i in aref.range(aref.cdiv(Q.shape[1], BM)):
         qdo.put(aref.load(Q, (bh, i, 0), (BM, D)), aref.load(dO, (bh, i, 0), (BM, D)),
                 aref.load(LSE2, (bh, i), (BM,)), aref.load(Delta, (bh, i), (BM,)))
         q, do, lse2, delta = qdo.get()

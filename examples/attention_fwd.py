@@ -17,9 +17,12 @@ from aref import aref_kernel
 LOG2E = math.log2(math.e)
 
 
-def online_softmax_step(q, k, v, o, m, l, qk_scale, dtype):
-    """One K/V block for one query sub-tile: rescale the running output and add this block's part."""
+def online_softmax_step(q, k, v, o, m, l, qk_scale, dtype, keys_left=None):
+    """One K/V block for one query sub-tile: rescale the running output and add this block's part.
+    `keys_left`: keys of this block at or past the end of K are masked out (a ragged last block)."""
     s = aref.mma(q, k.T)                                    # scores, float32
+    if keys_left is not None:
+        s = aref.where(aref.arange(k.shape[0])[None, :] < keys_left, s, -math.inf)
     m_new = aref.maximum(m, aref.rowmax(s) * qk_scale)      # running row max (log2 domain)
     p = aref.exp2(s * qk_scale - m_new[:, None])
     alpha = aref.exp2(m - m_new)                            # rescale factor of the old state
@@ -43,13 +46,15 @@ def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2,
     stages = STAGES or max(2, min(3, (224 * 1024 - BM * D * Q.dtype.nbytes) // (2 * BN * D * Q.dtype.nbytes)))
     kc = aref.channel(depth=stages)
     vc = aref.channel(depth=stages)
-    for j in aref.range(K.shape[1] // BN):
+    for j in aref.range(aref.cdiv(K.shape[1], BN)):
         kc.put(aref.load(K, (bh, j, 0), (BN, D)))
         vc.put(aref.load(V, (bh, j, 0), (BN, D)))
         k = kc.get()
         v = vc.get()
+        # keys past the end of K (a last block that the tile does not fill) load as zeros: mask their scores
+        left = K.shape[1] - j * BN if K.shape[1] % BN else None
         for i in range(SUBTILE):
-            o[i], m[i], l[i] = online_softmax_step(q[i], k, v, o[i], m[i], l[i], qk_scale, Q.dtype)
+            o[i], m[i], l[i] = online_softmax_step(q[i], k, v, o[i], m[i], l[i], qk_scale, Q.dtype, left)
         kc.consumed()
         vc.consumed()
     for i in range(SUBTILE):

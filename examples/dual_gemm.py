@@ -14,7 +14,7 @@ def dual_gemm(A, B0, B1, C, *, BM: int = 128, BN: int = 128, BK: int = 64, STAGE
     gate = aref.zeros((BM, BN), aref.float32)
     up = aref.zeros((BM, BN), aref.float32)
     abb = aref.channel(depth=STAGES or max(2, min(4, 200 * 1024 // ((BM + 2 * BN) * BK * A.dtype.nbytes))))
-    for k in aref.range(A.shape[1] // BK):
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
         abb.put(aref.load(A, (pid_m, k), (BM, BK)),
                 aref.load(B0, (pid_n, k), (BN, BK)),
                 aref.load(B1, (pid_n, k), (BN, BK)))

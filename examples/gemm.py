@@ -14,7 +14,7 @@ def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64, STAGES: int | N
     pid_m, pid_n = aref.program_id(0), aref.program_id(1)
     acc = aref.zeros((BM, BN), aref.float32)
     ab = aref.channel(depth=STAGES or max(2, min(5, 160 * 1024 // ((BM + BN) * BK * A.dtype.nbytes))))  # ring
-    for k in aref.range(A.shape[1] // BK):           # the single pipelined loop
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):  # the single pipelined loop (ceil: any K)
         ab.put(aref.load(A, (pid_m, k), (BM, BK)),   # TMA-style tile loads published together
                aref.load(B, (pid_n, k), (BN, BK)))
         a, b = ab.get()

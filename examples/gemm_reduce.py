@@ -16,7 +16,7 @@ def gemm_rmsnorm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64, eps: fl
     acc = aref.zeros((BM, BN), aref.float32)
     sumsq = aref.zeros((BM,), aref.float32)
     ab = aref.channel(depth=STAGES or max(2, min(5, 160 * 1024 // ((BM + BN) * BK * A.dtype.nbytes))))
-    for k in aref.range(A.shape[1] // BK):
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
         ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
         a, b = ab.get()
         acc = aref.mma(a, b.T, acc)

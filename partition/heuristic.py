@@ -7,8 +7,9 @@ Hopper (sm_90a), following FA3 and CUTLASS:
   * producer warp group: every `load` (TMA) and the user channel puts that publish loads;
   * consumers, one of three knobs (`HeuristicOptions.consumers`):
       - "plain":        one consumer warp group does all tile work;
-      - "cooperative":  K consumer groups split the tile rows (see `partition.rowsplit`) and share every
-                        channel of the producer;
+      - "cooperative":  K consumer groups split the tile rows (see `partition.rowsplit`) — or, when rows mix,
+                        another index space such as attention backward's key block (`partition.dimsplit`,
+                        FA3's split) — and share every channel of the producer;
       - "pingpong":     one consumer group per independent sub-tile (e.g. attention with SUBTILE=2); they take
                         turns on the tensor core, ordered by named barriers;
       - "auto":         pingpong if the loop has ≥ 2 independent sub-tiles with MMAs, else cooperative when
@@ -145,8 +146,18 @@ def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partitio
             assign[op] = 1 + comp_of.get(op, 0)
         return kernel, Partition(groups, assign, "pingpong", tuple(range(1, n + 1)))
     if mode == "cooperative":
-        from partition.rowsplit import row_split
-        kernel, replica = row_split(kernel, options.num_consumers)
+        from partition.rowsplit import NotSplittable, can_row_split, row_split
+        if can_row_split(kernel, options.num_consumers) is None:
+            kernel, replica = row_split(kernel, options.num_consumers)
+        else:
+            # rows mix (attention backward's transposes): split another index space, e.g. FA3's key block
+            from partition.dimsplit import dim_split
+            try:
+                kernel, replica = dim_split(kernel, options.num_consumers)
+            except NotSplittable as other:
+                why = can_row_split(kernel, options.num_consumers)
+                raise NotSplittable(f"{why.message}; nor does another index space split: {other.message}",
+                                    why.loc, hint=why.hint) from None
         prod = producers_of(kernel)
         groups = split_budget([("producer", "producer", 4, 40)],
                               [(f"consumer{i}", "consumer", 4) for i in range(options.num_consumers)])

@@ -1,5 +1,8 @@
 """What a partition is: warp groups (roles) and the group of every op of a Tile IR kernel.
 
+Register budgets given here are provisional: the lowering sets every Hopper group's setmaxnreg budget from
+the resource model's liveness (`aref.resources`), whose launch rule `check_registers` re-exports.
+
 Some ops belong to no group because every group that needs them recomputes them: constants, program ids,
 scalar index math and views (`replicated`). A user channel's `get`/`consumed` are replicated into every
 group that uses the tiles it hands out (each consumer group takes every item). Every other op has exactly
@@ -12,6 +15,8 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType
+from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
+                            split_budget)
 from aref.ws import WarpGroup
 
 REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE,
@@ -26,11 +31,6 @@ def replicated(op: Op) -> bool:
         return True
     return bool(op.results) and op.kind not in SIDE_EFFECTS and all(
         isinstance(v.type, ScalarType) for v in op.operands + op.results)
-
-# Register file per SM and the setmaxnreg range (PTX ISA, setmaxnreg: 24..256 in multiples of 8).
-REGISTERS_PER_SM = 65536
-MIN_REGS, MAX_REGS = 24, 256
-
 
 class UnionFind:
     """Disjoint sets over hashable items (added on first use); `union(a, b)` hangs b's set under a's root."""
@@ -108,34 +108,3 @@ def check_partition(kernel: Kernel, part: Partition) -> None:
                             f"a channel has one producer group", puts[-1].loc,
                             hint="place every put of a channel in one group")
     check_registers(part.groups)
-
-
-def check_registers(groups: list[WarpGroup]) -> None:
-    total = 0
-    for g in groups:
-        if g.regs % 8 or not MIN_REGS <= g.regs <= MAX_REGS:
-            raise ArefError(f"group {g.name}: {g.regs} registers per thread; setmaxnreg takes multiples of 8 in "
-                            f"{MIN_REGS}..{MAX_REGS}")
-        total += g.regs * g.threads
-    if total > REGISTERS_PER_SM:
-        detail = " + ".join(f"{g.name} {g.threads}×{g.regs}" for g in groups)
-        raise ArefError(f"register budgets need {total} registers ({detail}) but an SM has {REGISTERS_PER_SM}",
-                        hint="use fewer or smaller warp groups, or lower a group's budget")
-
-
-# The largest budget `split_budget` gives a group (setmaxnreg's 256 less headroom, as FA3's 240): the
-# solver's per-thread register limit, so a schedule it finds is one the budgets can hold.
-MAX_GROUP_REGS = 240
-
-
-def split_budget(fixed: list[tuple[str, str, int, int]], flexible: list[tuple[str, str, int]],
-                 cap: int = MAX_GROUP_REGS) -> list[WarpGroup]:
-    """Make groups: `fixed` (name, role, warps, regs) keep their budget; `flexible` (name, role, warps) share
-    the rest of the register file evenly, rounded down to a multiple of 8 and capped at `cap`."""
-    used = sum(w * 32 * r for _, _, w, r in fixed)
-    threads = sum(w * 32 for _, _, w in flexible)
-    share = cap if not threads else min(cap, (REGISTERS_PER_SM - used) // threads // 8 * 8)
-    groups = [WarpGroup(i, n, role, w, r) for i, (n, role, w, r) in enumerate(fixed)]
-    for n, role, w in flexible:
-        groups.append(WarpGroup(len(groups), n, role, w, max(MIN_REGS, share)))
-    return groups

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 
 import solve as S
 from aref import ops as ops_registry
+from aref import resources
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
+from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
-from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, one_producer_per_channel,
+from partition.model import (Partition, UnionFind, check_registers, one_producer_per_channel,
                              replicated, split_budget)
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
@@ -34,7 +36,6 @@ MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMP
 TMEM_BYTES_PER_CLK = 512       # tcgen05.ld/st bandwidth per SM (ASSUMPTION: 128 lanes x 32 bit per clock)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
-SMEM_ALIGN = 1024              # swizzled tiles start on 1 KB boundaries
 
 
 class SolverError(ArefError):
@@ -52,22 +53,20 @@ class Extraction:
 
 
 def _tile_registers(t) -> int:
-    return max(1, t.nbytes // 4 // THREADS) if isinstance(t, TileType) else 0
+    return resources.tile_registers(t) if isinstance(t, TileType) else 0
 
 
 def _transfer_cycles(registers: int, machine) -> int:
     return 2 * registers * 4 * THREADS // machine.smem_bytes_per_clk + BARRIER_CYCLES
 
 
-def _align(n: int, a: int) -> int:
-    return -(-n // a) * a
-
-
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
-                  allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM) -> Extraction:
+                  allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
+                  register_cap: int | None = None) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
-    search work in quantum units, which is what makes proofs fast — the solver is exact on this graph)."""
+    search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
+    `register_cap`: the most registers per thread a group may use (default: what a group can be given)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -116,14 +115,15 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     units = {"tc": 1, "tma": 1, "mufu": 1, "fma": 1}
     if m.tmem_columns:
         units.update({"tmem_ld": 1, "tmem_st": 1})      # tcgen05.ld / tcgen05.st paths
-    memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - _resident_smem(kernel)}
+    # the loop's rings get what the resource model leaves after the resident tiles and the stores' staging
+    memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - resident_tiles_bytes(kernel)}
     if m.tmem_columns:
         memory["tmem"] = m.tmem_columns
+    # registers: a group's tiles plus its role's own state, within what a group can be given (the model's)
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
-                        registers_per_thread=min(m.max_regs_per_thread, MAX_GROUP_REGS),
-                        registers_per_sm=m.registers,
+                        registers_per_thread=register_cap or resources.BUDGET_CAP, registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
-                        base_registers=m.setmaxnreg_min, memory=memory, allow_transfers=allow_transfers)
+                        base_registers=resources.ROLE_OVERHEAD, memory=memory, allow_transfers=allow_transfers)
     g = S.Graph(units, machine, name=kernel.name)
     ex = Extraction(g)
     counts: dict[str, int] = {}
@@ -165,7 +165,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     for op in body:
         if op.kind is OpKind.LOAD:
             n = name_for(op, "load")
-            g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": _align(op.result.type.nbytes, SMEM_ALIGN)},
+            g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": tile_bytes(op.result.type)},
                      streaming=True, depth=_load_depth(op, body), kind="tma")
             ex.members[n], ex.kind[n] = [op], "tma"
         elif op.kind is OpKind.MMA:
@@ -321,16 +321,11 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
         [None] if kernel.loop is not None and any(y is v for y in kernel.loop.yields) else [])
 
 
-def _resident_smem(kernel: Kernel) -> int:
-    """Shared memory the pre-loop code keeps for the whole loop (tiles loaded before it, e.g. Q)."""
-    return sum(_align(op.result.type.nbytes, SMEM_ALIGN) for op in kernel.pre.ops if op.kind is OpKind.LOAD)
-
-
 # ------------------------------------------------------------------------------------- the mapping
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex = extract_graph(kernel, options.arch)
+    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap)
     result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
@@ -379,10 +374,10 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
 
 
 def _budgets(specs, result, order) -> list[WarpGroup]:
-    """Register budgets: the TMA group and single-warp groups keep little (24 / 40 / 48 per thread, as FA3,
-    CUTLASS and FA4 do); the compute groups share the rest of the register file evenly — the solver's
-    per-group figure counts only the tiles live between ops, while the code also needs the working set of
-    each op. A share below the solver's figure is an error."""
+    """Provisional register budgets: the TMA group and single-warp groups keep little (24 / 40 / 48 per thread,
+    as FA3, CUTLASS and FA4 do); the compute groups share the rest of the register file evenly. The lowering
+    replaces them with the resource model's liveness-based budgets (Hopper). A share below the solver's
+    figure for a group that holds tiles is an error."""
     compute = [n for n, r, w in specs if r != "producer" and w > 1]
     fixed = [(n, r, w, (24 if len(compute) > 1 else 40) if r == "producer" else 48)
              for n, r, w in specs if r == "producer" or w == 1]
@@ -392,7 +387,7 @@ def _budgets(specs, result, order) -> list[WarpGroup]:
     needs = result.registers if isinstance(result.registers, dict) else {}
     for i, grp in enumerate(order):
         need = needs.get(grp, 0)
-        if need > groups[i].regs:
+        if need > groups[i].regs and groups[i].role != "producer":    # a TMA group holds no tiles
             raise SolverError(f"the schedule needs {need} registers per thread in group {groups[i].name}, but "
                               f"only {groups[i].regs} fit beside the other groups",
                               hint="allow fewer warp groups or smaller tiles")

@@ -56,7 +56,7 @@ GEMM = example_path("gemm")
 COMMANDS = [
     (["run", GEMM, "--set", "BK=0", "--json"], "error", GEMM, "ab = aref.channel(depth=STAGES or"),
     (["run", GEMM, "--set", "BK=0", "--set", "STAGES=2", "--json"], "error", GEMM,
-     "for k in aref.range(A.shape[1] // BK):"),
+     "for k in aref.range(aref.cdiv(A.shape[1], BK)):"),
     (["run", GEMM, "--set", "K=abc", "--json"], "usage error", None, None),
     (["run", GEMM, "--set", "dtype=int4", "--json"], "error", GEMM, "in_dtype = _DTYPES[dtype]"),
     (["run", GEMM, "--set", "K=-64", "--json"], "error", GEMM, "A = (torch.randn(M, K, generator=g)"),

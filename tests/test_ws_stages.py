@@ -1,7 +1,10 @@
 """Partitioned, pipelined and barrier levels: golden text per example and arch, the verifier between
 passes, channel-level execution (aref semantics) equal to the reference, and the pipeline's errors."""
 import pytest
+import torch
 
+import aref
+from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to, print_stage
 from aref.errors import ArefError, ChannelError
 from aref.harness import compare, load_example
@@ -65,12 +68,13 @@ def test_heuristic_roles():
 
 def test_pipeline_stages_and_mma_depth():
     ex = load_example(example_path("attention_fwd"))
-    ws = lower_to(ex.kernel.specialize(**ex.inputs()), "pipelined", CompileOptions(consumers="plain"))
+    inputs = ex.inputs(BM=64, SUBTILE=1)          # one 64-row sub-tile: its plain consumer fits the registers
+    ws = lower_to(ex.kernel.specialize(**inputs), "pipelined", CompileOptions(consumers="plain"))
     consumer = ws.groups[1]
     mma_stages = sorted({op.stage for op in consumer.loop.body.ops if op.kind is OpKind.MMA})
     assert mma_stages == [0, 1]                # T (QKᵀ) one step ahead of U (PV)
     assert consumer.mma_depth == 1
-    barrier = lower_to(ex.kernel.specialize(**ex.inputs()), "barrier", CompileOptions(consumers="plain"))
+    barrier = lower_to(ex.kernel.specialize(**inputs), "barrier", CompileOptions(consumers="plain"))
     waits = [op.attrs.pending for op in barrier.groups[1].loop.body.ops if op.kind is OpKind.MMA_WAIT]
     assert waits and max(waits) >= 1           # the steady state keeps MMAs in flight
 
@@ -90,13 +94,33 @@ def test_pingpong_needs_subtiles():
         lower_to(ex.kernel.specialize(**ex.inputs()), "partitioned", CompileOptions(consumers="pingpong"))
 
 
-def test_cooperative_rejects_row_mixing_kernel():
+def test_cooperative_splits_attention_backward_by_keys():
+    """Attention backward mixes the query rows (Pᵀ·dO, dSᵀ·Q), so the rows do not split; the key block does
+    (FA3's split): each consumer group gets 64 of the 128 keys, its own dK and dV rows."""
     ex = load_example(example_path("attention_bwd"))
-    with pytest.raises(ArefError, match="mixes the rows") as info:
-        lower_to(ex.kernel.specialize(**ex.inputs()), "partitioned", CompileOptions(consumers="cooperative"))
-    with open(example_path("attention_bwd")) as f:
-        line = next(i for i, text in enumerate(f, 1) if "p.to(Q.dtype).T" in text)
-    assert info.value.loc.line == line
+    ws = lower_to(ex.kernel.specialize(**ex.inputs(BN=128)), "partitioned", CompileOptions(consumers="cooperative"))
+    assert [g.group.name for g in ws.groups] == ["producer", "consumer0", "consumer1"]
+    for gp in ws.groups[1:]:
+        accs = [op.result.type.shape for op in gp.all_ops() if op.kind is OpKind.MMA]
+        assert (64, 64) in accs and all(s[0] == 64 for s in accs)       # S, dP: 64 × 64; dK, dV, dQ: 64 rows
+
+
+@aref_kernel
+def col_and_row_sums(A, B, R, S, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    for k in aref.range(A.shape[1] // BK):
+        acc = aref.mma(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)).T, acc)
+    aref.store(R, (pid_n, pid_m), acc.sum(axis=1))       # row sums: each N block its own row of R
+    aref.store(S, (pid_m, pid_n), acc.sum(axis=0))       # column sums: each M block its own row of S
+
+
+def test_cooperative_rejects_a_kernel_no_index_space_splits():
+    args = [torch.zeros(256, 128, dtype=torch.float16), torch.zeros(256, 128, dtype=torch.float16),
+            torch.zeros(2, 256), torch.zeros(2, 256)]
+    with pytest.raises(ArefError, match="mixes the rows.*nor does another index space split") as info:
+        lower_to(col_and_row_sums.specialize(*args), "partitioned", CompileOptions(consumers="cooperative"))
+    assert "without reduce" in info.value.message
 
 
 def test_passes_leave_their_input_unchanged():

@@ -1,52 +1,40 @@
 """Static resource limits of a barrier-level kernel on a machine: what the functional simulation cannot see.
 
-A schedule can be functionally correct and still not launch: its rings may not fit in shared memory, its
+A schedule can be functionally correct and still not launch: its buffers may not fit in shared memory, its
 groups may ask for more threads or registers than a block has. `check_resources` lists each such problem
 as a sentence; `check` and the timing model report them as warnings (they do not change `ok`, which is
-about the schedule's behaviour).
+about the schedule's behaviour). The figures come from the resource model (`aref.resources`), the one the
+partitioners, the lowering and the CuTe backend use.
 """
 from __future__ import annotations
 
 from aref.machine import Machine, machine_for
+from aref.resources.memory import smem_plan, tmem_columns
 
-MBARRIER_BYTES = 8          # one mbarrier object in shared memory (PTX ISA: .b64)
 MAX_THREADS_PER_BLOCK = 1024   # CUDA programming guide, compute capability 9.0 and 10.0
 NAMED_BARRIER_IDS = range(1, 16)   # 16 hardware barriers per CTA; 0 is __syncthreads
 
 
-def _in_tmem(ch) -> bool:
-    return any(t.space.value == "tmem" for t in ch.payload)
-
-
 def shared_memory_bytes(kernel) -> int:
-    """Bytes of shared memory the kernel's channels take: every shared-memory ring slot plus a full and an
-    empty mbarrier per slot (tensor-memory rings keep only their mbarriers in shared memory)."""
-    return sum(ch.depth * ((0 if _in_tmem(ch) else ch.slot_bytes) + 2 * MBARRIER_BYTES) for ch in kernel.channels)
+    """Bytes of shared memory the kernel takes: barriers, rings, scratch and store staging, as laid out."""
+    return smem_plan(kernel).total
 
 
 def tensor_memory_columns(kernel) -> int:
-    """32-bit tensor-memory columns the kernel's tensor-memory rings take: a tile of R rows and C bytes per row
-    spans ceil(R / lanes) blocks of C / 4 columns (128 lanes per SM)."""
-    total = 0
-    for ch in kernel.channels:
-        for t in ch.payload:
-            if t.space.value == "tmem":
-                rows = t.shape[0] if len(t.shape) > 1 else 1
-                row_bytes = t.nbytes // rows
-                total += ch.depth * -(-rows // 128) * -(-row_bytes // 4)
-    return total
+    """32-bit tensor-memory columns the kernel's tensor-memory rings take (see `aref.resources.memory`)."""
+    return tmem_columns(kernel)
 
 
 def check_resources(kernel, machine: Machine | None = None) -> list[str]:
     """Problems that keep `kernel` from launching on `machine` (default: the kernel's arch)."""
     m = machine or machine_for(kernel.arch)
     out = []
-    smem = shared_memory_bytes(kernel)
-    if smem > m.smem_per_block:
+    plan = smem_plan(kernel)
+    if plan.total > m.smem_per_block:
         biggest = sorted(kernel.channels, key=lambda c: -c.depth * c.slot_bytes)[:3]
         names = ", ".join(f"{c.name} ({c.depth} x {c.slot_bytes} B)" for c in biggest)
-        out.append(f"shared memory: the channels need {smem} B but {m.name} gives a block {m.smem_per_block} B "
-                   f"(largest: {names})")
+        out.append(f"shared memory: the kernel needs {plan.total} B but {m.name} gives a block {m.smem_per_block} B "
+                   f"(largest rings: {names})")
     cols = tensor_memory_columns(kernel)
     if cols > m.tmem_columns:
         out.append(f"tensor memory: the channels need {cols} columns but {m.name} has {m.tmem_columns}")

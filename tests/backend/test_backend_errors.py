@@ -48,17 +48,6 @@ def test_fp8_needs_k_major_operands():
     assert "acc = aref.mma(a, b, acc)" in err.value.render()
 
 
-@pytest.mark.parametrize("dim, message", [
-    ("M", r"tensor A dim 0 has extent 200, not a multiple of the tile 128"),
-    ("K", r"tensor A dim 1 has extent 200, not a multiple of the tile 64"),
-])
-def test_shapes_not_divisible_by_the_tile(dim, message):
-    with pytest.raises(BackendError, match=message) as err:
-        generate_source(barrier_ir("gemm", "heuristic", "cooperative", **{dim: 200}))
-    assert isinstance(err.value, ArefError) and "aref.load(A" in err.value.render()
-    assert "pad A or choose a tile size" in err.value.render()
-
-
 def test_blackwell_is_not_generated_yet():
     ex = barrier_ir("gemm", "heuristic", "plain")
     import copy
@@ -68,18 +57,26 @@ def test_blackwell_is_not_generated_yet():
         generate_source(ws)
 
 
-def test_attention_backward_at_bn128_does_not_fit_one_consumer():
-    """BN=128 keeps S, dP (64×128) and dK, dV (128×64) fp32 tiles live at once in the plain consumer: 352
-    registers per thread. FA3 splits the key block over two consumer groups; the partitioner does not yet."""
-    with pytest.raises(BackendError, match=r"'consumer' holds up to \d+ registers .* budget of 240") as e:
-        generate_source(barrier_ir("attention_bwd", "heuristic", "plain", BN=128))
-    assert "register model must give this group more registers" in e.value.render()
+def test_a_plain_consumer_over_the_register_file_is_refused_by_the_resource_model():
+    """Plain dual GEMM: two 128×128 fp32 accumulators (256 registers per thread of tiles, plus the role's own)
+    cannot fit the 256 setmaxnreg allows. The resource model refuses it where budgets are set (the lowering),
+    naming the group and its tiles; the Barrier IR carries the refusal (the simulator still runs it) and the
+    backend raises it rather than generate a kernel that would spill."""
+    from aref.resources import ResourceError
+    ws = barrier_ir("dual_gemm", "heuristic", "plain")
+    assert isinstance(ws.resource_error, ResourceError)
+    with pytest.raises(ResourceError, match=r"'consumer' holds up to 256 registers per thread of tiles at once "
+                                            r"\(gate 128, up 128\).*more than the 256") as e:
+        generate_source(ws)
+    assert "split the work over more consumer groups" in e.value.render()
 
 
-def test_accumulators_over_the_register_budget_are_refused():
-    """Plain dual GEMM: two 128×128 fp32 accumulators in one warp group cannot fit 240 registers."""
-    with pytest.raises(BackendError, match=r"'consumer' holds up to \d+ registers per thread of tiles"):
-        generate_source(barrier_ir("dual_gemm", "heuristic", "plain"))
+def test_a_budget_set_by_hand_below_the_need_is_refused_by_the_backend():
+    from tests.backend.conftest import with_budgets
+    ws = with_budgets(barrier_ir("gemm", "heuristic", "plain"), consumer_regs=160)
+    with pytest.raises(BackendError, match=r"'consumer' holds up to 192 registers .* budget of 160") as e:
+        generate_source(ws)
+    assert "must be at least 224" in e.value.render()
 
 
 def test_unknown_emit_kind(tmp_path):

@@ -76,12 +76,14 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132) -> str:
 
 
 def _library_fingerprint() -> str:
-    """The CuTe DSL version and this backend's sources: a change to either invalidates cached kernels."""
+    """The CuTe DSL version, this backend's sources and the resource model's: a change invalidates cached
+    kernels."""
     from aref.backend.cute.toolchain import dsl_version
     h = hashlib.sha256()
     h.update(dsl_version().encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(path.read_bytes())
+    here = Path(__file__).parent
+    for path in sorted(here.glob("*.py")) + sorted((here.parent.parent / "resources").glob("*.py")):
+        h.update(path.read_bytes())        # the resource model lays out shared memory and picks TMA or not
     return h.hexdigest()
 
 

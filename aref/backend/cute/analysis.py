@@ -2,9 +2,11 @@
 
 `plan_kernel(ws)` reads a `WSKernel` at the barrier level and returns a `KernelPlan`: each warp group's role
 (found from what its ops do, never from its name), the shared-memory buffers of every channel and output
-staging tile, the TMA atoms, the wgmma configurations and the named-barrier ids. Everything the templates
-cannot honour is rejected here with a `BackendError` naming the construct and the user's source line, so
-code generation never produces a kernel that silently means something else.
+staging tile (where they live and which idle buffer a staging tile reuses is the resource model's
+`aref.resources.memory.smem_plan`), the TMA atoms — or, for boxes TMA cannot describe (`tma_problem`),
+ordinary bounds-checked loads and stores — the wgmma configurations and the named-barrier ids. Everything the
+templates cannot honour is rejected here with a `BackendError` naming the construct and the user's source
+line, so code generation never produces a kernel that silently means something else.
 
 Layout conventions (the generated code relies on them):
   * every 2-D shared tile is stored row-major with the widest 128-byte swizzle (`make_smem_layout_a`
@@ -18,16 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
-from aref.backend.cute.layout import exchange_elements
+from aref.resources.layout import exchange_elements
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, is_transpose, mma_config,  # noqa: F401
                                         producers_of, register_a, scratch_key, smem_operand, staged_source)
 from aref import ops
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
+from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_operands, staged_reads,
+                                   store_tma_problem, tma_problem)
 from aref.ws import Channel, GroupProgram, WSKernel
 
-SMEM_LIMIT = 227 * 1024          # opt-in dynamic shared memory per CTA on sm_90
-SWIZZLE_ALIGN = 1024
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
                  DType.float8_e5m2: "Float8E5M2", DType.float32: "Float32", DType.int32: "Int32"}
 VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
@@ -45,7 +47,8 @@ class TensorPlan:
     name: str
     dtype: DType
     shape: tuple[int, ...]
-    tiled: int = 0               # trailing dims tiled by TMA boxes (0: not accessed by TMA)
+    tiled: int = 0               # trailing dims tiled by boxes (0: not accessed)
+    tma: bool = False            # some access is a TMA copy (the launch then needs a 16-byte aligned tensor)
 
     @property
     def cute_shape(self) -> tuple[int, ...]:
@@ -62,19 +65,36 @@ class TensorPlan:
         dims = list(range(lead, rank)) + list(range(lead))
         return tuple(order_of_dim[d] for d in dims)
 
+    @property
+    def align(self) -> int:
+        """The alignment the kernel assumes of the tensor's start (TMA descriptors need 16 bytes)."""
+        return 16 if self.tma else self.dtype.nbytes
+
+    @property
+    def empty(self) -> bool:
+        """No elements: every box of it is out of bounds (loads give zeros, stores drop everything), so the
+        kernel does not take it at all (CuTe has no empty layouts)."""
+        return any(s == 0 for s in self.shape)
+
 
 @dataclass
 class BufferPlan:
-    """A shared-memory ring of `depth` tiles: one payload of a channel, or a store's staging tile."""
+    """A shared-memory ring of `depth` tiles: one payload of a channel, a store's staging tile or a scratch
+    tile; where it lives (and whether it reuses another buffer) is the resource model's `item`."""
 
     name: str                    # storage field and tensor variable
     tile: TileType
     depth: int
     purpose: str
+    item: SmemItem | None = None
 
     @property
     def nbytes(self) -> int:
-        return _align(self.tile.nbytes * self.depth, SWIZZLE_ALIGN)
+        return self.item.nbytes if self.item is not None else self.tile.nbytes * self.depth
+
+    @property
+    def align(self) -> int:
+        return self.item.align if self.item is not None else 1024
 
     @property
     def layout(self) -> str:
@@ -115,17 +135,19 @@ class KernelPlan:
     ws: WSKernel
     tensors: list[TensorPlan]
     channels: list[ChannelPlan]
-    staging: dict[int, BufferPlan]            # id(store op) -> staging buffer
+    staging: dict[int, BufferPlan]            # id(store op) -> staging buffer (TMA stores)
     tmas: list[TmaPlan]
     mmas: list[MmaConfig]
     layout_n: dict[int, int]                  # C extent -> index into mmas used for register layouts
     groups: list[GroupPlan]
     smem_bytes: int
-    aliases: dict[str, str] = field(default_factory=dict)   # staging buffer -> idle channel buffer it reuses
+    smem: SmemPlan | None = None
+    copies: dict[tuple, str] = field(default_factory=dict)   # (tensor, box) loaded without TMA -> why
+    direct: dict[int, str] = field(default_factory=dict)     # id(store op) stored from registers -> why
     scratch: dict[tuple, BufferPlan] = field(default_factory=dict)   # (group, value key) -> transposed operand tile
     persistent: bool = False                 # one CTA per SM walking the tiles (static round-robin scheduler)
     ctas: int = 0                            # CTAs of a persistent launch
-    items_per_tile: dict[str, int] = field(default_factory=dict)     # channel -> items one tile puts
+    items_per_tile: dict[str, object] = field(default_factory=dict)  # channel -> items one tile puts
 
     @property
     def tiles(self) -> int:
@@ -137,33 +159,47 @@ class KernelPlan:
     def tensor(self, name: str) -> TensorPlan:
         return next(t for t in self.tensors if t.name == name)
 
+    def tensor_of(self, v: Value) -> TensorPlan:
+        """The plan of the kernel parameter `v`."""
+        return next(t for p, t in zip((p for p in self.ws.params if isinstance(p.value.type, TensorType)),
+                                      self.tensors) if p.value is v)
+
     def channel(self, name: str) -> ChannelPlan:
         return next(c for c in self.channels if c.ch.name == name)
 
-    def staging_by_name(self, name: str) -> BufferPlan:
-        return next(b for b in self.staging.values() if b.name == name)
+    def buffers(self) -> list[BufferPlan]:
+        """Every shared buffer with storage of its own, in the resource model's layout order."""
+        by_key = {}
+        for c in self.channels:
+            for b in c.buffers:
+                by_key[b.item.key] = b
+        for b in list(self.scratch.values()) + list(self.staging.values()):
+            by_key[b.item.key] = b
+        return [by_key[i.key] for i in self.smem.items if i.key in by_key and i.alias_of is None]
 
-    def staging_names(self) -> set[str]:
-        return {b.name for b in self.staging.values()}
+    def host_of(self, b: BufferPlan) -> BufferPlan | None:
+        """The buffer whose storage `b` reuses (None: its own)."""
+        if b.item is None or b.item.alias_of is None:
+            return None
+        return next(x for x in self.buffers() if x.item.key == b.item.alias_of)
+
+    def aliased(self) -> list[BufferPlan]:
+        return [b for b in self.staging.values() if self.host_of(b) is not None]
 
     def buffer(self, name: str) -> BufferPlan:
         for c in self.channels:
             for b in c.buffers:
                 if b.name == name:
                     return b
-        for b in self.scratch.values():
+        for b in list(self.scratch.values()) + list(self.staging.values()):
             if b.name == name:
                 return b
-        return self.staging_by_name(name)
+        raise KeyError(name)
 
     def tma(self, tensor: str, box, buffer: str, store=False, reduce=None) -> TmaPlan:
         if store:
             return next(t for t in self.tmas if t.store and (t.tensor, t.box, t.reduce) == (tensor, tuple(box), reduce))
         return next(t for t in self.tmas if not t.store and (t.tensor, t.box) == (tensor, tuple(box)))
-
-
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
 
 
 # ----------------------------------------------------------------------------------------------- roles
@@ -213,12 +249,16 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
     if ws.arch != "sm_90a":
         raise BackendError(f"the CuTe backend generates Hopper (sm_90a) kernels only; got {ws.arch}", ws.loc,
                            hint="tcgen05 / tensor-memory templates for sm_100a are not written yet")
+    if ws.resource_error is not None:
+        raise ws.resource_error           # the resource model refused the groups' register budgets
     if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
         raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
     for gp in ws.groups:
         if gp.group.warps != 4:
             raise BackendError(f"warp group '{gp.group.name}' has {gp.group.warps} warps; the Hopper templates "
                                f"use whole warp groups of 4 warps", ws.loc)
+    if persistent and ctas < 1:
+        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
     tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
                if isinstance(p.value.type, TensorType)]
     by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}
@@ -228,9 +268,10 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
         groups.append(GroupPlan(gp, i, role, desc))
     channels = [ChannelPlan(ch, ident(ch.name), []) for ch in ws.channels]
     tmas: list[TmaPlan] = []
+    copies: dict[tuple[str, tuple], str] = {}
+    direct: dict[int, str] = {}
     mmas: list[MmaConfig] = []
-    staging: dict[int, BufferPlan] = {}
-    scratch: dict[tuple, BufferPlan] = {}
+    smem = smem_plan(ws, reuse=not persistent)
 
     # channel buffers: named after the tensor a TMA payload comes from
     loads: dict[tuple[str, int], set[str]] = {}
@@ -253,62 +294,51 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                                    f"rank 1 and 2", ch.loc)
             if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
                 raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
-                                   f"swizzle atoms", ch.loc)
+                                   f"swizzle atoms (the 128-byte swizzled layout of 2-D shared tiles)", ch.loc,
+                                   hint="make 2-D tiles a multiple of 8 rows and of 16 bytes per row")
             src = loads.get((ch.name, j), set())
             suffix = next(iter(src)) if len(src) == 1 else str(j)
             cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth,
-                                         f"channel {ch.name} payload {j}"))
-
+                                         f"channel {ch.name} payload {j}", smem.item(("ring", ch.name, j))))
+    staging: dict[int, BufferPlan] = {}
+    scratch: dict[tuple, BufferPlan] = {}
     for g in groups:
         gp = g.gp
         prod = producers_of(gp)
+        staged = frozenset(staged_reads(gp))
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
                 t = by_value[id(op.operands[0])]
                 box = tuple(op.attrs.tile_shape)
                 _set_tiled(t, len(box), op.loc)
-                _check_divisible(t, box, op.loc)
                 buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
                 if buf.tile.shape != box:
                     raise BackendError("internal: TMA box differs from the slot tile", op.loc)
-                if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
+                why = tma_problem(t.shape, t.dtype, box)
+                if why is not None:
+                    copies[(t.name, box)] = why       # ordinary loads by the producer warp, zero-filled
+                elif not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
                     # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
+                    t.tma = True
                     _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
             elif op.kind is OpKind.STORE:
-                t = by_value[id(op.operands[0])]
-                box = tuple(op.attrs.tile_shape)
-                value = op.operands[-1].type
-                if len(box) != 2:
-                    raise BackendError("the TMA-store epilogue writes rank-2 tiles only", op.loc)
-                _set_tiled(t, 2, op.loc)
-                _check_divisible(t, box, op.loc)
-                if value.dtype is not t.dtype:
-                    raise BackendError(f"store of a {value.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
-                if value.dtype not in (DType.float16, DType.bfloat16, DType.float32):
-                    raise BackendError(f"the epilogue stores 16-bit or float32 tiles, not {value.dtype.value}",
-                                       op.loc)
-                buf = BufferPlan(f"s_{t.name}_{ident(g.gp.group.name)}" + (f"_{len(staging)}" if any(
-                    b.name.startswith(f"s_{t.name}_{ident(g.gp.group.name)}") for b in staging.values()) else ""),
-                                 TileType(box, value.dtype, Space.SMEM), 1, f"staging of {g.gp.group.name}'s store to {t.name}")
-                staging[id(op)] = buf
-                if not any(x.store and (x.tensor, x.box, x.reduce) == (t.name, box, op.attrs.reduce) for x in tmas):
-                    # groups storing equal boxes share one atom (their staging layouts are equal)
-                    _add_tma(tmas, TmaPlan(f"tma_store_{t.name}" + ("_add" if op.attrs.reduce else ""), t.name,
-                                           box, buf.name, store=True, reduce=op.attrs.reduce))
+                _plan_store(op, g, by_value[id(op.operands[0])], smem, staging, tmas, direct)
             elif op.kind is OpKind.MMA_ASYNC:
-                cfg = mma_config(op, prod)
+                cfg = mma_config(op, prod, staged)
                 if cfg not in mmas:
                     mmas.append(cfg)
-                for v, which in ((op.operands[0], "A"), (op.operands[1], "B")):
-                    if smem_operand(v, prod, op.loc) is not None or which == "A" and register_a(v, prod):
-                        continue
+                for v, which in staged_operands(op, prod):
                     src, transposed = staged_source(v, prod)   # staged row-major through a scratch tile
                     key = (g.index, scratch_key(gp, v, prod))
                     if key not in scratch:
+                        slot = scratch_tiles(gp)[key[1]]
+                        same = next((b for k2, b in scratch.items() if k2[0] == g.index and b.item is not None
+                                     and b.item.key == ("scratch", g.index, slot)), None)
                         name = f"s_{ident(g.gp.group.name)}_{ident(src.name or 'tile')}_{'T' if transposed else 'S'}" \
                                f"{len(scratch)}"
-                        scratch[key] = BufferPlan(name, src.type.with_space(Space.SMEM), 1,
-                                                  f"{g.gp.group.name}'s staged MMA operand {which}")
+                        scratch[key] = same or BufferPlan(name, src.type.with_space(Space.SMEM), 1,
+                                                          f"{g.gp.group.name}'s staged MMA operand {which}",
+                                                          smem.item(("scratch", g.index, slot)))
             elif op.kind is OpKind.SLOT_READ:
                 if _cuda_core_read(gp, op.result):
                     next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)
@@ -317,7 +347,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
             if n:       # cross-warp reductions and layout changes of register values (see `xthread`)
                 scratch[(g.index, ("exchange",))] = BufferPlan(
                     f"s_{ident(g.gp.group.name)}_xchg", TileType((n,), DType.float32, Space.SMEM), 1,
-                    f"{g.gp.group.name}'s exchange tile")
+                    f"{g.gp.group.name}'s exchange tile", smem.item(("exchange", g.index)))
     # register tiles need a wgmma C layout with their column count
     layout_n: dict[int, int] = {}
     for i, cfg in enumerate(mmas):
@@ -340,6 +370,9 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                                            f"(rows a multiple of 64, 8 ≤ columns ≤ 256)", op.loc)
                     mmas.append(MmaConfig(DType.float16, DType.float16, "K", "K", n, "SMEM"))
                     layout_n[n] = len(mmas) - 1
+    if not layout_n and any(_rmem_rows(g.gp) for g in groups):
+        mmas.append(MmaConfig(DType.float16, DType.float16, "K", "K", 8, "SMEM"))   # row vectors alone
+        layout_n[8] = len(mmas) - 1
     # named barriers: the IR's ids first, then one per consumer warp group for its own syncs
     used = {nb.id for nb in ws.named_barriers}
     next_id = max(used, default=0) + 1
@@ -349,28 +382,78 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
             next_id += 1
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
-    # a persistent CTA's next tile reloads the channel a store would alias, so it stages separately
-    aliases = {} if persistent else _staging_aliases(ws, channels, staging)
-    smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in scratch.values())
-    smem += sum(b.nbytes for b in staging.values() if b.name not in aliases)
-    smem += _align(16 * sum(c.ch.depth for c in channels), 16) + SWIZZLE_ALIGN
-    if smem > SMEM_LIMIT:
-        parts = ", ".join(f"{c.ch.name}: {c.ch.depth}×{c.ch.slot_bytes} B" for c in channels)
-        stage = sum(b.nbytes for b in staging.values() if b.name not in aliases)
-        raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_90a "
-                           f"(rings {parts}; store staging {stage} B)", ws.loc,
+    problem = smem.problem()
+    if problem is not None:
+        raise BackendError(problem + (" when persistent (a CTA's next tile reloads the rings, so stores cannot "
+                                      "stage in them)" if persistent else ""), ws.loc,
                            hint="lower a channel depth or the tile sizes")
-    if persistent and ctas < 1:
-        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
-    return KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem, aliases, scratch,
-                      persistent, ctas, _items_per_tile(ws) if persistent else {})
+    plan = KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem.total, smem, copies,
+                      direct, scratch, persistent, ctas, _items_per_tile(ws) if persistent else {})
+    return plan
 
 
-def _items_per_tile(ws: WSKernel) -> dict[str, int]:
-    """Items each channel's producer puts per tile: its `empty` waits, the loop's counted trip times."""
+def _plan_store(op: Op, g: "GroupPlan", t: TensorPlan, smem, staging: dict, tmas: list, direct: dict) -> None:
+    """A TMA store through a staging tile, or (when TMA cannot describe the box) masked stores from registers."""
+    box = tuple(op.attrs.tile_shape)
+    value = op.operands[-1].type
+    if len(box) > 2:
+        raise BackendError(f"a rank-{len(box)} store: the templates hold register tiles of rank 1 and 2", op.loc)
+    _set_tiled(t, len(box), op.loc)
+    if value.dtype is not t.dtype:
+        raise BackendError(f"store of a {value.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
+    if value.dtype not in (DType.float16, DType.bfloat16, DType.float32):
+        raise BackendError(f"the epilogue stores 16-bit or float32 tiles, not {value.dtype.value}", op.loc)
+    item = smem.by_key.get(("staging", id(op)))
+    if item is None:
+        direct[id(op)] = store_tma_problem(op) or "no staging tile"
+        return
+    t.tma = True
+    base = f"s_{t.name}_{ident(g.gp.group.name)}"
+    n = sum(b.name.startswith(base) for b in staging.values())
+    buf = BufferPlan(base + (f"_{n}" if n else ""), TileType(box, value.dtype, Space.SMEM), 1,
+                     f"staging of {g.gp.group.name}'s store to {t.name}", item)
+    staging[id(op)] = buf
+    if not any(x.store and (x.tensor, x.box, x.reduce) == (t.name, box, op.attrs.reduce) for x in tmas):
+        # groups storing equal boxes share one atom (their staging layouts are equal)
+        _add_tma(tmas, TmaPlan(f"tma_store_{t.name}" + ("_add" if op.attrs.reduce else ""), t.name, box,
+                               buf.name, store=True, reduce=op.attrs.reduce))
+
+
+def _rmem_rows(gp: GroupProgram) -> bool:
+    """Does the group hold register row vectors (which take their row order from a wgmma layout)?"""
+    return any(isinstance(v.type, TileType) and v.type.space is Space.RMEM for op in gp.all_ops() for v in op.results)
+
+
+@dataclass(frozen=True)
+class RuntimeItems:
+    """Items a channel's ring advances per tile when the loop's trip count is known only at run time:
+    `per_iter` × the trip count, plus `fixed` items outside the loop."""
+
+    per_iter: int
+    fixed: int = 0
+
+
+def trip_value(gp: GroupProgram) -> Value | None:
+    """The Tile IR loop's trip count N in a group program: the pipelined loop runs max(N − S, 0) steady steps."""
+    lp = gp.loop
+    if lp is None:
+        return None
+    if not gp.stages:
+        return lp.trip_count
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+    steady = prod.get(id(lp.trip_count))
+    sub = prod.get(id(steady.operands[0])) if steady is not None else None
+    if sub is None or sub.kind is not OpKind.SCALAR_BINARY or sub.attrs.fn != "sub":
+        raise BackendError("internal: the pipelined loop's trip count is not max(N - stages, 0)", lp.loc)
+    return sub.operands[0]
+
+
+def _items_per_tile(ws: WSKernel) -> dict[str, object]:
+    """Items each channel's producer puts per tile: its `empty` waits, the loop's counted trip times (an int),
+    or `RuntimeItems` when the trip count depends on the tile."""
     from aref.backend.cute.values import Scalar, scalar_binary
 
-    out: dict[str, int] = {}
+    out: dict[str, object] = {}
     for ch in ws.channels:
         gp = ws.groups[ch.producer]
         static: dict[int, object] = {}
@@ -380,51 +463,21 @@ def _items_per_tile(ws: WSKernel) -> dict[str, int]:
             elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
                 a, b = (Scalar.const(static[id(o)]) for o in op.operands)
                 static[id(op.result)] = scalar_binary(op.attrs.fn, a, b).value
+        n = trip_value(gp)
+        if n is not None and id(n) not in static and ch.region == "loop":
+            fixed = sum(1 for region, block in gp.regions() if region in ("pre", "post") for op in block.ops
+                        if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == ch.name and op.attrs.which == "empty")
+            out[ch.name] = RuntimeItems(ch.items_per_iter, fixed)
+            continue
         trip = static.get(id(gp.loop.trip_count)) if gp.loop is not None else 0
-        n = 0
+        count = 0
         for region, block in gp.regions():
             for op in block.ops:
                 if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == ch.name and op.attrs.which == "empty":
                     if op.pred is not None and static.get(id(op.pred)) is False:
                         continue
-                    if region == "loop":
-                        if trip is None:
-                            raise BackendError("a persistent kernel needs loop trip counts fixed by the "
-                                               "specialization", ws.loc)
-                        n += trip
-                    else:
-                        n += 1
-        out[ch.name] = n
-    return out
-
-
-def _staging_aliases(ws: WSKernel, channels: list[ChannelPlan], staging: dict[int, BufferPlan]) -> dict[str, str]:
-    """Stage a store's tile in a channel slot that can no longer change (FA3 stages O in Q's buffer).
-
-    A single-item channel (pre / post / pre-post) whose only consumer is the storing group, and which that
-    group has already released before the store, will never be written again: its producer has no item
-    left, and no other group reads it.
-    """
-    out: dict[str, str] = {}
-    taken: set[str] = set()
-    for gp in ws.groups:
-        released: set[str] = set()
-        for op in gp.all_ops():
-            if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty":
-                released.add(op.attrs.channel)
-            if op.kind is not OpKind.STORE:
-                continue
-            stage = staging[id(op)]
-            for cp in channels:
-                ch = cp.ch
-                if ch.region == "loop" or ch.consumers != (gp.group.id,) or ch.name not in released:
-                    continue
-                buf = next((b for b in cp.buffers if b.name not in taken and len(b.tile.shape) == 2
-                            and b.nbytes >= stage.nbytes), None)
-                if buf is not None:
-                    out[stage.name] = buf.name
-                    taken.add(buf.name)
-                    break
+                    count += trip if region == "loop" else 1
+        out[ch.name] = count
     return out
 
 
@@ -488,13 +541,3 @@ def _set_tiled(t: TensorPlan, n: int, loc: SrcInfo) -> None:
     if n > len(t.shape):
         raise BackendError(f"a rank-{n} box on the rank-{len(t.shape)} tensor {t.name}", loc)
     t.tiled = n
-
-
-def _check_divisible(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
-    for dim, (extent, b) in enumerate(zip(t.shape[len(t.shape) - len(box):], box)):
-        if extent % b:
-            raise BackendError(f"tensor {t.name} dim {len(t.shape) - len(box) + dim} has extent {extent}, not a "
-                               f"multiple of the tile {b}: the Hopper templates do not predicate partial tiles",
-                               loc, hint=f"pad {t.name} or choose a tile size that divides {extent}")
-    if box[-1] * t.dtype.bits % 128:
-        raise BackendError(f"a TMA box of {box[-1]} {t.dtype.value} elements is not a multiple of 16 bytes", loc)

@@ -11,7 +11,9 @@ into the graph (and runs when the graph is replayed) instead of running once.
 The launch path compiles without inspecting registers (no external tool such as the system `ptxas` takes part).
 
 Everything that would make a launch wrong is checked before it, with an `ArefError` naming the argument:
-device, dtype, shape, row-major contiguity and 16-byte alignment (TMA descriptors need both).
+device, dtype, shape, row-major contiguity and alignment — 16 bytes for a tensor TMA reads or writes (its
+descriptor needs it; which tensors those are is the resource model's TMA rule, `aref.resources.memory`), the
+element size for one accessed with ordinary loads and stores. Tensors with no elements are not passed at all.
 """
 from __future__ import annotations
 
@@ -38,10 +40,12 @@ class Launcher:
 
         args = []
         for t in self.plan.tensors:
+            if t.empty:
+                continue                 # no elements: the kernel does not take it (see TensorPlan.empty)
             x = tensors[t.name]
             lead = len(t.shape) - t.tiled
             perm = list(range(lead, len(t.shape))) + list(range(lead))
-            args.append(from_dlpack(x.permute(*perm) if perm != sorted(perm) else x, assumed_align=16))
+            args.append(from_dlpack(x.permute(*perm) if perm != sorted(perm) else x, assumed_align=t.align))
         return args
 
     def compile(self, args: list) -> None:
@@ -101,8 +105,14 @@ def device_arch(tensors: dict) -> str:
     return arch
 
 
-def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda: bool = True) -> None:
-    """Raise an `ArefError` naming the first argument the generated kernel cannot take as it is."""
+def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda: bool = True, plan=None) -> None:
+    """Raise an `ArefError` naming the first argument the generated kernel cannot take as it is. `plan` (the
+    kernel's `KernelPlan`, made here if not given) says which tensors TMA reads or writes: those need a
+    16-byte aligned start, the others their element size."""
+    if plan is None:
+        from aref.backend.cute.analysis import plan_kernel
+        plan = plan_kernel(ws)
+    align = {t.name: t.align for t in plan.tensors}
     for p in ws.params:
         if p.name not in tensors:
             raise ArefTypeError(f"missing tensor argument '{p.name}'", loc)
@@ -121,10 +131,11 @@ def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda:
             raise ArefTypeError(f"argument '{p.name}' is not contiguous (strides {tuple(x.stride())}); the "
                                 f"generated kernel's TMA descriptors assume row-major tensors", loc,
                                 hint=f"pass {p.name}.contiguous()")
-        if x.data_ptr() % 16:
-            raise ArefTypeError(f"argument '{p.name}' starts at an address that is not 16-byte aligned "
-                                f"({x.data_ptr():#x}); TMA needs 16-byte aligned global tensors", loc,
-                                hint="pass a freshly allocated tensor or a clone")
+        need = align.get(p.name, 1)
+        if x.numel() and x.data_ptr() % need:
+            why = "TMA needs 16-byte aligned global tensors" if need == 16 else "elements must be aligned"
+            raise ArefTypeError(f"argument '{p.name}' starts at an address that is not {need}-byte aligned "
+                                f"({x.data_ptr():#x}); {why}", loc, hint="pass a freshly allocated tensor or a clone")
 
 
 def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas: int = 132) -> Launcher:
@@ -153,6 +164,8 @@ def launch(kernel, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, options=None, pers
     """Compile (once per specialization, options and launch mode) and launch Tile IR `kernel` on the GPU
     holding `tensors`; `options` and `persistent`/`ctas` as chosen by the autotuner (default: the compiler's
     defaults, one CTA per tile)."""
+    if any(g == 0 for g in kernel.grid):
+        return                               # an empty grid: no CTA has anything to do (as the interpreter)
     launcher = launcher_for(kernel, device_arch(tensors), options, persistent, ctas)
-    check_arguments(launcher.ws, tensors, loc)
+    check_arguments(launcher.ws, tensors, loc, plan=launcher.plan)
     launcher(tensors)

@@ -13,20 +13,14 @@ from __future__ import annotations
 
 from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
-from aref.backend.cute.layout import ACC, fits, orientations, tile_layout
+from aref.resources.layout import ACC, fits, orientations, tile_layout
 from aref.backend.cute.render import Nest, Renderer, root_ctx
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, paren, strip_parens
 from aref.backend.cute.xthread import CrossThread
 from aref.ir import Op, OpKind, Space, TileType, Value
 
-# kinds the renderer computes lazily inside their user's element loop (the registry's expression and view
-# emissions), and the users such a chain may be fused into
-LAZY = frozenset(k for k in OpKind if any(e.form in (ops.EXPR, ops.VIEWING) for d in ops.entries()
-                                          if d.kind is k for e in d.cute)) - {OpKind.CONST, OpKind.TRANSPOSE}
-ELEMENTWISE = tuple(sorted(LAZY - {OpKind.FULL, OpKind.ARANGE, OpKind.SLICE}, key=lambda k: k.value))
-FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
-MAX_FUSED_LEAVES = 4           # stored tiles one fused expression may read (their registers stay live)
-REGISTER_OVERHEAD = 32          # addresses, descriptors, loop state of a consumer role (measured with ptxas)
+from aref.resources import ROLE_OVERHEAD, Liveness, register_demand
+from aref.resources.registers import ELEMENTWISE, FUSABLE_USERS, LAZY, MAX_FUSED_LEAVES  # noqa: F401
 
 
 class MathEmitter(Renderer, CrossThread):
@@ -43,151 +37,21 @@ class MathEmitter(Renderer, CrossThread):
 
     # ----------------------------------------------------------------------------------------- liveness
     def analyse_uses(self) -> None:
-        """Positions of definitions and uses (the emission order), and which elementwise values fuse."""
-        gp = self.gp
-        self.uses: dict[int, int] = {}
-        self.use_at: dict[int, list[tuple[int, Op | None]]] = {}
-        self.def_at: dict[int, int] = {}
-        self.block_of: dict[int, int] = {}
-        self.loop_span = (0, 0)
-        self.alias: dict[int, Value] = {}          # static select result -> the value it picks
-        self.static = static = {}                  # generation-time constants (predicates fold)
-        pos = 0
-        for b, (region, block) in enumerate(gp.regions()):
-            if region == "loop":
-                lp = gp.loop
-                for v in lp.inits:
-                    self._use(v, pos, None)
-                start = pos
-                for c in lp.carried:
-                    self.def_at[id(c)] = pos + 0.5       # inside the loop, before its first op
-            for op in block.ops:
-                pos += 1
-                self.block_of[id(op)] = b
-                self._fold(op, static)
-                if op.pred is not None and static.get(id(op.pred)) is False:
-                    continue                         # a pipeline step this specialization does not run
-                if op.kind is OpKind.SELECT and id(op.operands[0]) in static:
-                    chosen = op.operands[1 if static[id(op.operands[0])] else 2]
-                    self.alias[id(op.result)] = self._root(chosen)
-                    self.def_at[id(op.result)] = pos
-                    continue
-                for v in op.operands:
-                    self._use(v, pos, op)
-                if op.pred is not None:
-                    self._use(op.pred, pos, op)
-                for r in op.results:
-                    self.def_at[id(r)] = pos
-            if region == "loop":
-                end = pos + 1
-                self.loop_span = (start, end)
-                for y in gp.loop.yields:
-                    self._use(y, end, None)
-                for r in gp.loop.results:
-                    self.def_at[id(r)] = end
-        # a loop-carried value read neither in the body nor after the loop needs no storage and no yield
-        self.dead_carried: set[int] = set()
-        if gp.loop is not None:
-            lp = gp.loop
-            for c, y, r in zip(lp.carried, lp.yields, lp.results):
-                if not self.use_at.get(id(c)) and not self.use_at.get(id(self._root(r))):
-                    self.dead_carried.add(id(c))
-                    ys = self.use_at.get(id(self._root(y)), [])
-                    end = self.loop_span[1]
-                    if (end, None) in ys:
-                        ys.remove((end, None))
-                        self.uses[id(self._root(y))] -= 1
-        self.orient = orientations(gp)
-        all_ops = list(gp.all_ops())
-        # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
-        # the next iteration), so their sources stay live until then
-        self.deferred = {id(op.result) for op in all_ops if op.results and (
-            op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
-            and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
-            or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
-        # cheap index math (arange, constants, program ids and what is computed from them alone) is
-        # recomputed at each use rather than stored
-        self.cheap: set[int] = set()
-        for op in all_ops:
-            if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
-                    not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):
-                self.cheap.update(id(r) for r in op.results if isinstance(r.type, TileType))
-        self.fused: set[int] = set(self.cheap)
-        position = {id(op): i + 1 for i, op in enumerate(all_ops)}
-        # a fused chain keeps every stored tile it reads live until its user: bound that, so a long
-        # accumulation (t = t + f(x_i), ...) is stored every few steps rather than holding every x_i
-        leaves: dict[int, int] = {}
-        for op in all_ops:
-            if op.kind not in ELEMENTWISE or not op.results:
-                continue
-            n = sum(leaves.get(id(o), 1) if id(o) in self.fused else 1 for o in op.operands
-                    if isinstance(o.type, TileType) and id(o) not in self.cheap)
-            leaves[id(op.result)] = n
-            if n > MAX_FUSED_LEAVES or id(op.result) in self.cheap or not self.use_at.get(id(op.result)):
-                continue
-            if id(op.result) in self.deferred:
-                continue
-            users = {id(u) for _, u in self.use_at[id(op.result)]}
-            if len(users) != 1:                      # one user op (it may read the value twice: a*a)
-                continue
-            p, user = self.use_at[id(op.result)][0]
-            if user is None or user.kind not in FUSABLE_USERS or self.block_of[id(user)] != self.block_of[id(op)]:
-                continue
-            between = all_ops[position[id(op)]:position[id(user)] - 1]
-            if any(o.kind is OpKind.MMA_ASYNC or (o.kind is OpKind.MBAR_ARRIVE and o.attrs.which == "empty")
-                   for o in between):
-                continue
-            self.fused.add(id(op.result))
-        self._last: dict[int, int] = {}
-
-    def _fold(self, op: Op, static: dict) -> None:
-        from aref.backend.cute.values import Scalar, scalar_binary
-        if op.kind is OpKind.CONST and not isinstance(op.result.type, TileType):
-            static[id(op.result)] = op.attrs.value
-        elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
-            a, b = (Scalar.const(static[id(o)]) for o in op.operands)
-            static[id(op.result)] = scalar_binary(op.attrs.fn, a, b).value
+        """Definitions, uses, fusion and deferral of the group's values: the resource model's `Liveness`, so the
+        registers this code holds are the ones the model counted when it set the group's budget."""
+        lv = self.liveness = Liveness(self.gp)
+        self.uses, self.use_at, self.def_at, self.block_of = lv.uses, lv.use_at, lv.def_at, lv.block_of
+        self.loop_span, self.alias, self.static = lv.loop_span, lv.alias, lv.static
+        self.dead_carried, self.fused, self.deferred = lv.dead_carried, lv.fused, lv.deferred
+        self.cheap = lv.cheap
+        self.orient = orientations(self.gp)
 
     def _root(self, v: Value) -> Value:
-        while id(v) in self.alias:
-            v = self.alias[id(v)]
-        return v
-
-    def _use(self, v: Value, pos: int, op: Op | None) -> None:
-        v = self._root(v)
-        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
-        self.use_at.setdefault(id(v), []).append((pos, op))
+        return self.liveness.root(v)
 
     def last_use(self, v: Value) -> int:
-        """The last position at which `v` is read, counting reads moved into fused users (iterative: a
-        fused chain may be as long as the program)."""
-        root = self._root(v)
-        stack = [root]
-        while stack:
-            x = stack[-1]
-            if id(x) in self._last:
-                stack.pop()
-                continue
-            later = [self._root(u.results[0]) for _, u in self.use_at.get(id(x), [])
-                     if u is not None and u.results and (id(u.results[0]) in self.fused
-                                                         or id(u.results[0]) in self.deferred)]
-            todo = [u for u in later if id(u) not in self._last and u is not x]
-            if todo:
-                stack += todo
-                continue
-            key = id(x)
-            last = self.def_at.get(key, 0)
-            for p, user in self.use_at.get(key, []):
-                if user is not None and user.results and (id(user.results[0]) in self.fused
-                                                          or id(user.results[0]) in self.deferred):
-                    p = self._last.get(id(self._root(user.results[0])), p)
-                last = max(last, p)
-            start, end = self.loop_span
-            if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
-                last = max(last, end)
-            self._last[key] = last
-            stack.pop()
-        return self._last[id(root)]
+        """The last position at which `v` is read, counting reads moved into fused users."""
+        return self.liveness.last_use(v)
 
     # ------------------------------------------------------------------------------------------ storage
     def layout_of(self, v: Value) -> str:
@@ -273,17 +137,21 @@ class MathEmitter(Renderer, CrossThread):
             self.peak = (n, live)
 
     def check_registers(self) -> None:
-        """Refuse a role whose register tiles cannot fit its setmaxnreg budget (ptxas would spill)."""
-        regs = self.gp.group.regs
-        tiles, peak = self.peak
-        if self.buffers and tiles + REGISTER_OVERHEAD > regs:
-            parts = ", ".join(f"{b.name} {b.registers}" for b in sorted(peak, key=lambda b: -b.registers)[:4])
-            raise BackendError(
-                f"warp group '{self.gp.group.name}' holds up to {tiles} registers per thread of tiles at once "
-                f"({parts}) plus about "
-                f"{REGISTER_OVERHEAD} for addresses and loop state, over its register budget of {regs} "
-                f"(setmaxnreg): ptxas would spill", self.plan.ws.loc,
-                hint="the partition's register model must give this group more registers (or smaller tiles)")
+        """The role's register tiles fit its setmaxnreg budget by the resource model (which set the budget
+        from the same liveness), and this code holds no more than the model counted."""
+        demand = register_demand(self.gp, self.plan.ws.arch)
+        if self.buffers and demand.need > self.gp.group.regs:
+            raise BackendError(f"{demand.describe()}, over its register budget of {self.gp.group.regs} "
+                               f"(setmaxnreg): ptxas would spill", self.plan.ws.loc,
+                               hint="the lowering sets budgets from the resource model; a budget set by hand must "
+                                    f"be at least {demand.need}")
+        held, live = self.peak
+        if held > demand.peak and held + ROLE_OVERHEAD > self.gp.group.regs:
+            # the code holds more than the model counted, and more than the budget the model set: it would spill
+            parts = ", ".join(f"{b.name} {b.registers}" for b in live)
+            raise BackendError(f"internal: the CuTe backend holds {held} registers per thread of tiles in warp group "
+                               f"'{self.gp.group.name}' ({parts}), more than the resource model's {demand.peak} "
+                               f"and its budget of {self.gp.group.regs}", self.plan.ws.loc)
 
     def issued(self, writes: Buffer, *reads: Buffer) -> None:
         self.inflight.append((writes, reads))
@@ -333,6 +201,12 @@ class MathEmitter(Renderer, CrossThread):
         if isinstance(c, Zero):
             buf = self.new_buffer(v)
             self.out(f"{buf.name}.fill({self.constant(c.fill, t.dtype)})")
+        elif isinstance(c, tuple) and c[0] == "cast" and isinstance(self.env.get(id(c[1].operands[0])), SmemTile) \
+                and len(t.shape) == 2:
+            # a slot's tile converted straight from shared memory (no register copy of the wider source)
+            sc = self.env[id(c[1].operands[0])]
+            buf = self.new_buffer(v, hint=f"{sc.channel.replace('.', '_')}_{t.dtype.value}")
+            self.out(f"{buf.name}.store({self.smem_view(sc)}.load().to(cutlass.{CUTLASS_DTYPE[t.dtype]}))")
         elif isinstance(c, tuple) and c[0] == "cast":
             src = self.materialize(c[1].operands[0])      # a whole register tile converted at once
             self.check_not_inflight(src)
@@ -459,6 +333,10 @@ class MathEmitter(Renderer, CrossThread):
         while op.kind is not OpKind.SLOT_READ:
             op = self.prod[id(op.operands[0 if op.kind is not OpKind.SELECT else 1])]
         item = env.get(id(op.operands[2]))
+        if item is not None and item.static:            # a view of a tile from before the loop: the same slot
+            depth = self.plan.channel(so.channel).ch.depth
+            slot = self.slot_of(so.channel, Scalar.const(item.value % depth))
+            return SmemTile(so.channel, so.index, slot, item, car.type, so.transposed, so.row0)
         if item is None or item.affine is None or item.affine[1] != 1:
             raise BackendError("a shared-memory tile carried across loop iterations whose item is not the loop "
                                "index plus a constant", self.loc)
@@ -501,12 +379,14 @@ class MathEmitter(Renderer, CrossThread):
             c = self.env[id(car)]
             if isinstance(c, Reg):
                 self.holder[c.buf.name] = res
-            if isinstance(c, SmemTile):
-                if not trip.static:
-                    raise BackendError("a slot view live after a loop of run-time length", lp.loc)
+            if isinstance(c, SmemTile) and not c.item.static:
                 i, _, k = c.item.affine
-                item = trip.value + k
                 depth = self.plan.channel(c.channel).ch.depth
-                c = SmemTile(c.channel, c.index, self.slot_of(c.channel, Scalar.const(item % depth)),
-                             Scalar.const(item), c.tile, c.transposed, c.row0)
+                if trip.static:
+                    item = Scalar.const(trip.value + k)
+                    slot = Scalar.const(item.value % depth)
+                else:                                   # the item after a loop of run-time length
+                    item = Scalar(affine_expr(paren(trip.expr), 1, k))
+                    slot = Scalar(f"({item.expr}) % {depth}")
+                c = SmemTile(c.channel, c.index, self.slot_of(c.channel, slot), item, c.tile, c.transposed, c.row0)
             self.env[id(res)] = c

@@ -51,7 +51,7 @@ def _roles(plan: KernelPlan) -> dict:
     """Emit every group's role function; merge groups whose code differs only in constants and names."""
     rendered = []
     for g in plan.groups:
-        em = RoleEmitter(plan, g, plan.aliases)
+        em = RoleEmitter(plan, g)
         setup, body = em.emit()
         rendered.append((g, em, setup, body))
     functions: list[dict] = []
@@ -89,12 +89,16 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
         setup_lines = [line for line in setup_lines if line.strip() != "block = cute.arch.block_idx()"]
         gx, gy, _ = _grid3(em.plan.ws.grid)
         loop = ["    # persistent: this CTA walks the tiles round-robin, every ring continuing across tiles",
-                "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]",
-                "    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
-                "        tile_count = (tile - first_tile) // num_ctas",
-                f"        block = (tile % {gx}, (tile // {gx}) % {gy}, tile // {gx * gy})"]
+                "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]"]
+        loop += ["    " + line for line in em.base_inits.values()]
+        loop += ["    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
+                 "        tile_count = (tile - first_tile) // num_ctas",
+                 f"        block = (tile % {gx}, (tile // {gx}) % {gy}, tile // {gx * gy})"]
         loop += ["        " + line for line in em.bases.values()]
-        lines = loop + ["    " + line if line else line for line in lines]
+        advance = em.advance_bases()
+        if advance:
+            advance = ["        # this tile's items advance the rings it used"] + ["        " + x for x in advance]
+        lines = loop + ["    " + line if line else line for line in lines] + advance
     if em.producer:
         # the whole group reallocates registers; one warp waits, arms the barriers and issues the copies
         lines = ["    # one warp of the group issues every TMA load", "    if warp_in_group == 0:"] + \
@@ -316,8 +320,15 @@ def _docstring(plan: KernelPlan, roles) -> str:
         lines.append("Ping-pong order on the tensor cores: "
                      + " -> ".join(ws.groups[g].group.name for g in ws.pingpong)
                      + " (named barriers " + ", ".join(str(nb.id) for nb in ws.named_barriers) + ")")
-    for stage, target in plan.aliases.items():
-        lines.append(f"The store staged in {stage} reuses {target}, idle once released.")
+    for b in plan.aliased():
+        host = plan.host_of(b)
+        at = f" at byte {b.item.offset}" if b.item.offset else ""
+        lines.append(f"The store staged in {b.name} reuses {host.name}{at}, idle by then.")
+    for (tensor, box), why in sorted(plan.copies.items()):
+        lines.append(f"Boxes {box} of {tensor} are loaded with ordinary loads: TMA cannot describe them ({why}).")
+    for op_id, why in plan.direct.items():
+        tensor = next(t for t in plan.tensors if t.name == _store_tensor(plan, op_id))
+        lines.append(f"Stores to {tensor.name} go straight from registers, masked: TMA cannot describe them ({why}).")
     lines.append("")
     lines.append("Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its")
     lines.append("group's role function and in the IR's order.")
@@ -348,30 +359,34 @@ def _storage(plan: KernelPlan) -> str:
         for cp in plan.channels:
             out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
             out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
-        for b in _smem_buffers(plan):
+        for b in plan.buffers():
             out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, "
-                f"{b.tile.numel * b.depth}], 1024]")
+                f"{b.tile.numel * b.depth}], {b.align}]")
     return out.text()
 
 
-def _smem_buffers(plan: KernelPlan):
-    for cp in plan.channels:
-        yield from cp.buffers
-    yield from plan.scratch.values()
-    for b in plan.staging.values():
-        if b.name not in plan.aliases:
-            yield b
+def _store_tensor(plan: KernelPlan, op_id: int) -> str:
+    for gp in plan.ws.groups:
+        for op in gp.all_ops():
+            if id(op) == op_id:
+                return plan.tensor_of(op.operands[0]).name
+    raise KeyError(op_id)
+
+
+def _plain_tensors(plan: KernelPlan) -> list[str]:
+    """Tensors the kernel reads or writes with ordinary loads and stores (passed as they are)."""
+    names = {t for t, _ in plan.copies} | {_store_tensor(plan, i) for i in plan.direct}
+    return [t.name for t in plan.tensors if t.name in names and not t.empty]
 
 
 def _kernel_params(plan: KernelPlan) -> list[str]:
     out = []
     for t in plan.tmas:
         out += [f"{t.name}: cute.CopyAtom", f"{t.name}_gmem: cute.Tensor"]
+    out += [f"{name}: cute.Tensor" for name in _plain_tensors(plan)]
     out += [f"mma{i}: cute.TiledMma" for i in range(len(plan.mmas))]
-    for b in _smem_buffers(plan):
+    for b in plan.buffers() + plan.aliased():
         out.append(f"{b.layout}: {'cute.ComposedLayout' if len(b.tile.shape) == 2 else 'cute.Layout'}")
-    for stage in plan.aliases:
-        out.append(f"{plan.staging_by_name(stage).layout}: cute.ComposedLayout")
     return out
 
 
@@ -389,7 +404,7 @@ def _kernel(plan: KernelPlan, roles) -> str:
     for cp in plan.channels:
         out(f"{cp.name}_full = storage.{cp.name}_full.data_ptr()")
         out(f"{cp.name}_empty = storage.{cp.name}_empty.data_ptr()")
-    for b in _smem_buffers(plan):
+    for b in plan.buffers():
         if len(b.tile.shape) == 2:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
         else:
@@ -436,16 +451,19 @@ def _host(plan: KernelPlan) -> str:
     out = Lines()
     stream = stream_param(plan)
     out("@cute.jit")
-    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}, {stream}: CUstream):")
+    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors if not t.empty)}, {stream}: CUstream):")
     out.depth += 1
     out('"""Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""')
     for i, cfg in enumerate(plan.mmas):
         out(_mma_line(i, cfg))
-    for b in list(_smem_buffers(plan)) + [plan.staging_by_name(s) for s in plan.aliases]:
+    staged = {b.name for b in plan.staging.values()}
+    for b in plan.buffers() + plan.aliased():
         r = b.tile.shape
-        if b.name in plan.staging_names():
+        if b.name in staged and len(r) == 2:
             out(f"{b.layout} = cute.slice_(sm90_utils.make_smem_layout_epi({dt(b.tile.dtype)}, "
                 f"LayoutEnum.ROW_MAJOR, {tuple(r)}, 1), (None, None, 0))")
+        elif b.name in staged:
+            out(f"{b.layout} = cute.make_layout(({r[0]},))")
         elif len(r) == 2:
             out(f"{b.layout} = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, ({r[0]}, 1, {r[1]}), "
                 f"{dt(b.tile.dtype)}, {b.depth})")
@@ -464,8 +482,9 @@ def _host(plan: KernelPlan) -> str:
     args = []
     for t in plan.tmas:
         args += [t.name, f"{t.name}_gmem"]
+    args += _plain_tensors(plan)
     args += [f"mma{i}" for i in range(len(plan.mmas))]
-    args += [b.layout for b in _smem_buffers(plan)] + [plan.staging_by_name(s).layout for s in plan.aliases]
+    args += [b.layout for b in plan.buffers() + plan.aliased()]
     out(f"{ident(ws.name)}_kernel(")
     out(f"    {', '.join(args)},")
     out(").launch(")
@@ -483,9 +502,9 @@ def _fake_args(plan: KernelPlan) -> str:
     lines = ["def make_fake_args():",
              '    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""',
              "    return ["]
-    for t in plan.tensors:
+    for t in (t for t in plan.tensors if not t.empty):
         lines.append(f"        make_fake_compact_tensor({dt(t.dtype)}, {t.cute_shape}, stride_order={t.stride_order}, "
-                     f"assumed_align=16),  # {t.name}")
+                     f"assumed_align={t.align}),  # {t.name}")
     lines.append(f"        make_fake_stream(),  # {stream_param(plan)}")
     lines.append("    ]")
     return "\n".join(lines)

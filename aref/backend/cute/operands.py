@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aref.backend.cute.errors import BackendError
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.resources.memory import is_transpose, register_a, scratch_key, staged_source  # noqa: F401
 from aref.ws import GroupProgram
 
 WGMMA_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
@@ -69,7 +70,9 @@ def smem_operand(v: Value, prod: dict[int, Op], loc: SrcInfo) -> SmemOperand | N
     raise BackendError(f"a {op.kind.value} of a shared-memory tile cannot feed an MMA", op.loc)
 
 
-def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
+def mma_config(op: Op, prod: dict[int, Op], staged: frozenset = frozenset()) -> MmaConfig:
+    """The wgmma configuration of MMA `op`; `staged`: ids of MMAs whose register A operand is read from the
+    shared-memory copy an earlier MMA staged (`aref.resources.memory.staged_reads`)."""
     a, b = op.operands[0], op.operands[1]
     m, k = a.type.shape
     n = b.type.shape[1]
@@ -91,10 +94,11 @@ def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
     sa, sb = smem_operand(a, prod, op.loc), smem_operand(b, prod, op.loc)
     # CuTe wants A as M×K and B as N×K. A slot tile used as stored is A: K-major, B: MN-major (the IR's B is
     # K×N); transposed, the other way round. A register operand is staged row-major through a shared scratch
-    # tile (see `staged_source`) unless it is a 16-bit A read straight from registers (RS).
+    # tile (see `staged_source`) unless it is a 16-bit A read straight from registers (RS) — or read as stored
+    # from the scratch tile an earlier wgmma staged it in (`staged`).
     if sa is not None:
         a_major = "MN" if sa.transposed else "K"
-    elif register_a(a, prod):
+    elif id(op) in staged or register_a(a, prod):
         a_major = "K"
     else:
         a_major = "MN" if staged_source(a, prod)[1] else "K"
@@ -107,50 +111,5 @@ def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
                            hint="the tensor core reads fp8 operands K-major only: load B as an N×K tile and pass "
                                 "`b.T` (or transpose the register tile you feed it)")
     return MmaConfig(a.type.dtype, b.type.dtype, a_major, b_major, n, "RMEM" if sa is None and register_a(a, prod)
-                     else "SMEM")
+                     and id(op) not in staged else "SMEM")
 
-
-def register_a(v: Value, prod) -> bool:
-    """A 16-bit register tile used as stored: the A operand of an RS wgmma (no staging)."""
-    return (v.type.space is not Space.SMEM and v.type.dtype.bits == 16 and not is_transpose(v, prod))
-
-
-def staged_source(v: Value, prod) -> tuple[Value, bool]:
-    """The register tile a staged wgmma operand is written from, row-major, and whether the operand is its
-    transpose (then the wgmma reads the scratch tile through a transposed, MN-major view)."""
-    op = prod.get(id(v))
-    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT) and is_transpose(v, prod):
-        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
-    if op is not None and op.kind is OpKind.TRANSPOSE:
-        return op.operands[0], True
-    return v, False
-
-
-def scratch_key(gp: GroupProgram, v: Value, prod) -> tuple:
-    """Which shared scratch tile holds the staged register operand `v`. One loop-carried state shares one
-    tile: its init, carried value, yield and result (and casts of them: `S.to(f16)` staged in the prologue
-    and in every iteration); so do tiles equal up to casts and transposition (`ds.to(f16)` written twice)."""
-    lp = gp.loop
-    slot: dict[int, int] = {}
-    if lp is not None:
-        for i, vals in enumerate(zip(lp.inits, lp.carried, lp.yields, lp.results)):
-            for x in vals:
-                slot[id(x)] = i
-        if id(v) in slot and id(v) not in {id(y) for y in lp.yields} | {id(x) for x in lp.inits}:
-            return ("carried", slot[id(v)])
-
-    def state(x: Value) -> tuple:
-        return ("carried", slot[id(x)]) if id(x) in slot else ("value", id(x))
-
-    src = staged_source(v, prod)[0]
-    op = prod.get(id(src))
-    if op is not None and op.kind is OpKind.CAST:
-        return ("cast",) + state(op.operands[0]) + (op.attrs.dtype,)
-    return state(src)
-
-
-def is_transpose(v: Value, prod) -> bool:
-    op = prod.get(id(v))
-    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
-        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
-    return op is not None and op.kind is OpKind.TRANSPOSE

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
-from aref.backend.cute.layout import ACC, COL, ROW, SCALAR
+from aref.resources.layout import ACC, COL, ROW, SCALAR
 from aref.backend.cute.values import Reg, Scalar, SmemTile, Zero, literal, strip_parens
 from aref.ir import DType, Op, OpKind, ScalarType, TileType, Value
 

@@ -20,9 +20,10 @@ has retired — checked).
 """
 from __future__ import annotations
 
+from aref.backend.cute.access import AccessEmitter
 from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, producers_of,
                                         register_a, smem_operand, staged_source, CUTLASS_DTYPE)
-from aref.backend.cute.layout import feeds_mma_only
+from aref.resources.layout import feeds_mma_only
 from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
 from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren,
@@ -33,6 +34,9 @@ from aref.printer import format_op
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
           OpKind.FENCE_PROXY_ASYNC, OpKind.SLOT_STORE, OpKind.STORE)
+# ops without effects or storage of their own: computed whether or not their pipeline step runs
+PURE = (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.SLOT_READ, OpKind.TRANSPOSE, OpKind.SLICE,
+        OpKind.EXPAND_DIMS, OpKind.FULL, OpKind.SELECT)
 REGIONS = {"pre": "setup", "prologue": "prologue: pipeline fill", "epilogue": "epilogue: pipeline drain",
            "post": "after the loop"}
 
@@ -42,13 +46,12 @@ def tag_text(op: Op, name) -> str:
     return format_op(op, name).split(" : ")[0]
 
 
-class RoleEmitter(MathEmitter):
+class RoleEmitter(AccessEmitter, MathEmitter):
     """Emit the body of one role function for group `g` of `plan`."""
 
-    def __init__(self, plan: KernelPlan, g: GroupPlan, staging_alias: dict[int, str]):
+    def __init__(self, plan: KernelPlan, g: GroupPlan):
         super().__init__()
         self.plan, self.g, self.gp = plan, g, g.gp
-        self.staging_alias = staging_alias
         self.names = Names()
         self.args: dict[str, None] = {}            # kernel-scope names this role uses, in first-use order
         self.setup = Lines(1)
@@ -61,6 +64,8 @@ class RoleEmitter(MathEmitter):
         self.op_index = {id(op): i for i, op in enumerate(self.gp.all_ops())}
         self.pending_store: set[str] = set()       # staging tiles with a TMA store in flight
         self.bases: dict[str, str] = {}            # persistent: ring position of each channel at the tile start
+        self.base_inits: dict[str, str] = {}       # ... kept as a running sum (run-time trip counts)
+        self.base_channels: dict[str, str] = {}
         self.producer = g.role == "tma_producer"
         self.analyse_uses()
         self.thread_setup()
@@ -114,6 +119,7 @@ class RoleEmitter(MathEmitter):
                 continue
             if region != "pre":
                 self.out(f"# ---- {REGIONS[region]}")
+            self.block_ops = block.ops
             for op in block.ops:
                 self.emit_op(op)
         self.final = Lines(1)
@@ -127,6 +133,17 @@ class RoleEmitter(MathEmitter):
     def emit_loop(self) -> None:
         lp = self.gp.loop
         trip = self.scalar(lp.trip_count)
+        if trip.static and trip.value == 0 and any(id(i) not in self.env for i in lp.inits):
+            # fewer trips than pipeline stages: the prologue and epilogue are the whole loop, and the state they
+            # would hand the steady loop (ops of steps that do not exist here) is never made
+            self.out("# ---- steady state: 0 iterations in this specialization")
+            for op in lp.body.ops:
+                if op.kind in TAGGED:
+                    self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
+                             f"  (skipped: no steady state)")
+            for init, res in zip(lp.inits, lp.results):
+                self.env[id(res)] = self.env.get(id(init), ("dead", res))
+            return
         iv = self.names(lp.iv.name or "i")
         self.env[id(lp.iv)] = Scalar(iv, None, (iv, 1, 0))
         self.loop_entry(lp)
@@ -135,6 +152,7 @@ class RoleEmitter(MathEmitter):
         self.out("# ---- steady state" + count)
         with self.out.block(f"for {iv} in {rng}:"):
             self.in_loop = True
+            self.block_ops = lp.body.ops
             for op in lp.body.ops:
                 self.emit_op(op)
             self.loop_exit(lp)
@@ -145,24 +163,35 @@ class RoleEmitter(MathEmitter):
     def emit_op(self, op: Op) -> None:
         self.loc = op.loc
         self.pos += 1
+        guard = None
         if op.pred is not None:
             p = self.scalar(op.pred)
-            if not p.static:
-                raise BackendError("a pipeline step guarded by a run-time predicate; the templates need trip "
-                                   "counts fixed by the specialization", op.loc)
-            if not p.value:
+            if p.static and not p.value:
                 if op.kind in TAGGED:
                     self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
                              f"  (skipped: no such pipeline step in this specialization)")
                 return
+            if not p.static and op.kind not in PURE:
+                guard = p            # a pipeline step that runs only for some trip counts (decided at run time)
         k = op.kind
         handler = getattr(self, "op_" + k.name.lower(), None)
         if handler is None:
             raise BackendError(f"the Hopper templates cannot emit a {k.value} op in a "
                                f"{self.g.description}", op.loc)
-        if k in TAGGED:
-            self.tag(op)
-        handler(op)
+        if guard is None:
+            if k in TAGGED:
+                self.tag(op)
+            handler(op)
+        else:
+            for v in op.operands:
+                c = self.env.get(id(v))
+                if (isinstance(c, Zero) or isinstance(c, tuple) and c[0] in ("lazy", "cast")) \
+                        and self.last_use(v) > self.pos:
+                    self.materialize(v)     # read after the step too: made whether or not the step runs
+            with self.out.block(f"if {strip_parens(guard.expr)}:"):
+                if k in TAGGED:
+                    self.tag(op)
+                handler(op)
         self.track_live()
 
     # ------------------------------------------------------------------------------------------ scalars
@@ -201,6 +230,8 @@ class RoleEmitter(MathEmitter):
             pick = lambda x, y: Scalar(f"cutlass.select_({cond}, {x.expr}, {y.expr})")   # noqa: E731
             self.env[id(op.result)] = SmemTile(a.channel, a.index, pick(a.slot, b.slot), pick(a.item, b.item),
                                                a.tile, a.transposed, a.row0)
+        elif isinstance(a, Reg) and isinstance(b, Reg) and a.buf is b.buf:
+            self.env[id(op.result)] = a                 # one storage either way (an MMA accumulated in place)
         elif isinstance(op.result.type, TileType) and op.result.type.space is not Space.SMEM:
             self.lazy_or_now(op)                            # per element: the registry's select template
         else:
@@ -208,51 +239,6 @@ class RoleEmitter(MathEmitter):
                                op.loc)
 
     # ------------------------------------------------------------------------------------------- barriers
-    # persistent kernels: a CTA's n-th tile continues every ring where the previous tile left it, so the
-    # IR's per-tile slot / parity (functions of the item modulo 2·depth) are shifted by `<ring>_base`,
-    # the ring position (n · items per tile) mod 2·depth at the start of the tile.
-    def ring_base(self, channel: str) -> str:
-        cp = self.plan.channel(channel)
-        name = f"{cp.name}_base"
-        if name not in self.bases:
-            per_tile = self.plan.items_per_tile[channel]
-            self.bases[name] = f"{name} = (tile_count * {per_tile}) % {2 * cp.ch.depth}  # ring position at this tile"
-        return name
-
-    def slot_of(self, channel: str, slot: Scalar) -> Scalar:
-        if not self.plan.persistent:
-            return slot
-        depth = self.plan.channel(channel).ch.depth
-        return Scalar(f"({self.ring_base(channel)} + {paren(slot.expr)}) % {depth}")
-
-    def bar(self, v_bar: Value, slot: Value, which: str, channel: str) -> str:
-        cp = self.plan.channel(channel)
-        ptr = self.arg(f"{cp.name}_{which}")
-        s = self.slot_of(channel, self.scalar(slot))
-        return ptr if s.static and s.value == 0 else f"{ptr} + {strip_parens(s.expr) if s.static else paren(s.expr)}"
-
-    def op_mbarrier_wait(self, op: Op) -> None:
-        a = op.attrs
-        parity = self.scalar(op.operands[2])
-        if self.plan.persistent:
-            depth = self.plan.channel(a.channel).ch.depth
-            slot = self.scalar(op.operands[1])
-            if slot.static and parity.static:
-                pos = f"{self.ring_base(a.channel)} + {slot.value + depth * (parity.value if a.which == 'full' else 1 - parity.value)}"
-            else:
-                local = parity.expr if a.which == "full" else f"(1 - {paren(parity.expr)})"
-                pos = f"{self.ring_base(a.channel)} + {paren(slot.expr)} + {depth} * {local}"
-            parity = Scalar(f"(({pos}) // {depth}) % 2" if a.which == "full" else f"1 - ((({pos}) // {depth}) % 2)")
-        self.out(f"cute.arch.mbarrier_wait({self.bar(op.operands[0], op.operands[1], a.which, a.channel)}, "
-                 f"{strip_parens(parity.expr)})")
-
-    op_mbar_wait = op_mbarrier_wait
-
-    def op_mbar_expect_tx(self, op: Op) -> None:
-        ptr = self.bar(op.operands[0], op.operands[1], "full", op.attrs.channel)
-        with self.out.block("with cute.arch.elect_one():"):
-            self.out(f"cute.arch.mbarrier_arrive_and_expect_tx({ptr}, {op.attrs.bytes})")
-
     def op_mbar_arrive(self, op: Op) -> None:
         a = op.attrs
         cp = self.plan.channel(a.channel)
@@ -290,40 +276,6 @@ class RoleEmitter(MathEmitter):
         self.out(f"warpgroup.wait_group({op.attrs.pending})")
         self.retire(op.attrs.pending)
 
-    # ----------------------------------------------------------------------------------------------- TMA
-    def op_tma_load(self, op: Op) -> None:
-        a = op.attrs
-        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
-            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
-        rank = len(t.shape)
-        coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
-        slot = self.scalar(op.operands[2 + rank])
-        buf = self.plan.channel(a.channel).buffers[a.index]
-        tma = self.plan.tma(t.name, a.tile_shape, buf.name)
-        s_part, g_part = self.tma_partition(tma, buf.name, len(a.tile_shape), rank)
-        slot = self.slot_of(a.channel, slot)
-        lead = rank - len(a.tile_shape)
-        idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
-        bar = self.bar(op.operands[-2], op.operands[2 + rank], "full", a.channel)
-        self.out(f"cute.copy({self.arg(tma.name)}, {g_part}[None, {idx}], {s_part}[None, {strip_parens(slot.expr)}], "
-                 f"tma_bar_ptr={bar})")
-
-    def tma_partition(self, tma, smem: str, tiled: int, rank: int, staging=None) -> tuple[str, str]:
-        key = ("tma", tma.name, smem)
-        if key not in self.frags:
-            short = f"{tma.tensor}_staged" if tma.store else (smem[2:] if smem.startswith("s_") else smem)
-            s_name, g_name = self.names(f"{short}_tma"), self.names(f"{tma.tensor}_tiles")
-            nones = ", ".join(["None"] * rank) + ("," if rank == 1 else "")
-            box = ", ".join(str(b) for b in tma.box) + ("," if len(tma.box) == 1 else "")
-            s_src = staging or self.arg(smem)
-            self.setup(f"{s_name}, {g_name} = cpasync.tma_partition(")
-            self.setup(f"    {self.arg(tma.name)}, 0, cute.make_layout(1), cute.group_modes({s_src}, 0, {tiled}),")
-            self.setup(f"    cute.group_modes(cute.local_tile({self.arg(tma.name + '_gmem')}, ({box}), ({nones})), "
-                       f"0, {tiled}),")
-            self.setup(")")
-            self.frags[key] = (s_name, g_name)
-        return self.frags[key]
-
     # ------------------------------------------------------------------------------------ slots and MMA
     def op_slot_read(self, op: Op) -> None:
         a = op.attrs
@@ -356,6 +308,8 @@ class RoleEmitter(MathEmitter):
         """The wgmma fragment of operand `which` (A or B) for IR value `v`, sliced to its slot."""
         so: SmemOperand = smem_operand(v, self.prod, self.loc)
         tile = self.env[id(v)]
+        if so is None and which == "A" and id(self.cur_op) in self.liveness.staged_mmas:
+            return self.staged_as_stored(v, mma)              # SS: the copy an earlier wgmma staged
         if so is None and which == "A" and register_a(v, self.prod):   # RS: a 16-bit register tile as A
             buf = self.materialize(v)
             return self.local(("opa", buf.name), f"{buf.name}_as_a", f"aref.as_operand_a({buf.name})")
@@ -371,6 +325,7 @@ class RoleEmitter(MathEmitter):
             blk = so.row0 // so.rows
             view = f"aref.row_block({view}, {so.rows}, {cols}, {blk})"
             vname += "_rows"
+            rows = so.rows                     # the view is the row block from here on
         if not as_stored:
             view = f"aref.transposed({view}, {rows}, {cols}, {ring.depth})"
             vname += "_t"
@@ -425,13 +380,27 @@ class RoleEmitter(MathEmitter):
             Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, ""),)
         return f"{frag}[None, None, None, 0]"
 
+    def staged_as_stored(self, v: Value, mma: str) -> str:
+        """The A fragment of register tile `v` read from the scratch tile an earlier wgmma of this region staged
+        it in for a transposed use (K-major, as stored)."""
+        scratch = self.scratch_of(v)
+        if self.frags.get(("staged", scratch.name)) is None:
+            raise BackendError("internal: a register operand read from a scratch tile nobody staged", self.loc)
+        frag = self.local(("scratch_a", mma, scratch.name), f"a_{scratch.name[2:]}_as_stored",
+                          f"{self.arg(mma)}.make_fragment_A({self.thr(mma)}.partition_A({self.arg(scratch.name)}))")
+        self.scratch_reads = (getattr(self, "scratch_reads", None) or ()) + (
+            Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, ""),)
+        return f"{frag}[None, None, None, 0]"
+
     def op_mma_async(self, op: Op) -> None:
+        self.cur_op = op
         cfg_i = self.plan.mmas.index(self.mma_cfg(op))
         mma = f"mma{cfg_i}"
         a = self.operand_frag(op.operands[0], mma, "A")
         b = self.operand_frag(op.operands[1], mma, "B")
         r = op.result
-        reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg))
+        reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg)
+                      and id(op) not in self.liveness.staged_mmas)
         if getattr(self, "scratch_reads", None):
             reads, self.scratch_reads = reads + self.scratch_reads, None
         if len(op.operands) > 2:
@@ -442,7 +411,7 @@ class RoleEmitter(MathEmitter):
             else:
                 src = self.materialize(acc_v)
                 buf, accumulate = src, True
-                if self.last_use(acc_v) > self.pos:
+                if self.last_use(acc_v) > self.pos and not self.keeps_state(op, acc_v):
                     # the old accumulator is still read (a run-time select keeps either state): update a copy
                     self.check_not_inflight(src)
                     buf = self.new_buffer(r, hint=f"{src.name}_next")
@@ -453,9 +422,17 @@ class RoleEmitter(MathEmitter):
         self.out(f"aref.wgmma({self.arg(mma)}, {buf.name}, {a}, {b}, accumulate={accumulate})")
         self.issued(buf, *reads)
 
+    def keeps_state(self, op: Op, acc: Value) -> bool:
+        """Is every later read of `acc` a pipeline select between this MMA's result and `acc` under the MMA's own
+        predicate? Then accumulating in place is exactly that select (the state is `acc` if the step did not run)."""
+        later = [u for p, u in self.use_at.get(id(self._root(acc)), []) if p > self.pos]
+        return bool(later) and op.pred is not None and all(
+            u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
+            and u.operands[1] is op.result and self._root(u.operands[2]) is self._root(acc) for u in later)
+
     def mma_cfg(self, op: Op):
         from aref.backend.cute.analysis import mma_config
-        return mma_config(op, self.prod)
+        return mma_config(op, self.prod, self.liveness.staged_mmas)
 
     def op_slot_store(self, op: Op) -> None:
         a = op.attrs
@@ -478,38 +455,6 @@ class RoleEmitter(MathEmitter):
         else:
             self.out(f"cute.autovec_copy({buf.name}, {self.thr(mma)}.partition_C({dst}))")
 
-    # ----------------------------------------------------------------------------------------- epilogue
-    def op_store(self, op: Op) -> None:
-        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
-            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
-        stage = self.plan.staging[id(op)]
-        value = op.operands[-1]
-        coords = [self.scalar(c) for c in op.operands[1:-1]]
-        rank = len(t.shape)
-        tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
-        s_tensor = self.staging_tensor(stage)
-        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank, staging=s_tensor)
-        buf = self.materialize(value)
-        if stage.name in self.pending_store or self.in_loop or self.plan.persistent:
-            self.out("# the previous TMA store from this staging tile (an earlier iteration's) must have read it")
-            self.out("aref.staging_free(warp_in_group)")
-            self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
-        mma = self.arg(self.layout_mma(value.type.shape[1]))
-        fn = "store_tile" if value.type.dtype.bits == 16 else "store_tile_f32"
-        self.out(f"aref.{fn}({mma}, {buf.name}, {s_tensor}, group_tidx, barrier_id={self.g.group_barrier})")
-        lead = rank - 2
-        idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
-        self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
-        self.pending_store.add(stage.name)
-
-    def staging_tensor(self, stage) -> str:
-        alias = self.staging_alias.get(stage.name)
-        if alias is None:
-            return self.arg(stage.name)
-        return self.local(("stage", stage.name), f"{stage.tile and 'staging'}",
-                          f"aref.recast_tile({self.arg(alias)}, {self.arg(stage.layout)}, "
-                          f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]})")
-
     # ------------------------------------------------------------------------------------ register values
     def op_full(self, op: Op) -> None:
         self.env[id(op.result)] = Zero(op.result.type, op.attrs.value)
@@ -520,7 +465,7 @@ class RoleEmitter(MathEmitter):
             self.lazy_or_now(op)                          # register math reads it: rounded in the expression
             return
         self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
-        if self.reads_smem(op.operands[0]):
+        if id(op.result) not in self.deferred:
             self.materialize(op.result)                   # ... unless its input is a slot about to be released
 
     def reads_smem(self, v: Value) -> bool:

@@ -14,7 +14,7 @@ Conventions shared with the generated code:
     butterfly shuffle across lanes 1 and 2 apart. A column is spread over 8 lanes of each of the 4 warps:
     column reductions shuffle across lanes 4, 8, 16 apart and meet the other warps in a shared exchange tile.
   * Column vectors (C,) hold one value per column of this thread (index c); `row_index` / `col_index`
-    give the tile coordinates of this thread's register indices (see `aref.backend.cute.layout`).
+    give the tile coordinates of this thread's register indices (see `aref.resources.layout`).
 """
 import cutlass
 import cutlass.cute as cute
@@ -77,6 +77,13 @@ def rows_view(acc: cute.Tensor):
         stride=((d[0][1], d[1]), (d[0][0], d[0][2], d[2])),
     )
     return cute.make_tensor(acc.iterator, cute.composition(acc.layout, rows_cols))
+
+
+@cute.jit
+def row_coords(thr_mma, rows: cutlass.Constexpr, cols: cutlass.Constexpr):
+    """(row, col) of every accumulator element of this thread, as a (rows, cols) view like `rows_view`."""
+    coords = thr_mma.partition_C(cute.make_identity_tensor((rows, cols)))
+    return rows_view(coords)
 
 
 @cute.jit
@@ -206,12 +213,100 @@ def transposed(ring: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constex
 
 
 @cute.jit
-def recast_tile(buffer: cute.Tensor, layout: cute.ComposedLayout, dtype: cutlass.Constexpr):
-    """A staging tile of `dtype` and `layout` placed over the storage of an idle shared buffer."""
-    return cute.make_tensor(cute.recast_ptr(buffer.iterator, layout.inner, dtype=dtype), layout.outer)
+def recast_tile(buffer: cute.Tensor, layout: cute.ComposedLayout, dtype: cutlass.Constexpr,
+                offset: cutlass.Constexpr = 0):
+    """A staging tile of `dtype` and `layout` placed over the storage of an idle shared buffer, `offset`
+    elements (of the buffer's type; a multiple of the 1024-byte swizzle period) from its start."""
+    return cute.make_tensor(cute.recast_ptr(buffer.iterator + offset, layout.inner, dtype=dtype), layout.outer)
 
 
 @cute.jit
 def where(cond, a, b):
     """Elementwise select of two float32 values."""
     return cutlass.Float32(cutlass.select_(cond, cutlass.Float32(a), cutlass.Float32(b)))
+
+
+@cute.jit
+def inside(crd, shape):
+    """Is coordinate `crd` inside `shape` (every mode 0 ≤ c < extent)? The bounds of TMA's zero fill."""
+    ok = cute.elem_less(crd, shape)
+    for i in cutlass.range_constexpr(cute.rank(shape)):
+        ok = ok & (cute.get(crd, mode=[i]) >= 0)
+    return ok
+
+
+@cute.jit
+def load_box(src: cute.Tensor, dst: cute.Tensor, box: cutlass.Constexpr, tile, valid, lane):
+    """Ordinary loads of box `tile` (of static shape `box`) of `src` into the shared tile `dst` by the 32 lanes
+    of one warp, with TMA's semantics: elements outside `src` (or the whole box when `valid` is false: a leading
+    coordinate out of range) read as zero. Lanes walk the box row by row, so a warp reads consecutive
+    addresses. Every lane fences its writes for the async proxy (wgmma, TMA stores) and the warp syncs, so one
+    lane's arrive publishes them all."""
+    gtile = cute.local_tile(src, box, tile)
+    gcrd = cute.local_tile(cute.make_identity_tensor(src.shape), box, tile)
+    cols = box[cute.rank(box) - 1]
+    for e in cutlass.range(lane, cute.size(gtile), 32, unroll=1):
+        crd = e
+        if cutlass.const_expr(cute.rank(box) == 2):
+            crd = (e // cols, e % cols)
+        v = dst.element_type(0)
+        if valid and inside(gcrd[crd], src.shape):
+            v = gtile[crd]
+        dst[crd] = v
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_warp()
+
+
+@cute.jit
+def zero_box(dst: cute.Tensor, box: cutlass.Constexpr, lane):
+    """`load_box` of a box entirely out of bounds: zeros, fenced and synced like a load."""
+    for e in cutlass.range(lane, cute.size(box), 32, unroll=1):
+        dst[cute.idx2crd(e, box)] = dst.element_type(0)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_warp()
+
+
+@cute.jit
+def store_box(tiled_mma: cute.TiledMma, frag: cute.Tensor, dst: cute.Tensor, shape: cutlass.Constexpr, tile, valid,
+              group_tidx, reduce: cutlass.Constexpr):
+    """Stores from registers (a `shape` tile in the accumulator layout of `tiled_mma`) into box `tile` of `dst`,
+    the elements outside `dst` dropped as a TMA store drops them; `reduce` adds atomically (a TMA reduce-add)."""
+    thr = tiled_mma.get_slice(group_tidx)
+    gtile = thr.partition_C(cute.local_tile(dst, shape, tile))
+    gcrd = thr.partition_C(cute.local_tile(cute.make_identity_tensor(dst.shape), shape, tile))
+    for i in cutlass.range_constexpr(cute.size(frag)):
+        if valid and inside(gcrd[i], dst.shape):
+            if cutlass.const_expr(reduce):
+                cute.arch.atomic_add(gtile.iterator + cute.crd2idx(i, gtile.layout), frag[i])
+            else:
+                gtile[i] = frag[i]
+
+
+@cute.jit
+def store_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, dst: cute.Tensor, rows: cutlass.Constexpr,
+               cols: cutlass.Constexpr, tile, valid, group_tidx, reduce: cutlass.Constexpr):
+    """A row vector (one value per row this thread holds, see `rows_view`) into box `tile` of the rank-1 `dst`,
+    out-of-bounds rows dropped; the first thread of each quad writes (the others hold the same values)."""
+    rc = row_coords(tiled_mma.get_slice(group_tidx), rows, cols)
+    gtile = cute.local_tile(dst, (rows,), (tile,))
+    gcrd = cute.local_tile(cute.make_identity_tensor(dst.shape), (rows,), (tile,))
+    for r in cutlass.range_constexpr(cute.size(vec)):
+        row = rc[r, 0][0]
+        if valid and rc[r, 0][1] == 0 and inside(gcrd[row], dst.shape):
+            if cutlass.const_expr(reduce):
+                cute.arch.atomic_add(gtile.iterator + row, vec[r])
+            else:
+                gtile[row] = vec[r]
+
+
+@cute.jit
+def stage_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, staging: cute.Tensor, rows: cutlass.Constexpr,
+               cols: cutlass.Constexpr, group_tidx, barrier_id: cutlass.Constexpr):
+    """A row vector into a rank-1 shared staging tile for a TMA store (one thread per quad writes each row),
+    fenced for the async proxy and synced over the warp group like `store_tile`."""
+    rc = row_coords(tiled_mma.get_slice(group_tidx), rows, cols)
+    for r in cutlass.range_constexpr(cute.size(vec)):
+        if rc[r, 0][1] == 0:
+            staging[rc[r, 0][0]] = vec[r]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)

@@ -117,7 +117,7 @@ class SmemTile:
 
 @dataclass
 class Buffer:
-    """A register tensor of the generated code holding one tile in a layout of `aref.backend.cute.layout`."""
+    """A register tensor of the generated code holding one tile in a layout of `aref.resources.layout`."""
 
     name: str
     shape: tuple[int, ...]       # the IR tile's shape

@@ -1,6 +1,6 @@
 """Register math that crosses threads: reductions along either axis, and moving a value between layouts.
 
-In the accumulator layout (see `aref.backend.cute.layout`) a row lives in the 4 threads of a quad and a
+In the accumulator layout (see `aref.resources.layout`) a row lives in the 4 threads of a quad and a
 column in 8 lanes of each of the group's 4 warps. So:
 
   * along a row (axis 1 of a 2-D tile, a column vector to a scalar): a loop over this thread's columns,
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
-from aref.backend.cute.layout import ACC, COL, ROW, SCALAR
+from aref.resources.layout import ACC, COL, ROW, SCALAR
 from aref.backend.cute.render import COMPUTE_TYPE, NARROW, Ctx, Index, Nest, root_ctx
 from aref.backend.cute.values import Buffer, Reg, strip_parens
 from aref.ir import DType, Op, Value

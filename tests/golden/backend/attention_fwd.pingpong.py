@@ -1,6 +1,6 @@
 """aref kernel `attention_fwd` for sm_90a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 384 threads, 115840 bytes of shared memory.
+Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 384 threads, 116736 bytes of shared memory.
 Warp groups:
   0 producer   TMA producer; 24 registers
   1 consumer0  MMA consumer (wgmma, softmax, TMA-store epilogue); 240 registers, 2 pipeline stages, wgmma depth 1
@@ -11,8 +11,8 @@ Channels (mbarrier rings; full/empty arrival counts):
   load_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer0, full 1 / empty 1
   load_1_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer1, full 1 / empty 1
 Ping-pong order on the tensor cores: consumer0 -> consumer1 (named barriers 1, 2)
-The store staged in s_O_consumer0 reuses s_load_x_Q, idle once released.
-The store staged in s_O_consumer1 reuses s_load_1_x_Q, idle once released.
+The store staged in s_O_consumer0 reuses s_load_x_Q, idle by then.
+The store staged in s_O_consumer1 reuses s_load_1_x_Q, idle by then.
 
 Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its
 group's role function and in the IR's order.
@@ -261,12 +261,12 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
     # ---- after the loop
     # aref-ir[consumer0#101 consumer1#102] mbarrier_arrive %load.x.empty[%85] item %84
     aref.arrive_once(load_x_empty, warp_in_group)
-    # aref-ir[consumer0#112 consumer1#115] store %O[%bh.1, %90, %94] = %93 tile=(64, 64)
     for r in cutlass.range_constexpr(2):
         row_l_safe = aref.where(row_sum[r] == 0.0, 1.0, row_sum[r])
         inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(16):
             o0_rc[r, c] = o0_rc[r, c] * inv_row
+    # aref-ir[consumer0#112 consumer1#115] store %O[%bh.1, %90, %94] = %93 tile=(64, 64)
     o0_f16.store(o0.load().to(cutlass.Float16))
     aref.store_tile(mma1, o0_f16, staging, group_tidx, barrier_id=GROUP_BARRIER)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + TILE_OFFSET, 0, bh], warp_in_group)

@@ -1,6 +1,6 @@
 """aref kernel `gemm` for sm_90a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: A 256×256 f16, B 256×256 f16, C 256×256 f16; grid (2, 2), 384 threads, 197712 bytes of shared memory.
+Problem: A 256×256 f16, B 256×256 f16, C 256×256 f16; grid (2, 2), 384 threads, 198656 bytes of shared memory.
 Warp groups:
   0 producer   TMA producer; 40 registers
   1 consumer0  MMA consumer (wgmma, TMA-store epilogue); 232 registers, 2 pipeline stages, wgmma depth 1
@@ -91,11 +91,13 @@ def consumer(ab_full, s_ab_A, mma0, s_ab_B, ab_empty, s_C_consumer, tma_store_C,
     a_ab_A_rows = mma0.make_fragment_A(thr_mma0.partition_A(aref.row_block(s_ab_A, 64, 64, ROW_BLOCK)))
     b_ab_B = mma0.make_fragment_B(thr_mma0.partition_B(s_ab_B))
     acc = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float32)
+    acc_rc = aref.rows_view(acc)
+    s = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float16)
+    s_rc = aref.rows_view(s)
     C_staged_tma, C_tiles = cpasync.tma_partition(
         tma_store_C, 0, cute.make_layout(1), cute.group_modes(s_C_consumer, 0, 2),
         cute.group_modes(cute.local_tile(tma_store_C_gmem, (64, 128), (None, None)), 0, 2),
     )
-    acc_f16 = cute.make_rmem_tensor(thr_mma0.partition_shape_C((64, 128)), cutlass.Float16)
     pid_m = block[0]
     pid_n = block[1]
     # ---- prologue: pipeline fill
@@ -122,9 +124,11 @@ def consumer(ab_full, s_ab_A, mma0, s_ab_B, ab_empty, s_C_consumer, tma_store_C,
     # aref-ir[consumer0#42 consumer1#42] mbarrier_arrive %ab.empty[%ab.slot.3] item %21
     aref.arrive_once(ab_empty + 3, warp_in_group)
     # ---- after the loop
+    for r in cutlass.range_constexpr(2):
+        for c in cutlass.range_constexpr(32):
+            s_rc[r, c] = cutlass.Float16(acc_rc[r, c])
     # aref-ir[consumer0#48 consumer1#48] store %C[%27, %pid_n.1] = %23 tile=(64, 128)
-    acc_f16.store(acc.load().to(cutlass.Float16))
-    aref.store_tile(mma0, acc_f16, s_C_consumer, group_tidx, barrier_id=GROUP_BARRIER)
+    aref.store_tile(mma0, s, s_C_consumer, group_tidx, barrier_id=GROUP_BARRIER)
     aref.issue_store(tma_store_C, C_staged_tma, C_tiles[None, 2 * pid_m + ROW_BLOCK, pid_n], warp_in_group)
     # shared memory must outlive the TMA stores that read it
     aref.staging_free(warp_in_group)

@@ -1,0 +1,386 @@
+"""Shared memory and tensor memory of a warp-specialized kernel, and what a TMA descriptor can describe.
+
+Shared memory holds, in this order (the CuTe backend lays its storage struct out exactly so):
+  * two mbarriers (full, empty) per slot of every channel;
+  * every channel's ring: `depth` slots of each payload tile (tensor-memory payloads keep only barriers);
+  * a scratch tile per staged register operand of a wgmma (wgmma reads B, a transposed or an fp8 A from
+    shared memory only; the group stages it there);
+  * an exchange tile per group whose register math crosses threads (cross-warp reductions, vectors read
+    in both orientations, transposes of register tiles read by register math);
+  * a staging tile per TMA store (registers → shared memory → TMA), unless the store reuses an idle buffer:
+    a single-item channel its group has released and nobody else reads, or the staging tile of one of its
+    own earlier stores (TMA stores of one group never overlap their staging: each waits for the previous
+    bulk read first).
+2-D tiles use the 128-byte swizzle and start on 1024-byte boundaries; other tiles on 128-byte ones (a TMA
+copy's shared-memory address must be 128-byte aligned).
+
+`tma_problem` is the TMA descriptor rule (CUDA driver API, cuTensorMapEncodeTiled): rank ≤ 5, every extent
+≥ 1, every global stride but the innermost a multiple of 16 bytes, box extents ≤ 256 and an inner box of a
+multiple of 16 bytes. A load or store it refuses is done with ordinary loads / stores instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aref.ir import DType, Op, OpKind, Space, TensorType, TileType
+from aref.resources.layout import exchange_elements
+
+SMEM_PER_CTA = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}   # opt-in dynamic shared memory per CTA
+TMEM_COLUMNS = {"sm_90a": 0, "sm_100a": 512}                   # 32-bit columns per lane (128 lanes)
+MBARRIER_BYTES = 8
+SWIZZLE_ALIGN = 1024
+TILE_ALIGN = 128
+TMA_MAX_RANK, TMA_MAX_BOX, TMA_STRIDE_ALIGN = 5, 256, 16
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def tile_align(t: TileType) -> int:
+    """Where a shared tile may start: 2-D tiles are 128-byte swizzled (1024-byte period), others 128 bytes."""
+    return SWIZZLE_ALIGN if len(t.shape) == 2 else TILE_ALIGN
+
+
+def tile_bytes(t: TileType, depth: int = 1) -> int:
+    """Bytes `depth` copies of shared tile `t` take, padded to the next tile's alignment."""
+    return _align(t.nbytes * depth, tile_align(t))
+
+
+# ------------------------------------------------------------------------------------------------- TMA
+def tma_problem(shape: tuple[int, ...], dtype: DType, box: tuple[int, ...]) -> str | None:
+    """Why boxes `box` (the trailing dims) of a row-major tensor `shape` cannot be a TMA copy; None if they can."""
+    esize = dtype.nbytes
+    if len(shape) > TMA_MAX_RANK:
+        return f"it has rank {len(shape)} (TMA takes at most {TMA_MAX_RANK})"
+    if any(s < 1 for s in shape):
+        return "it has no elements"
+    stride = esize
+    for d in reversed(range(len(shape) - 1)):
+        stride *= shape[d + 1]
+        if stride % TMA_STRIDE_ALIGN:
+            return (f"its dim {d} has a stride of {stride} bytes ({shape[d + 1]} × {esize} B rows), not a multiple of "
+                    f"{TMA_STRIDE_ALIGN}")
+    if any(b > TMA_MAX_BOX for b in box):
+        return f"the box {box} has an extent over {TMA_MAX_BOX}"
+    if box[-1] * esize % TMA_STRIDE_ALIGN:
+        return f"the box's inner extent is {box[-1] * esize} bytes, not a multiple of {TMA_STRIDE_ALIGN}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ shared memory
+@dataclass
+class SmemItem:
+    """One shared-memory buffer: `depth` copies of `tile` (or raw `size` bytes), aligned to `align`."""
+
+    kind: str                    # "barriers" | "ring" | "scratch" | "staging"
+    key: tuple                   # ("ring", channel, index) / ("scratch", group, key) / ("staging", id(store op))
+    what: str                    # for messages
+    tile: TileType | None = None
+    depth: int = 1
+    size: int = 0
+    alias_of: tuple | None = None     # a staging tile placed in this other buffer (no bytes of its own)
+    offset: int = 0                   # byte offset inside `alias_of`
+
+    @property
+    def align(self) -> int:
+        return 8 if self.tile is None else tile_align(self.tile)
+
+    @property
+    def nbytes(self) -> int:
+        if self.alias_of is not None:
+            return 0
+        return self.size if self.tile is None else tile_bytes(self.tile, self.depth)
+
+
+@dataclass
+class SmemPlan:
+    """Every buffer in layout order, and the bytes the storage struct takes (what the launch asks for)."""
+
+    items: list[SmemItem]
+    total: int
+    limit: int
+    by_key: dict = field(default_factory=dict)
+
+    def item(self, key: tuple) -> SmemItem:
+        return self.by_key[key]
+
+    def problem(self) -> str | None:
+        if self.total <= self.limit:
+            return None
+        rings = ", ".join(f"{i.what}: {i.depth}×{i.tile.nbytes} B" for i in self.items if i.kind == "ring")
+        stage = sum(i.nbytes for i in self.items if i.kind == "staging")
+        scratch = sum(i.nbytes for i in self.items if i.kind == "scratch")
+        return (f"shared memory {self.total} B exceeds the {self.limit} B per-CTA limit (rings {rings}; store "
+                f"staging {stage} B" + (f"; staged-operand scratch {scratch} B" if scratch else "") + ")")
+
+
+def layout_bytes(items: list[SmemItem]) -> int:
+    """Bytes of a storage struct holding `items` in order, each at its alignment, plus the allocator's slack
+    for aligning the struct itself."""
+    off = 0
+    for it in items:
+        if it.nbytes:
+            off = _align(off, it.align) + it.nbytes
+    return off + SWIZZLE_ALIGN
+
+
+def smem_plan(ws, reuse: bool = True) -> SmemPlan:
+    """The shared memory of barrier-level (or pipelined) kernel `ws`. A store stages through shared memory
+    when TMA can describe its box (`tma_problem`). `reuse=False` gives every staging tile its own storage
+    (a persistent CTA's next tile reloads the rings a store would reuse)."""
+    items: list[SmemItem] = []
+    depth_sum = sum(ch.depth for ch in ws.channels)
+    items.append(SmemItem("barriers", ("barriers",), "mbarriers", size=2 * MBARRIER_BYTES * depth_sum))
+    rings = []
+    for ch in ws.channels:
+        for j, t in enumerate(ch.payload):
+            if t.space is Space.TMEM:
+                continue
+            rings.append(SmemItem("ring", ("ring", ch.name, j), ch.name, t, ch.depth))
+    scratch = []
+    for gi, gp in enumerate(ws.groups):
+        tiles = scratch_tiles(gp)
+        for slot in dict.fromkeys(tiles.values()):
+            scratch.append(SmemItem("scratch", ("scratch", gi, slot), f"{gp.group.name}'s staged MMA operand",
+                                    TileType(slot[1], slot[2], Space.SMEM)))
+    for gi, gp in enumerate(ws.groups):
+        n = exchange_elements(gp) if gp.group.role != "tma_producer" else 0
+        if n:       # cross-warp reductions and layout changes of register values
+            scratch.append(SmemItem("scratch", ("exchange", gi), f"{gp.group.name}'s exchange tile",
+                                    TileType((n,), DType.float32, Space.SMEM)))
+    staging = []
+    for gp in ws.groups:
+        for op in gp.all_ops():
+            if op.kind is OpKind.STORE and store_tma_problem(op) is None:
+                staging.append(SmemItem("staging", ("staging", id(op)), f"staging of {gp.group.name}'s store to "
+                                        f"{_tensor_name(ws, op)}", staging_tile(op)))
+    if reuse:
+        _place_staging(ws, rings, staging)
+    # 1024-aligned tiles first, then the 128-aligned ones: no padding between them
+    buffers = sorted(rings + scratch + staging, key=lambda i: i.align != SWIZZLE_ALIGN)
+    items += buffers
+    limit = SMEM_PER_CTA.get(ws.arch, SMEM_PER_CTA["sm_90a"])
+    plan = SmemPlan(items, layout_bytes(items), limit)
+    plan.by_key = {i.key: i for i in items}
+    return plan
+
+
+def staging_tile(op: Op) -> TileType:
+    """The shared-memory tile a TMA store stages its value in."""
+    v = op.operands[-1].type
+    return TileType(tuple(v.shape), v.dtype, Space.SMEM)
+
+
+def store_tma_problem(op: Op) -> str | None:
+    t = op.operands[0].type
+    return tma_problem(tuple(t.shape), t.dtype, tuple(op.attrs.tile_shape))
+
+
+def load_tma_problem(op: Op) -> str | None:
+    """For a LOAD or TMA_LOAD op."""
+    t = op.operands[0].type
+    return tma_problem(tuple(t.shape), t.dtype, tuple(op.attrs.tile_shape))
+
+
+def _tensor_name(ws, op: Op) -> str:
+    return next((p.name for p in ws.params if p.value is op.operands[0]), "a tensor")
+
+
+def _place_staging(ws, rings: list[SmemItem], staging: list[SmemItem]) -> None:
+    """Let a store's staging tile reuse an idle buffer (see the module docstring)."""
+    by_key = {s.key: s for s in staging}
+    taken: set[tuple] = set()
+    for gp in ws.groups:
+        released: set[str] = set()
+        own: list[SmemItem] = []                # this group's staging tiles of stores already issued
+        first: dict[tuple, SmemItem] = {}       # one user store's pipeline copies share one staging tile
+        packed: dict[tuple, int] = {}           # post-loop bytes placed in an earlier staging tile
+        for op in gp.all_ops():
+            if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty":
+                released.add(op.attrs.channel)
+            if op.kind is not OpKind.STORE or ("staging", id(op)) not in by_key:
+                continue
+            stage = by_key[("staging", id(op))]
+            same = (id(op.operands[0]), tuple(op.attrs.tile_shape), op.attrs.reduce, stage.tile, op.loc)
+            if same in first:
+                host = first[same]
+                stage.alias_of, stage.offset = (host.alias_of, host.offset) if host.alias_of else (host.key, 0)
+                continue
+            first[same] = stage
+            need = stage.tile.nbytes
+            if len(stage.tile.shape) != 2:
+                continue                        # swizzled 2-D staging tiles only reuse (swizzled) 2-D buffers
+            placed = False
+            for ring in rings:
+                ch = ws.channel(ring.key[1])
+                if (ch.region == "loop" or ch.consumers != (gp.group.id,) or ch.name not in released
+                        or ring.key in taken or len(ring.tile.shape) != 2 or ring.nbytes < need):
+                    continue
+                stage.alias_of, placed = ring.key, True
+                taken.add(ring.key)
+                break
+            if not placed and _in_post(gp, op):
+                # after the loop, an earlier store's staging tile of this group is idle once its TMA store has
+                # read it; pack the post-loop stores into it
+                for host in own:
+                    if host.alias_of is not None or len(host.tile.shape) != 2:
+                        continue
+                    used = packed.get(host.key, 0)
+                    if used + need <= host.nbytes:
+                        stage.alias_of, stage.offset = host.key, used
+                        packed[host.key] = used + _align(need, SWIZZLE_ALIGN)
+                        placed = True
+                        break
+            own.append(stage)
+
+
+def _in_post(gp, op: Op) -> bool:
+    return any(o is op for o in gp.post.ops)
+
+
+# ------------------------------------------------------------------------------- staged register operands
+# wgmma reads B (and a transposed or fp8 A) from shared memory only: such a register operand is written
+# row-major to a scratch tile by its group and read back K-major as stored or MN-major through a transposed
+# view. A 16-bit A used as stored is read from registers (the RS form) and needs no scratch tile.
+def is_transpose(v, prod) -> bool:
+    """Is `v` a transpose (through casts and pipeline selects)?"""
+    op = prod.get(id(v))
+    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
+        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
+    return op is not None and op.kind is OpKind.TRANSPOSE
+
+
+def is_register_transpose(v, prod) -> bool:
+    """Is MMA operand `v` a transpose of a register tile (through casts and pipeline selects)?"""
+    return v.type.space is not Space.SMEM and is_transpose(v, prod)
+
+
+def register_a(v, prod) -> bool:
+    """A 16-bit register tile used as stored: the A operand of an RS wgmma (no staging)."""
+    return v.type.space is not Space.SMEM and v.type.dtype.bits == 16 and not is_transpose(v, prod)
+
+
+def staged_operands(op: Op, prod) -> list[tuple]:
+    """The operands (value, "A"/"B") of MMA `op` that its group stages through a scratch tile."""
+    return [(v, which) for v, which in ((op.operands[0], "A"), (op.operands[1], "B"))
+            if v.type.space is not Space.SMEM and not (which == "A" and register_a(v, prod))]
+
+
+def staged_source(v, prod) -> tuple:
+    """The register tile a staged wgmma operand is written from, row-major, and whether the operand is its
+    transpose (then the wgmma reads the scratch tile through a transposed, MN-major view)."""
+    op = prod.get(id(v))
+    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT) and is_transpose(v, prod):
+        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
+    if op is not None and op.kind is OpKind.TRANSPOSE:
+        return op.operands[0], True
+    return v, False
+
+
+def scratch_key(gp, v, prod) -> tuple:
+    """Which shared scratch tile holds the staged register operand `v`. One loop-carried state shares one
+    tile: its init, carried value, yield and result (and casts of them: `S.to(f16)` staged in the prologue
+    and in every iteration); so do tiles equal up to casts and transposition (`ds.to(f16)` written twice)."""
+    lp = gp.loop
+    slot: dict[int, int] = {}
+    if lp is not None:
+        for i, vals in enumerate(zip(lp.inits, lp.carried, lp.yields, lp.results)):
+            for x in vals:
+                slot[id(x)] = i
+        if id(v) in slot and id(v) not in {id(y) for y in lp.yields} | {id(x) for x in lp.inits}:
+            return ("carried", slot[id(v)])
+
+    def state(x) -> tuple:
+        return ("carried", slot[id(x)]) if id(x) in slot else ("value", id(x))
+
+    src = staged_source(v, prod)[0]
+    op = prod.get(id(src))
+    if op is not None and op.kind is OpKind.CAST:
+        return ("cast",) + state(op.operands[0]) + (op.attrs.dtype,)
+    return state(src)
+
+
+def scratch_tiles(gp) -> dict[tuple, tuple]:
+    """Which scratch tile each staged register operand of group `gp` uses: {`scratch_key` → slot}. The
+    pipeline's prologue retires all its wgmmas before the steady state starts, so the steady state reuses the
+    prologue's tiles (a prologue's Pᵀ and the loop's share one); regions after the loop take fresh ones (the
+    loop's last wgmmas may still read its tiles), and loop-carried ones keep their own throughout."""
+    prod = gp.producers()
+    out: dict[tuple, tuple] = {}
+    used: dict[tuple, int] = {}
+    high: dict[tuple, int] = {}
+    for region, block in gp.regions():
+        used = {} if region == "loop" else dict(high)
+        for op in block.ops:
+            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+                continue
+            for v, _ in staged_operands(op, prod):
+                key = scratch_key(gp, v, prod)
+                if key in out:
+                    continue
+                t = staged_source(v, prod)[0].type
+                if key[0] == "carried":
+                    out[key] = (key, tuple(t.shape), t.dtype)
+                    continue
+                n = used.get((t.shape, t.dtype), 0)
+                used[(t.shape, t.dtype)] = n + 1
+                high[(t.shape, t.dtype)] = max(high.get((t.shape, t.dtype), 0), n + 1)
+                out[key] = (("tile", n), tuple(t.shape), t.dtype)
+    return out
+
+
+def staged_reads(gp) -> set[int]:
+    """MMAs (ids) of group `gp` whose A operand is a 16-bit register tile an earlier MMA of the same region
+    staged (read transposed, say): it is in a scratch tile already, so they read it there as stored (K-major)
+    — as FA3 reads dS from shared memory for both dK and dQ — and the register copy is free once staged."""
+    prod = gp.producers()
+    out: set[int] = set()
+    for _, block in gp.regions():
+        staged: set[tuple] = set()
+        for op in block.ops:
+            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+                continue
+            a = op.operands[0]
+            if register_a(a, prod) and scratch_key(gp, a, prod) in staged:
+                out.add(id(op))
+            for v, _ in staged_operands(op, prod):
+                key = scratch_key(gp, v, prod)
+                if key[0] != "carried":
+                    staged.add(key)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- tensor memory
+def tmem_columns(ws) -> int:
+    """32-bit tensor-memory columns the kernel's tensor-memory rings take: a tile of R rows and C bytes per row
+    spans ceil(R / 128) blocks of C / 4 columns (128 lanes per SM). The hook the sm_100a side extends with
+    its own allocations (accumulators the MMA warp keeps in tensor memory)."""
+    total = 0
+    for ch in ws.channels:
+        for t in ch.payload:
+            if t.space is Space.TMEM:
+                rows = t.shape[0] if len(t.shape) > 1 else 1
+                row_bytes = t.nbytes // rows
+                total += ch.depth * -(-rows // 128) * -(-row_bytes // 4)
+    return total
+
+
+def resident_tiles_bytes(kernel) -> int:
+    """Shared memory a Tile IR kernel keeps outside its loop's streaming rings: tiles loaded before the loop and
+    a staging tile per TMA store, where a store after the loop may stage in a tile loaded before it (as
+    `smem_plan` places it once the kernel is partitioned). The optimal partitioner's solver budgets the loop's
+    rings within the rest."""
+    hosts = sorted((tile_bytes(op.result.type) for op in kernel.pre.ops
+                    if op.kind is OpKind.LOAD and len(op.result.type.shape) == 2), reverse=True)
+    out = sum(tile_bytes(op.result.type) for op in kernel.pre.ops if op.kind is OpKind.LOAD)
+    for op in kernel.all_ops():
+        if op.kind is OpKind.STORE and isinstance(op.operands[0].type, TensorType) and store_tma_problem(op) is None:
+            need = tile_bytes(staging_tile(op))
+            if op in kernel.post.ops and len(staging_tile(op).shape) == 2:
+                fit = next((h for h in sorted(hosts) if h >= need), None)
+                if fit is not None:
+                    hosts.remove(fit)
+                    continue
+            out += need
+    return out

@@ -1,0 +1,586 @@
+"""Registers: what a warp group's tiles take, when they are live, and the setmaxnreg budgets that follow.
+
+Layout (Hopper, sm_90a): a 2-D register tile (R, C) of a 128-thread warp group is held in a wgmma accumulator
+layout, R·C/128 elements per thread; a row vector (R,) holds one value per row a thread touches, 2 per 64-row
+slab, so every thread of the quad sharing a row keeps its own copy. 16-bit elements pack two to a register.
+Blackwell (sm_100a) tiles come from tcgen05.ld, one row per thread (a (128, C) tile is C values per thread,
+a row vector one value).
+
+Liveness follows the code generator's storage rules, so the figure here is what the generated role holds:
+
+  * an elementwise op whose single user is another elementwise op or a reduction in the same block, with no
+    MMA issue or slot release in between, is fused into that user and takes no storage;
+  * an elementwise result takes the storage of a same-typed operand that dies there (in place), an MMA
+    accumulates in place; a 16-bit cast of a register tile is computed where it is used (its source lives
+    until then); views (transpose, slice, expand_dims) and pipeline selects share their source's storage;
+    a constant tile (`full`) is a literal until something materializes it (a loop-carried value);
+  * a loop-carried tile keeps one storage for the whole loop (its init, every yield computed after the
+    carried value's last read, and the loop result share it);
+  * a value written or read by a wgmma stays allocated until the `mma_wait` that retires that wgmma.
+
+`RegisterDemand.need` adds `ROLE_OVERHEAD` (addresses, descriptors, loop state, measured with ptxas) and
+rounds to the setmaxnreg step. `assign_budgets` gives every group its need and shares the rest of the
+CTA's register pool; `check_budgets` is the launch rule (steps of 8 in 24..256, sum within the pool).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aref import ops
+from aref.errors import ArefError
+from aref.ir import DType, Op, OpKind, Space, TileType, Value
+
+REGISTERS_PER_SM = 65536          # 32-bit registers per SM (and per CTA at one CTA per SM)
+MIN_REGS, MAX_REGS, REG_STEP = 24, 256, 8    # PTX ISA setmaxnreg: multiples of 8 in 24..256
+BUDGET_CAP = 240                  # the most a computing warp group is given (CUTLASS / FA3: ptxas keeps headroom)
+LAUNCH_CAP = 248                  # registers per thread at launch, before setmaxnreg
+ROLE_OVERHEAD = 32                # a computing role's registers beyond its tiles (ptxas-measured)
+PRODUCER_MAX = 48                 # the most a pure data-movement group (TMA issue, no tiles) is given
+THREADS = 128
+_DEBUG = False
+
+# kinds the code generator computes lazily inside their user's element loop (the op registry's expression and
+# view emissions), and the users such a chain may be fused into
+LAZY = frozenset(k for k in OpKind if any(e.form in (ops.EXPR, ops.VIEWING) for d in ops.entries()
+                                          if d.kind is k for e in d.cute)) - {OpKind.CONST, OpKind.TRANSPOSE}
+ELEMENTWISE = tuple(sorted(LAZY - {OpKind.FULL, OpKind.ARANGE, OpKind.SLICE}, key=lambda k: k.value))
+FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
+MAX_FUSED_LEAVES = 4           # stored tiles one fused expression may read (their registers stay live)
+VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
+# ops that make a group a computing role (anything beyond TMA issue, barriers and index math)
+COMPUTING = frozenset({OpKind.MMA, OpKind.MMA_ASYNC, OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE,
+                       OpKind.REDUCE, OpKind.CAST, OpKind.STORE, OpKind.SLOT_STORE, OpKind.SLOT_READ,
+                       OpKind.GET, OpKind.ARANGE, OpKind.FULL})
+
+
+class ResourceError(ArefError):
+    """A kernel needs more registers, shared memory or tensor memory than the SM has; `excess` says by how many
+    registers per thread a group is over (when that is the problem)."""
+
+    kind = "resources"
+
+    def __init__(self, message: str, loc=None, hint: str | None = None, excess: int = 0):
+        super().__init__(message, loc, hint)
+        self.excess = excess
+
+
+def _round_up(n: int, step: int = REG_STEP) -> int:
+    return -(-n // step) * step
+
+
+def tile_registers(t: TileType, arch: str = "sm_90a", threads: int = THREADS, layout: str | None = None) -> int:
+    """32-bit registers per thread that register tile `t` takes in a warp group of `threads`; `layout`: the
+    register layout the code generator gives it (`aref.resources.layout`: a column vector holds a quarter of
+    its columns per thread), by default the accumulator layout (rank-1 tiles: one value per row)."""
+    if not isinstance(t, TileType):
+        return 0
+    bits = 32 if t.dtype is DType.bool_ else t.dtype.bits      # a boolean takes a whole register
+    if layout is not None and arch != "sm_100a" and threads == THREADS:
+        from aref.resources.layout import per_thread
+        elems = 1
+        for n in per_thread(t, layout):
+            elems *= n
+        return max(1, -(-elems * bits // 32))
+    if arch == "sm_100a":
+        per_thread = max(1, t.numel * 32 // (threads * 32)) if len(t.shape) > 1 else 1
+        return max(1, -(-per_thread * bits // 32))
+    if len(t.shape) >= 2:
+        rows = 1
+        for s in t.shape[:-1]:
+            rows *= s
+        elems = max(1, rows * t.shape[-1] // threads)
+        return max(1, -(-elems * bits // 32))
+    rows = max(2, 2 * t.shape[0] // 64) if t.shape else 1
+    return max(1, -(-rows * bits // 32))
+
+
+def launch_registers(total_threads: int) -> int:
+    """Registers per thread at launch (before setmaxnreg): the file split evenly, a multiple of 8."""
+    return min(LAUNCH_CAP, REGISTERS_PER_SM // max(1, total_threads) // REG_STEP * REG_STEP)
+
+
+def register_pool(total_threads: int) -> int:
+    """The registers a CTA owns and setmaxnreg redistributes: launch registers × threads."""
+    return launch_registers(total_threads) * total_threads
+
+
+# ---------------------------------------------------------------------------------------------- liveness
+class Liveness:
+    """Definitions, uses and last uses of a group program's values in emission order, with the code
+    generator's fusion and deferral rules (see the module docstring). Works at every warp-specialized level.
+
+    Positions count ops in region order (pre, prologue, loop body, epilogue, post) from 1; ops under a
+    predicate that folds to false at generation time are skipped but keep their position.
+    """
+
+    def __init__(self, gp):
+        self.gp = gp
+        self.uses: dict[int, int] = {}
+        self.use_at: dict[int, list[tuple[float, Op | None]]] = {}
+        self.def_at: dict[int, float] = {}
+        self.block_of: dict[int, int] = {}
+        self.loop_span = (0, 0)
+        self.alias: dict[int, Value] = {}          # static select result -> the value it picks
+        self.static: dict[int, object] = {}        # generation-time constants (predicates fold)
+        self.position: dict[int, int] = {}         # id(op) -> position
+        self.ops: list[Op] = []                    # every op, in position order
+        self.prod = gp.producers()                 # value id -> defining op (loop-carried: its yield's)
+        from aref.resources.memory import staged_reads
+        self.staged_mmas = staged_reads(gp)        # MMAs reading a register operand from its staged copy
+        pos = 0
+        for b, (region, block) in enumerate(gp.regions()):
+            if region == "loop":
+                lp = gp.loop
+                for v in lp.inits:
+                    self._use(v, pos, None)
+                start = pos
+                for c in lp.carried:
+                    self.def_at[id(c)] = pos + 0.5       # inside the loop, before its first op
+            for op in block.ops:
+                pos += 1
+                self.ops.append(op)
+                self.position[id(op)] = pos
+                self.block_of[id(op)] = b
+                self._fold(op)
+                if self.skipped(op):
+                    continue                         # a pipeline step this specialization does not run
+                if op.kind is OpKind.SELECT and id(op.operands[0]) in self.static:
+                    chosen = op.operands[1 if self.static[id(op.operands[0])] else 2]
+                    self.alias[id(op.result)] = self.root(chosen)
+                    self.def_at[id(op.result)] = pos
+                    continue
+                for i, v in enumerate(op.operands):
+                    if i == 0 and id(op) in self.staged_mmas:
+                        continue            # read from the shared-memory copy an earlier wgmma staged
+                    self._use(v, pos, op)
+                if op.pred is not None:
+                    self._use(op.pred, pos, op)
+                for r in op.results:
+                    self.def_at[id(r)] = pos
+            if region == "loop":
+                end = pos + 1
+                self.loop_span = (start, end)
+                for y in gp.loop.yields:
+                    self._use(y, end, None)
+                for r in gp.loop.results:
+                    self.def_at[id(r)] = end
+        self.end = pos + 1
+        # a loop-carried value read neither in the body nor after the loop needs no storage and no yield
+        self.dead_carried: set[int] = set()
+        if gp.loop is not None:
+            lp = gp.loop
+            for c, y, r in zip(lp.carried, lp.yields, lp.results):
+                if not self.use_at.get(id(c)) and not self.use_at.get(id(self.root(r))):
+                    self.dead_carried.add(id(c))
+                    ys = self.use_at.get(id(self.root(y)), [])
+                    end = self.loop_span[1]
+                    if (end, None) in ys:
+                        ys.remove((end, None))
+                        self.uses[id(self.root(y))] -= 1
+        ops_ = self.ops
+        # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
+        # the next iteration), so their sources stay live until then — except a cast read only by register math
+        # (rounded inside its users' expressions), a cast of an MMA accumulator, which a later MMA may update in
+        # place before the cast's use, and a cast of a slot's tile (the slot may be released before): those are
+        # computed where the IR puts them
+        self.deferred = {id(op.result) for op in ops_ if op.results and (
+            op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
+            and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
+            and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])
+            or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
+        # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
+        # at each use rather than stored
+        self.cheap: set[int] = set()
+        for op in ops_:
+            if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
+                    not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):
+                self.cheap.update(id(r) for r in op.results if isinstance(r.type, TileType))
+        self.fused: set[int] = set(self.cheap)
+        index = {id(op): i + 1 for i, op in enumerate(ops_)}
+        # a fused chain keeps every stored tile it reads live until its user: bound that, so a long
+        # accumulation (t = t + f(x_i), ...) is stored every few steps rather than holding every x_i
+        leaves: dict[int, int] = {}
+        for op in ops_:
+            if op.kind not in ELEMENTWISE or not op.results:
+                continue
+            n = sum(leaves.get(id(o), 1) if id(o) in self.fused else 1 for o in op.operands
+                    if isinstance(o.type, TileType) and id(o) not in self.cheap)
+            leaves[id(op.result)] = n
+            if n > MAX_FUSED_LEAVES or id(op.result) in self.cheap or not self.use_at.get(id(op.result)):
+                continue
+            if id(op.result) in self.deferred or self.skipped(op):
+                continue
+            users = {id(u) for _, u in self.use_at[id(op.result)]}
+            if len(users) != 1:                      # one user op (it may read the value twice: a*a)
+                continue
+            p, user = self.use_at[id(op.result)][0]
+            if user is None or user.kind not in FUSABLE_USERS or self.block_of[id(user)] != self.block_of[id(op)]:
+                continue
+            if user.results and id(user.results[0]) in self.deferred:
+                continue                             # a deferred user is computed later: inputs would stay live
+            between = ops_[index[id(op)]:index[id(user)] - 1]
+            if any(o.kind in (OpKind.MMA_ASYNC, OpKind.MMA) or (o.kind is OpKind.MBAR_ARRIVE
+                                                                and o.attrs.which == "empty") for o in between):
+                continue
+            self.fused.add(id(op.result))
+        self._last: dict[int, float] = {}
+        self._made: dict[int, float] = {}
+        for op in reversed(ops_):        # users first: the recursions below stop at memoized values
+            for r in op.results:
+                self.made_at(r)
+        for op in reversed(ops_):
+            for r in op.results:
+                self.last_use(r)
+
+    def staged(self, v: Value) -> bool:
+        """A transposed register tile: wgmma reads it from a shared-memory scratch tile, not registers."""
+        op = self.prod.get(id(self.root(v)))
+        while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT):
+            op = self.prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
+        return op is not None and op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM
+
+    def from_mma(self, v: Value) -> bool:
+        """Is register tile `v` an MMA's accumulator (through views and pipeline selects)?"""
+        op = self.prod.get(id(self.root(v)))
+        for _ in range(64):
+            if op is None or op.kind not in VIEWS + (OpKind.SELECT,):
+                break
+            op = self.prod.get(id(op.operands[0 if op.kind is not OpKind.SELECT else 1]))
+        return op is not None and op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
+
+    def reads_slot(self, v: Value, depth: int = 0) -> bool:
+        """Is `v` a channel slot's tile (through views)? A cast of it is computed where the IR puts it, before
+        the slot may be released. (Elementwise results a narrowing cast reads are never fused into it, so they
+        are in registers by then.)"""
+        op = self.prod.get(id(self.root(v)))
+        if op is None or depth > 32:
+            return False
+        if op.kind is OpKind.SLOT_READ:
+            return True
+        if op.kind in VIEWS + (OpKind.SELECT,):
+            return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
+        return False
+
+    def skipped(self, op: Op) -> bool:
+        return op.pred is not None and self.static.get(id(op.pred)) is False
+
+    def _fold(self, op: Op) -> None:
+        """Constants of the specialization: scalar constants and scalar math on them (predicates fold)."""
+        static = self.static
+        if op.kind is OpKind.CONST and not isinstance(op.result.type, TileType):
+            static[id(op.result)] = op.attrs.value
+        elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
+            from aref.interpret import evaluate
+            static[id(op.result)] = evaluate(op, [static[id(o)] for o in op.operands], ())
+
+    def root(self, v: Value) -> Value:
+        while id(v) in self.alias:
+            v = self.alias[id(v)]
+        return v
+
+    def _use(self, v: Value, pos: float, op: Op | None) -> None:
+        v = self.root(v)
+        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
+        self.use_at.setdefault(id(v), []).append((pos, op))
+
+    def made_at(self, v: Value) -> float:
+        """Where the code computes `v`: its op's position, or for a value fused into its user or deferred to
+        its use, where that happens (a deferred value is computed once, at its first use that is not a view)."""
+        v = self.root(v)
+        key = id(v)
+        if key in self._made:
+            return self._made[key]
+        self._made[key] = self.def_at.get(key, 0)        # guards cycles through loop-carried chains
+        at = self.def_at.get(key, 0)
+        uses = self.use_at.get(key, [])
+        if key in self.fused and uses and uses[0][1] is not None and uses[0][1].results:
+            at = self.made_at(uses[0][1].results[0])
+        elif key in self.deferred and uses:
+            at = min(self._read_at(p, user) if user is None or user.kind not in VIEWS
+                     else self.made_at(user.results[0]) for p, user in uses)
+        self._made[key] = at
+        return at
+
+    def _read_at(self, p: float, user: Op | None) -> float:
+        """When a read by `user` at position `p` happens: where `user`'s result is computed if it is fused or
+        deferred (the read moves there), else at `p`."""
+        if user is not None and user.results and (id(user.results[0]) in self.fused
+                                                  or id(user.results[0]) in self.deferred):
+            return self.made_at(user.results[0])
+        return p
+
+    def last_use(self, v: Value) -> float:
+        """The last position at which `v` is read, counting reads moved into fused and deferred users (they
+        read when they are computed) and reads through views; a value defined before the loop and read in it
+        lives to the loop's end."""
+        v = self.root(v)
+        key = id(v)
+        if key in self._last:
+            return self._last[key]
+        self._last[key] = self.def_at.get(key, 0)        # guards cycles through loop-carried chains
+        last = self.def_at.get(key, 0)
+        for p, user in self.use_at.get(key, []):
+            if user is not None and user.kind in VIEWS and user.results and id(user.results[0]) not in self.fused \
+                    and id(user.results[0]) not in self.deferred:
+                p = max(p, self.last_use(user.results[0]))
+            else:
+                p = self._read_at(p, user)
+            last = max(last, p)
+        start, end = self.loop_span
+        if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
+            last = max(last, end)
+        self._last[key] = last
+        return last
+
+
+# ------------------------------------------------------------------------------------------------ demand
+@dataclass
+class RegisterDemand:
+    """The most registers per thread a group's tiles take at once, where, and what is live there."""
+
+    group: str
+    peak: int
+    at: Op | None = None
+    live: list[tuple[str, int]] = field(default_factory=list)
+    computes: bool = True        # holds register tiles / does math (False: a pure data-movement role)
+
+    @property
+    def need(self) -> int:
+        """The smallest setmaxnreg budget that holds the tiles and the role's own state."""
+        return max(MIN_REGS, _round_up(self.peak + ROLE_OVERHEAD)) if self.computes else MIN_REGS
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{n} {r}" for n, r in sorted(self.live, key=lambda x: -x[1])[:4])
+        return (f"warp group '{self.group}' holds up to {self.peak} registers per thread of tiles at once"
+                + (f" ({parts})" if parts else "") + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+
+
+def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
+    """Does the code generator give value `v` (a result of `op`) its own register storage?"""
+    t = v.type
+    if not isinstance(t, TileType) or t.space is not Space.RMEM:
+        return False
+    if op.kind in VIEWS or op.kind is OpKind.FULL or id(v) in lv.fused:
+        return False
+    if op.kind is OpKind.SELECT and id(v) in lv.alias:
+        return False
+    return bool(lv.use_at.get(id(v)))
+
+
+def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
+    """Peak registers per thread of `gp`'s register tiles (see the module docstring for the rules)."""
+    lv = Liveness(gp)
+    computes = any(op.kind in COMPUTING for op in lv.ops)
+    from aref.resources.layout import orientations, tile_layout
+    orient = orientations(gp)
+
+    def layout_of(v: Value) -> str:
+        return tile_layout(v.type, orient(v))
+
+    # storage classes: key -> [registers, first position, last position, name]
+    spans: dict[int, list] = {}
+    owner: dict[int, int] = {}                     # value id -> storage class it lives in
+
+    def cls(v: Value) -> int | None:
+        return owner.get(id(lv.root(v)))
+
+    def new(v: Value, first: float, name: str | None = None) -> int:
+        spans[id(v)] = [tile_registers(v.type, arch, layout=layout_of(v)), first, lv.last_use(v),
+                        name or v.name or "tile"]
+        owner[id(v)] = id(v)
+        return id(v)
+
+    def extend(c: int, last: float) -> None:
+        spans[c][2] = max(spans[c][2], last)
+
+    def materialize(v: Value, pos: float) -> None:
+        """A deferred value read here: a 16-bit cast takes registers from here on; a transposed register tile
+        is staged in shared memory (no registers), which materializes what it transposes."""
+        v = lv.root(v)
+        if id(v) not in lv.deferred or id(v) in owner:
+            return
+        src = lv.prod.get(id(v))
+        if src is not None and src.kind is OpKind.TRANSPOSE:
+            materialize(src.operands[0], pos)
+        elif isinstance(v.type, TileType) and v.type.space is Space.RMEM:
+            c = carried_of_yield.get(id(v))
+            if c is not None and lv.last_use(c) <= pos and not _busy(carried_cls[id(c)], inflight):
+                owner[id(v)] = carried_cls[id(c)]       # made straight into its carried storage
+                extend(owner[id(v)], lv.last_use(v))
+            else:
+                new(v, pos)
+
+    lp = gp.loop
+    carried_of_yield: dict[int, Value] = {}
+    carried_cls: dict[int, int] = {}
+    inflight: list[list[int]] = []
+    for region, block in gp.regions():
+        if region == "loop":
+            _enter_loop(lv, lp, owner, carried_cls, new, extend)
+            carried_of_yield = {id(y): c for c, y in zip(lp.carried, lp.yields) if id(c) in carried_cls}
+        for op in block.ops:
+            pos = lv.position[id(op)]
+            if lv.skipped(op):
+                continue
+            k = op.kind
+            if k is OpKind.MMA_WAIT:
+                keep = op.attrs.pending
+                done, inflight = (inflight[:len(inflight) - keep], inflight[len(inflight) - keep:]) if keep \
+                    else (inflight, [])
+                for group in done:
+                    for c in group:
+                        extend(c, pos)
+                continue
+            if k not in VIEWS:
+                for o in op.operands:          # deferred casts and transposes are made where they are read
+                    materialize(o, pos)
+            for r in op.results:
+                if id(r) in lv.deferred or not _materializes(op, lv, r):
+                    continue
+                placed = None
+                if k in (OpKind.MMA_ASYNC, OpKind.MMA) and len(op.operands) > 2:
+                    placed = cls(op.operands[2])              # accumulates in place
+                elif k in ELEMENTWISE or k is OpKind.SELECT:
+                    placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None and o.type == r.type
+                                   and lv.last_use(o) <= pos and not _busy(cls(o), inflight)), None)
+                c = carried_of_yield.get(id(r))
+                if placed is None and c is not None and lv.last_use(c) <= pos \
+                        and not _busy(carried_cls[id(c)], inflight):
+                    placed = carried_cls[id(c)]               # a yield computed after its carried value's last read
+                if placed is not None:
+                    owner[id(r)] = placed
+                    extend(placed, lv.last_use(r))
+                else:
+                    new(r, pos)
+            if k is OpKind.MMA_ASYNC:
+                reads = () if id(op) in lv.staged_mmas else (cls(op.operands[0]),)
+                inflight.append([c for c in (cls(op.result),) + reads if c is not None])
+        if region == "loop":
+            for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
+                materialize(y, lv.loop_span[1])
+    if _DEBUG:
+        for key, sp in spans.items():
+            print("span", sp)
+    peak, at, live = 0, None, []
+    for op in lv.ops:
+        pos = lv.position[id(op)]
+        here = [s for s in spans.values() if s[1] <= pos <= s[2]]
+        n = sum(s[0] for s in here)
+        if n > peak:
+            peak, at, live = n, op, [(s[3], s[0]) for s in here]
+    return RegisterDemand(gp.group.name, peak, at, live, computes)
+
+
+def _busy(c: int | None, inflight: list[list[int]]) -> bool:
+    return c is not None and any(c in group for group in inflight)
+
+
+def _enter_loop(lv, lp, owner, carried_cls, new, extend) -> None:
+    """Carried tiles get one storage for the whole loop; the init's storage becomes it when the init dies
+    entering the loop, the loop result keeps it."""
+    start, end = lv.loop_span
+    for init, c, y, r in zip(lp.inits, lp.carried, lp.yields, lp.results):
+        if id(c) in lv.dead_carried or not isinstance(c.type, TileType) or c.type.space is not Space.RMEM \
+                or lv.staged(init):
+            continue
+        ic = owner.get(id(lv.root(init)))
+        if ic is not None and lv.last_use(init) <= start:
+            key = ic
+        else:
+            key = new(c, start, c.name)
+        owner[id(c)] = key
+        owner[id(r)] = key
+        extend(key, max(end, lv.last_use(r)))
+        carried_cls[id(c)] = key
+
+
+def _leaves(op: Op, lv: Liveness) -> list[Value]:
+    """The materialized inputs of a (possibly fused) elementwise expression."""
+    out = []
+    prod = {id(r): o for o in lv.ops for r in o.results}
+    stack = list(op.operands)
+    while stack:
+        v = lv.root(stack.pop(0))
+        p = prod.get(id(v))
+        if p is not None and id(v) in lv.fused:
+            stack = list(p.operands) + stack
+        else:
+            out.append(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> dict[int, int]:
+    """setmaxnreg budgets: every computing group gets its need, a pure TMA producer keeps its small budget,
+    and the rest of the CTA's register pool is shared evenly among the computing groups (capped at
+    `BUDGET_CAP`; a group that needs more than that gets its need, up to setmaxnreg's `MAX_REGS`). Raises
+    `ResourceError` when the needs do not fit."""
+    from aref.errors import UNKNOWN_LOC
+    loc = where or UNKNOWN_LOC
+    total = sum(g.threads for g in groups)
+    pool = register_pool(total)
+    computing = [g for g in groups if demands[g.id].computes]
+    budget: dict[int, int] = {}
+    for g in groups:
+        d = demands[g.id]
+        # a pure data-movement group keeps the small budget its partition gave it (24..48: a TMA issue loop)
+        budget[g.id] = d.need if d.computes else max(MIN_REGS, min(g.regs, PRODUCER_MAX))
+    for g in computing:
+        # the budgets given out stay within BUDGET_CAP (ptxas headroom), but a group that needs more may take
+        # up to setmaxnreg's limit when the pool has it
+        if budget[g.id] > MAX_REGS:
+            d = demands[g.id]
+            raise ResourceError(f"{d.describe()}: {d.need} registers per thread, more than the {MAX_REGS} a warp "
+                                f"group can be given (setmaxnreg)", loc,
+                                hint="split the work over more consumer groups or use smaller tiles",
+                                excess=d.need - MAX_REGS)
+    used = sum(budget[g.id] * g.threads for g in groups)
+    for g in groups:                 # a producer gives back what it can (down to 24) before anything is refused
+        if used > pool and not demands[g.id].computes:
+            give = min(budget[g.id] - MIN_REGS, -(-(used - pool) // g.threads // REG_STEP) * REG_STEP)
+            budget[g.id] -= give
+            used -= give * g.threads
+    if used > pool:
+        detail = " + ".join(f"{g.name} {g.threads}×{budget[g.id]}" for g in groups)
+        raise ResourceError(f"register budgets need {used} registers ({detail}) but the CTA's pool is {pool} "
+                            f"({launch_registers(total)} per thread × {total} threads)", loc,
+                            hint="use fewer or smaller warp groups, or smaller tiles",
+                            excess=-(-(used - pool) // max(1, sum(g.threads for g in computing))))
+    # share the rest evenly, a step of 8 at a time, never above the cap
+    changed = True
+    while changed and computing:
+        changed = False
+        for g in sorted(computing, key=lambda g: (budget[g.id], g.id)):
+            if budget[g.id] + REG_STEP <= BUDGET_CAP and used + REG_STEP * g.threads <= pool:
+                budget[g.id] += REG_STEP
+                used += REG_STEP * g.threads
+                changed = True
+    return budget
+
+
+def check_budgets(groups) -> None:
+    """The launch rule: every budget a multiple of 8 in 24..256, all of them within the register file."""
+    total = 0
+    for g in groups:
+        if g.regs % REG_STEP or not MIN_REGS <= g.regs <= MAX_REGS:
+            raise ArefError(f"group {g.name}: {g.regs} registers per thread; setmaxnreg takes multiples of 8 in "
+                            f"{MIN_REGS}..{MAX_REGS}")
+        total += g.regs * g.threads
+    if total > REGISTERS_PER_SM:
+        detail = " + ".join(f"{g.name} {g.threads}×{g.regs}" for g in groups)
+        raise ArefError(f"register budgets need {total} registers ({detail}) but an SM has {REGISTERS_PER_SM}",
+                        hint="use fewer or smaller warp groups, or lower a group's budget")
+
+
+def split_budget(fixed, flexible, cap: int = BUDGET_CAP):
+    """Provisional budgets for a partition (final ones follow liveness, see `assign_budgets`): `fixed`
+    (name, role, warps, regs) keep theirs; `flexible` (name, role, warps) share the rest of the register file
+    evenly, rounded down to a multiple of 8 and capped at `cap`."""
+    from aref.ws import WarpGroup
+    used = sum(w * 32 * r for _, _, w, r in fixed)
+    threads = sum(w * 32 for _, _, w in flexible)
+    share = cap if not threads else min(cap, (REGISTERS_PER_SM - used) // threads // REG_STEP * REG_STEP)
+    groups = [WarpGroup(i, n, role, w, r) for i, (n, role, w, r) in enumerate(fixed)]
+    for n, role, w in flexible:
+        groups.append(WarpGroup(len(groups), n, role, w, max(MIN_REGS, share)))
+    return groups
