@@ -24,13 +24,35 @@ REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, O
                         OpKind.CONSUMED})
 
 
+# elementwise kinds recomputed when every operand is itself recomputed (index tiles and masks)
+INDEX_MATH = frozenset({OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST})
+
+
 def replicated(op: Op) -> bool:
-    """Does every group that needs `op` compute it itself? The kinds above, and any op on scalars alone
-    (index math of any spelling: a scalar select, compare or cast): arefs carry tiles, never scalars."""
+    """Does every group that needs `op` compute it itself, whatever its operands? The kinds above, and any op
+    on scalars alone (index math of any spelling: a scalar select, compare or cast): arefs carry tiles, never
+    scalars. `replicated_ops` adds the tiles computed from those alone."""
     if op.kind in REPLICATED:
         return True
     return bool(op.results) and op.kind not in SIDE_EFFECTS and all(
         isinstance(v.type, ScalarType) for v in op.operands + op.results)
+
+
+def replicated_ops(kernel: Kernel) -> frozenset[Op]:
+    """The ops of `kernel` that belong to no group: `replicated` ones, and elementwise tile math whose operands
+    are all scalars (program ids, the loop index, constants) or replicated tiles — index tiles and masks built
+    from `arange`/`full` (a causal mask, a ragged-edge mask). Recomputing them costs each group that reads
+    them a few integer ops per element; handing them over would cost a ring slot, two barriers per item and
+    a boolean tile in shared memory."""
+    rep: set[Op] = set()
+    made: dict[int, Op] = {}
+    for op in kernel.all_ops():                      # program order: producers before users
+        if replicated(op) or op.kind in INDEX_MATH and op.results and all(
+                isinstance(v.type, ScalarType) or made.get(id(v)) in rep for v in op.operands):
+            rep.add(op)
+        for r in op.results:
+            made[id(r)] = op
+    return frozenset(rep)
 
 class UnionFind:
     """Disjoint sets over hashable items (added on first use); `union(a, b)` hangs b's set under a's root."""
@@ -69,8 +91,10 @@ class Partition:
         return self.assign.get(op)
 
 
-def needs_group(op: Op) -> bool:
-    return not replicated(op)
+def assignable_ops(kernel: Kernel) -> list[Op]:
+    """The ops that need a group (every op but `replicated_ops`), in program order."""
+    rep = replicated_ops(kernel)
+    return [op for op in kernel.all_ops() if op not in rep]
 
 
 def channel_puts(kernel: Kernel) -> list[list[Op]]:
@@ -97,11 +121,9 @@ def check_partition(kernel: Kernel, part: Partition) -> None:
     ids = {g.id for g in part.groups}
     if [g.id for g in part.groups] != list(range(len(part.groups))):
         raise ArefError("warp group ids must be 0..n-1 in order")
-    for op in kernel.all_ops():
-        if needs_group(op):
-            g = part.assign.get(op)
-            if g not in ids:
-                raise ArefError(f"{op.kind.value} has no warp group", op.loc)
+    for op in assignable_ops(kernel):
+        if part.assign.get(op) not in ids:
+            raise ArefError(f"{op.kind.value} has no warp group", op.loc)
     for puts in channel_puts(kernel):
         if len({part.assign[p] for p in puts}) > 1:
             raise ArefError(f"the puts of one channel are placed in groups {sorted({part.assign[p] for p in puts})}; "
