@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.errors import ArefError
-from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType
+from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType, index_math
 from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
                             split_budget)
 from aref.ws import WarpGroup
@@ -24,14 +24,10 @@ REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, O
                         OpKind.CONSUMED})
 
 
-# elementwise kinds recomputed when every operand is itself recomputed (index tiles and masks)
-INDEX_MATH = frozenset({OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST})
-
-
 def replicated(op: Op) -> bool:
     """Does every group that needs `op` compute it itself, whatever its operands? The kinds above, and any op
     on scalars alone (index math of any spelling: a scalar select, compare or cast): arefs carry tiles, never
-    scalars. `replicated_ops` adds the tiles computed from those alone."""
+    scalars. `replicated_ops` adds the tiles computed from index math alone."""
     if op.kind in REPLICATED:
         return True
     return bool(op.results) and op.kind not in SIDE_EFFECTS and all(
@@ -39,20 +35,12 @@ def replicated(op: Op) -> bool:
 
 
 def replicated_ops(kernel: Kernel) -> frozenset[Op]:
-    """The ops of `kernel` that belong to no group: `replicated` ones, and elementwise tile math whose operands
-    are all scalars (program ids, the loop index, constants) or replicated tiles — index tiles and masks built
-    from `arange`/`full` (a causal mask, a ragged-edge mask). Recomputing them costs each group that reads
-    them a few integer ops per element; handing them over would cost a ring slot, two barriers per item and
-    a boolean tile in shared memory."""
-    rep: set[Op] = set()
-    made: dict[int, Op] = {}
-    for op in kernel.all_ops():                      # program order: producers before users
-        if replicated(op) or op.kind in INDEX_MATH and op.results and all(
-                isinstance(v.type, ScalarType) or made.get(id(v)) in rep for v in op.operands):
-            rep.add(op)
-        for r in op.results:
-            made[id(r)] = op
-    return frozenset(rep)
+    """The ops of `kernel` that belong to no group: `replicated` ones and all index math. Recomputing a mask
+    costs each group that reads it a few integer ops per element; handing it over would cost a ring slot, two
+    barriers per item and a boolean tile in shared memory."""
+    ops = list(kernel.all_ops())
+    return frozenset(op for op in ops if replicated(op)) | index_math(ops)
+
 
 class UnionFind:
     """Disjoint sets over hashable items (added on first use); `union(a, b)` hangs b's set under a's root."""

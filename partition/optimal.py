@@ -326,7 +326,8 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap)
+    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
+                       allow_transfers=options.solver_transfers)
     result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
