@@ -42,6 +42,12 @@ REFUSED: dict[tuple[str, str, str], str] = {
     # post-loop hand-off, so solving again without in-loop hand-offs does not help (see the branch report).
     ("dual_gemm", "optimal", "default"): "shared memory",
     ("dual_gemm", "optimal", "ragged"): "shared memory",
+    # The solver's schedule hands S (128×128 float32, two slots: 128 KB) and P (three 32 KB slots) from the
+    # MMA group to the softmax group: 339 KB with the K/V rings. Solved again without hand-offs, one group
+    # holds S, P and O and is over the register file. The solver counts a hand-off's cycles, not its bytes
+    # (see the branch report): a gap of the partitioner's memory model that this cell will show when closed.
+    ("attention_causal", "optimal", "default"): "shared memory",
+    ("attention_causal", "optimal", "ragged"): "shared memory",
 }
 
 CELLS = [(e, p, s) for e in EXAMPLES for p in PARTITIONS for s in SIZES]
@@ -62,7 +68,7 @@ def cell(example: str, partition: str, size: str):
     overrides = RAGGED[example] if size == "ragged" else {}
     try:
         kernel = ex.kernel.specialize(**ex.inputs("small", **overrides))
-        ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition=partition))
+        ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition=partition, solver_time_limit=20))
         return ws, compile_barrier(ws, cache_dir=_CACHE[0])
     except ArefError as err:
         return err
