@@ -367,8 +367,16 @@ class _Builder:
         return item
 
     def users_in(self, cr: _Crossing, region: str) -> list[Op]:
+        """Ops of `region` that read the crossing's values, directly or through views of them: a view reads
+        the slot it looks at, so the slot may be released only after the last reader of any view."""
         ids = {id(v) for v in cr.values}
-        return [op for op in self.region_ops(region) if any(id(v) in ids for v in op.operands)]
+        out = []
+        for op in self.region_ops(region):
+            if any(id(v) in ids for v in op.operands):
+                out.append(op)
+                if op.kind in VIEWS:
+                    ids.update(id(r) for r in op.results)
+        return out
 
     def region_ops(self, region: str) -> list[Op]:
         block = {"pre": self.kernel.pre, "post": self.kernel.post}.get(region)
