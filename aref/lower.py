@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 
 from aref.errors import ArefError, UNKNOWN_LOC
-from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
+from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)
 from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
@@ -162,7 +162,7 @@ class _Lowering:
                 self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.empty, slot, op.operands[1]), (),
                           BarrierAttrs(ch.name, "empty", 1))
             elif k is OpKind.MMA:
-                self.emit(out, op, OpKind.MMA_ASYNC, op.operands, op.results, NoAttrs())
+                self.emit(out, op, OpKind.MMA_ASYNC, op.operands, op.results, MmaAttrs())
             else:
                 out.append(op)
         return out
