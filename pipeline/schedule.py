@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from aref.errors import ArefError, ChannelError
 from aref.ir import Op, OpKind
 from aref.ws import GroupProgram, WSKernel
+from pipeline import sm100
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
@@ -151,9 +152,12 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     ops = list(gp.loop.body.ops)
     edges = body_edges(gp)
     explicit = options.mma_depth is not None
-    depth = options.mma_depth if explicit else 1
+    # Blackwell releases the slots its MMAs read with tcgen05.commit, which never blocks: no issue depth
+    depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
+    tensor_core = sm100.is_blackwell_mma_group(gp, kernel)
     for coarse in ((True, False) if options.coarse else (False,)):
-        stage = _coarse_stages(ops, edges) if coarse else {op: 0 for op in ops}
+        tc_stage = sm100.tensor_core_stages(gp, kernel, ops, edges) if coarse and tensor_core else None
+        stage = tc_stage or (_coarse_stages(ops, edges) if coarse else {op: 0 for op in ops})
         span = _held_span(gp, kernel, edges, stage)
         fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
         if fit >= depth or (fit >= 0 and not explicit):
@@ -168,8 +172,11 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
             ch.loc, hint=f"deepen it (aref.channel(depth={need})) or lower mma_depth")
     _place_channel_ops(gp, edges, stage, depth)
     _propagate(edges, stage)
-    order = step_order(ops, stage, edges, tensor_core_first(ops, stage, edges) if options.tensor_core_first
-                       else None)
+    if tensor_core and options.tensor_core_first:
+        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
+    else:
+        priority = tensor_core_first(ops, stage, edges) if options.tensor_core_first else None
+    order = step_order(ops, stage, edges, priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
@@ -294,7 +301,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     stage = {op: s - base for op, s in stage.items()}
     _propagate(edges, stage)
     explicit = options.mma_depth is not None
-    depth = options.mma_depth if explicit else 1
+    depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
     span = _held_span(gp, kernel, edges, stage)
     fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
     if fit < 0 or (explicit and fit < depth):
@@ -389,6 +396,9 @@ def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_dep
     need = required_depths(kernel, schedules)
     for ch in kernel.channels:
         req = need.get(ch.name, 1)
+        if sm100.tmem_ring_depth(ch, kernel) is not None:
+            ch.depth = sm100.tmem_ring_depth(ch, kernel)
+            continue
         if ch.user:
             if ch.depth < req:
                 raise ChannelError(
