@@ -38,10 +38,14 @@ def lower(kernel: WSKernel) -> WSKernel:
     out = copy.deepcopy(kernel)
     for ch in out.channels:
         _resources(ch, out)
-    for gp in out.groups:
-        _Lowering(out, gp).run()
-        _insert_mma_waits(gp)
-    _pingpong(out)
+    if out.arch == "sm_100a":
+        from aref.lower_sm100 import lower_blackwell
+        lower_blackwell(out)
+    else:
+        for gp in out.groups:
+            _Lowering(out, gp).run()
+            _insert_mma_waits(gp)
+        _pingpong(out)
     _registers(out)
     out.level = "barrier"
     return out
@@ -157,10 +161,7 @@ class _Lowering:
             elif k is OpKind.GET:
                 self.get(op, out)
             elif k is OpKind.CONSUMED:
-                ch = self.chans[id(op.operands[0])]
-                slot = self.slot(ch, op.operands[1], out, op.loc)
-                self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.empty, slot, op.operands[1]), (),
-                          BarrierAttrs(ch.name, "empty", 1))
+                self.consumed(op, out)
             elif k is OpKind.MMA:
                 self.emit(out, op, OpKind.MMA_ASYNC, op.operands, op.results, MmaAttrs())
             else:
@@ -171,6 +172,11 @@ class _Lowering:
         new = Op(kind, tuple(operands), tuple(results), attrs, like.loc, pred=like.pred, stage=like.stage)
         out.append(new)
         return new
+
+    def consumed(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        slot = self.slot(ch, op.operands[1], out, op.loc)
+        self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.empty, slot, op.operands[1]), (), BarrierAttrs(ch.name, "empty", 1))
 
     def put(self, op: Op, out: list[Op]) -> None:
         ch = self.chans[id(op.operands[0])]

@@ -191,7 +191,7 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
     if k in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY):
         return ISSUE, 1
     if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.FENCE_PROXY_ASYNC,
-             OpKind.TMEM_STORE_FENCE,
+             OpKind.TMEM_STORE_FENCE, OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC,
              OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
              OpKind.PUT, OpKind.CONSUMED):
         return ISSUE, machine.sync_cycles

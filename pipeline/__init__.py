@@ -12,8 +12,9 @@ from dataclasses import replace
 from aref.errors import ArefError
 from aref.ws import WSKernel
 from pipeline.expand import expand
+from pipeline import sm100
 from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths,
-                               global_conflict, heuristic_schedule)
+                               global_conflict, heuristic_schedule, required_depths)
 
 __all__ = ["pipeline_kernel", "PipelineOptions", "GroupSchedule"]
 
@@ -26,6 +27,8 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
     anchored = out.anchors is not None
     scheds = _schedules(out, options)
     problem = global_conflict(out, scheds)
+    if problem is not None and sm100.deepen_tmem_rings(out, required_depths(out, scheds)):
+        problem = global_conflict(out, scheds)
     # Groups that feed each other within an iteration can wait on each other in a cycle when one of them
     # reorders its channel ops or runs ahead a stage: retreat to program order, then to the MMA issue depth
     # alone, until the schedules fit together.
@@ -35,6 +38,8 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
             break
         scheds = _schedules(out, fallback)
         problem = global_conflict(out, scheds)
+        if problem is not None and sm100.deepen_tmem_rings(out, required_depths(out, scheds)):
+            problem = global_conflict(out, scheds)
     if problem is not None:
         raise ArefError(f"the warp groups' schedules do not fit together: {problem}", kernel.loc,
                         hint="this is a deadlock the pipeline would have; change the partition or the schedule")

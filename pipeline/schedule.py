@@ -327,6 +327,9 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
             r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
         return (r, stage[op], index[op])
 
+    if sm100.is_blackwell_mma_group(gp, kernel):
+        # the stages are the solver's; within a step FA4's order lets S be written over P (see pipeline.sm100)
+        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
     order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)

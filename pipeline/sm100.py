@@ -144,3 +144,34 @@ def tmem_ring_depth(ch, kernel: WSKernel) -> int | None:
     if kernel.arch == "sm_100a" and not ch.user and any(t.space is Space.TMEM for t in ch.payload):
         return 1
     return None
+
+
+def deepen_tmem_rings(kernel: WSKernel, need: dict[str, int]) -> bool:
+    """When one item per tensor-memory ring does not fit the groups' schedules, give the rings CUDA cores fill
+    (tcgen05.st: P, a rescaled accumulator's copy) the depth the schedule needs; rings MMAs write in place keep
+    one item (an accumulator has one home). Returns whether any depth changed."""
+    changed = False
+    for ch in kernel.channels:
+        if tmem_ring_depth(ch, kernel) is None or is_blackwell_mma_group(kernel.groups[ch.producer], kernel):
+            continue
+        if any(op.kind is OpKind.MMA for op in kernel.groups[ch.producer].all_ops()):
+            continue
+        if any(_accumulates_on(kernel.groups[g], ch) for g in ch.consumers):
+            continue
+        if need.get(ch.name, 1) > ch.depth:
+            ch.depth = need[ch.name]
+            changed = True
+    return changed
+
+
+def _accumulates_on(gp, ch) -> bool:
+    """Does an MMA of `gp` accumulate in place on a tile it takes from `ch`?"""
+    got: set[int] = set()
+    for op in gp.all_ops():
+        if op.kind is OpKind.GET and op.operands[0] is ch.value:
+            got |= {id(r) for r in op.results}
+        elif op.kind in VIEWS and id(op.operands[0]) in got:
+            got.add(id(op.result))
+        elif op.kind is OpKind.MMA and len(op.operands) > 2 and id(op.operands[2]) in got:
+            return True
+    return False

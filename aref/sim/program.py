@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aref.ir import OpKind, RingType, TileType
 from aref.printer import Namer, format_op
+from aref.sim.tensor_memory import TensorMemory
 from aref.ws import WSKernel
 
 LOOP_ENTER = "loop_enter"
@@ -18,12 +19,14 @@ LOOP_END = "loop_end"
 # Ops whose effect other groups or async units can observe (or that can block): each is a scheduling point.
 # Everything else is local to its group and runs atomically up to the next one.
 VISIBLE = frozenset({OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
-                     OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.MMA_WAIT,
+                     OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT,
+                     OpKind.TMEM_DEALLOC,
                      OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
 COMPUTE = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.LOAD, OpKind.STORE,
                      OpKind.FULL, OpKind.ARANGE, OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.MMA,
                      OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST,
-                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.SLICE})
+                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.SLICE,
+                     OpKind.TMEM_ALLOC})
 
 
 class MalformedIR(ValueError):
@@ -33,7 +36,8 @@ class MalformedIR(ValueError):
 class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
-    __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out")
+    __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
+                 "tensor_pipe")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -47,6 +51,7 @@ class Instr:
         self.ring = None     # (chan, ring index) for slot ops and tma_load
         self.loop = loop
         self.target = 0      # LOOP_ENTER: pc after LOOP_END; LOOP_END: pc of the body's first op
+        self.tensor_pipe = False   # slot_store published by mma_commit: the tensor core wrote the slot
 
 
 class Prog:
@@ -90,6 +95,7 @@ class Prog:
             for v in (ch.value, ch.full, ch.empty, *ch.rings):
                 self.globals[id(v)] = v
         self.nbars, self.nslots = nbar, nslot
+        self.tmem = TensorMemory(kernel, self.chans)
         self.param_ids = {p.name: id(p.value) for p in kernel.params}
         self.programs = [self._flatten(gp, bar_ids, ring_ids) for gp in kernel.groups]
         # which groups can complete a phase of each barrier array / take part in each named barrier
@@ -97,7 +103,7 @@ class Prog:
         self.nb_users: dict[int, set] = {}
         for g, prog in enumerate(self.programs):
             for ins in prog:
-                if ins.kind in (OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD):
+                if ins.kind in (OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_COMMIT):
                     self.arrivers.setdefault(ins.bar, set()).add(g)
                 elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
                     self.nb_users.setdefault(ins.op.attrs.id, set()).add(g)
@@ -117,6 +123,7 @@ class Prog:
                 enter.target = len(out)
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
+        _mark_tensor_pipe(out)
         return out
 
     def _instr(self, op, bar_ids, ring_ids) -> Instr:
@@ -130,7 +137,7 @@ class Prog:
                 raise MalformedIR(f"{k.value} at {op.loc.short()}: operand {v!r} is not a channel {what}")
             return table[id(v)]
 
-        if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX):
+        if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.MMA_COMMIT):
             ins.bar = resolve(op.operands[0], bar_ids, "mbarrier")
             c, which = ins.bar
             if op.attrs.channel != self.chans[c].name or getattr(op.attrs, "which", which) != which:
@@ -187,3 +194,16 @@ def _op_texts(kernel: WSKernel) -> dict[int, str]:
                 for v in (*gp.loop.yields, *gp.loop.results):
                     name(v)
     return texts
+
+
+def _mark_tensor_pipe(prog: list) -> None:
+    """A slot_store whose channel's `full` is next arrived at by an mma_commit was written by the tensor core
+    (an MMA result published in place, or a constant the tensor core fills), not by tcgen05.st."""
+    for i, ins in enumerate(prog):
+        if ins.kind is not OpKind.SLOT_STORE:
+            continue
+        c = ins.ring[0]
+        for nxt in prog[i + 1:]:
+            if nxt.kind in (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT) and nxt.bar == (c, "full"):
+                ins.tensor_pipe = nxt.kind is OpKind.MMA_COMMIT
+                break

@@ -1,0 +1,247 @@
+"""Aref lowering rules of Blackwell (sm_100a): MMAs write tensor memory and signal with `tcgen05.commit`.
+
+On top of the common lowering (`aref.lower`: slots, parities, TMA rings, register hand-offs):
+
+* A group that issues MMAs (FA4's MMA warp, or a 4-warp group that also computes) never waits for its own
+  MMAs to hand their results on. Publishing an MMA result through a tensor-memory channel is
+  `wait empty → (the MMA writes the slot's columns) → mma_commit full`: the commit arrives once the MMAs
+  issued so far complete. Releasing a slot its MMAs read is `mma_commit empty`.
+* The group waits for its MMAs (`mma_wait 0`, a commit to its own barrier and a parity wait in the code)
+  only before its CUDA cores read an MMA result.
+* A group that writes a tensor-memory tile computed from one it read releases what it read before
+  publishing what it wrote, so the tile can be rewritten in place (the correction group's O).
+* Tensor memory is planned (`aref.tmem.plan_tensor_memory`), allocated by the first MMA-issuing group before
+  the others start, and freed once every group using it has arrived at its named barrier.
+"""
+from __future__ import annotations
+
+from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
+from aref.lower import VIEWS, _Lowering
+from aref.tmem import plan_tensor_memory
+from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
+
+
+def _in_tmem(ch: Channel) -> bool:
+    return any(t.space is Space.TMEM for t in ch.payload)
+
+
+def tensor_core_group(gp: GroupProgram) -> bool:
+    return any(op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in gp.all_ops())
+
+
+def lower_blackwell(ws: WSKernel) -> None:
+    """Lower every group of pipelined sm_100a kernel `ws` (in place) and plan its tensor memory."""
+    for ch in ws.channels:
+        producer = ws.groups[ch.producer]
+        if ch.kind == "store" and _in_tmem(ch) and tensor_core_group(producer):
+            ch.full_count = 1                       # one tcgen05.commit publishes the slot
+    for gp in ws.groups:
+        _release_before_publish(gp, ws)
+        _BlackwellLowering(ws, gp).run()
+        for _, block in gp.regions():
+            _wait_before_writing(block.ops)
+        _insert_mma_waits(gp)
+    ws.tmem = plan_tensor_memory(ws)
+    if ws.tmem is not None:
+        _allocation(ws)
+
+
+class _BlackwellLowering(_Lowering):
+    def __init__(self, kernel: WSKernel, gp: GroupProgram):
+        super().__init__(kernel, gp)
+        self.tensor_core = tensor_core_group(gp)
+        self.mma_reads = {ch.name for ch in kernel.channels if self.tensor_core and _mma_reads_slot(gp, ch)}
+
+    def put(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        if not (self.tensor_core and ch.kind == "store" and _in_tmem(ch)
+                and all(_from_mma(v, self.gp) for v in op.operands[2:])):
+            super().put(op, out)
+            return
+        item, tiles = op.operands[1], op.operands[2:]
+        slot = self.slot(ch, item, out, op.loc)
+        flip = self.flipped(self.phase(ch, item, out, op.loc), out, op.loc)
+        self.emit(out, op, OpKind.MBAR_WAIT, (ch.empty, slot, flip), (), BarrierAttrs(ch.name, "empty"))
+        for j, t in enumerate(tiles):       # in place: the MMA wrote these columns (a zero tile: the tensor core)
+            self.emit(out, op, OpKind.SLOT_STORE, (ch.rings[j], slot, item, t), (), _slot_attrs(ch, j))
+        self.emit(out, op, OpKind.MMA_COMMIT, (ch.full, slot, item), (), BarrierAttrs(ch.name, "full", 1))
+
+    def consumed(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        if ch.name not in self.mma_reads:
+            super().consumed(op, out)
+            return
+        slot = self.slot(ch, op.operands[1], out, op.loc)
+        self.emit(out, op, OpKind.MMA_COMMIT, (ch.empty, slot, op.operands[1]), (), BarrierAttrs(ch.name, "empty", 1))
+
+
+def _mma_reads_slot(gp: GroupProgram, ch: Channel) -> bool:
+    """Does an MMA of this group read `ch`'s slot (an operand, or the accumulator it updates in place)?"""
+    got: set[int] = set()
+    for op in gp.all_ops():
+        if op.kind is OpKind.GET and op.operands[0] is ch.value:
+            got |= {id(r) for r in op.results}
+        elif op.kind in VIEWS + (OpKind.SELECT,) and any(id(v) in got for v in op.operands):
+            got.add(id(op.result))
+    if gp.loop is not None:
+        for init, c in zip(gp.loop.inits, gp.loop.carried):
+            if id(init) in got:
+                got.add(id(c))
+    return any(op.kind is OpKind.MMA and any(id(v) in got for v in op.operands) for op in gp.all_ops())
+
+
+def _slot_attrs(ch: Channel, j: int):
+    from aref.ir import SlotAttrs
+    return SlotAttrs(ch.name, j)
+
+
+def _from_mma(v, gp: GroupProgram, depth: int = 0) -> bool:
+    """Is `v` an MMA result of this group, or a constant or select of such (an accumulator chain)?"""
+    prod = gp.producers()
+    op = prod.get(id(v))
+    if op is None or depth > 32:
+        return False
+    if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.FULL):
+        return True
+    if op.kind is OpKind.SELECT:
+        return all(_from_mma(x, gp, depth + 1) for x in op.operands[1:])
+    return False
+
+
+# ------------------------------------------------------------------------------ in-place rewrites
+def _release_before_publish(gp: GroupProgram, ws: WSKernel) -> None:
+    """In each block, move the release of a tensor-memory slot up to just after its last reader (through
+    views), ahead of later puts: a group that rewrites the tile in place (O ← O·α) then gives up the old
+    item before it publishes the new one."""
+    chans = {id(c.value): c for c in ws.channels}
+    for _, block in gp.regions():
+        ops = block.ops
+        for i in range(len(ops)):
+            op = ops[i]
+            if op.kind is not OpKind.CONSUMED or not _in_tmem(chans[id(op.operands[0])]):
+                continue
+            got = None
+            for j in range(i - 1, -1, -1):
+                g = ops[j]
+                if g.kind is OpKind.GET and g.operands[0] is op.operands[0] and g.operands[1] is op.operands[1]:
+                    got = j
+                    break
+            if got is None:
+                continue
+            seen = {id(r) for r in ops[got].results}
+            last = got
+            for j in range(got + 1, i):
+                if any(id(v) in seen for v in ops[j].operands):
+                    last = j
+                    if ops[j].kind in VIEWS:
+                        seen.update(id(r) for r in ops[j].results)
+            if last + 1 < i and all(o.stage == op.stage for o in ops[last + 1:i]):
+                ops.insert(last + 1, ops.pop(i))
+
+
+def _wait_before_writing(ops: list[Op]) -> None:
+    """An MMA writes the tensor-memory slot it publishes when it is issued, not when its result is put: the
+    `empty` wait of an in-place publish moves up to the first MMA of the block that writes those columns
+    (the MMA producing the value and those it accumulates on), with the index math it needs."""
+    prod = {id(r): i for i, op in enumerate(ops) for r in op.results}
+    i = 0
+    while i < len(ops):
+        st = ops[i]
+        i += 1
+        if st.kind is not OpKind.SLOT_STORE or id(st.operands[3]) not in prod:
+            continue
+        first = prod[id(st.operands[3])]
+        if ops[first].kind is not OpKind.MMA_ASYNC:
+            continue
+        while len(ops[first].operands) > 2 and id(ops[first].operands[2]) in prod \
+                and ops[prod[id(ops[first].operands[2])]].kind is OpKind.MMA_ASYNC:
+            first = prod[id(ops[first].operands[2])]
+        wait = next((j for j in range(i - 2, first, -1) if ops[j].kind is OpKind.MBAR_WAIT
+                     and ops[j].attrs.which == "empty" and ops[j].attrs.channel == st.attrs.channel), None)
+        if wait is None:
+            continue
+        # the wait and the index math it reads that sits between the MMA and the wait move up together
+        need = {id(v) for v in (*ops[wait].operands, *([ops[wait].pred] if ops[wait].pred else []))}
+        moved = [wait]
+        for j in range(wait - 1, first, -1):
+            if any(id(r) in need for r in ops[j].results):
+                moved.append(j)
+                need |= {id(v) for v in ops[j].operands}
+        block = [ops[j] for j in sorted(moved)]
+        for j in sorted(moved, reverse=True):
+            del ops[j]
+        ops[first:first] = block
+        prod = {id(r): k for k, op in enumerate(ops) for r in op.results}
+
+
+# ------------------------------------------------------------------------------------- MMA waits
+def _insert_mma_waits(gp: GroupProgram) -> None:
+    """`mma_wait 0` before the first CUDA-core read of an MMA result since the group last issued an MMA.
+    On Blackwell a wait covers every MMA issued so far (a commit to the group's own barrier)."""
+    if not any(op.kind is OpKind.MMA_ASYNC for op in gp.all_ops()):
+        return
+    prod = gp.producers()
+    issued = False
+    for region, block in gp.regions():
+        out: list[Op] = []
+        if region == "loop":
+            issued = issued or any(op.kind is OpKind.MMA_ASYNC for op in block.ops)
+        for op in block.ops:
+            if issued and _reads_mma_result(op, prod, gp):
+                out.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), op.loc))
+                issued = False
+            out.append(op)
+            issued = issued or op.kind is OpKind.MMA_ASYNC
+        if region == "loop" and any(op.kind is OpKind.MMA_ASYNC for op in block.ops):
+            issued = True
+        block.ops = out
+
+
+def _reads_mma_result(op: Op, prod, gp: GroupProgram) -> bool:
+    """Does `op` read an MMA result with CUDA cores (not: another MMA, a view, a select, the in-place publish)?"""
+    if op.kind in (OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.SELECT) or op.kind in VIEWS:
+        return False
+    if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and _from_mma(op.operands[3], gp):
+        return False
+    return any(_mma_origin(v, prod) for v in op.operands)
+
+
+def _mma_origin(v, prod, depth: int = 0) -> bool:
+    op = prod.get(id(v))
+    if op is None or depth > 64:
+        return False
+    if op.kind is OpKind.MMA_ASYNC:
+        return True
+    if op.kind in VIEWS:
+        return _mma_origin(op.operands[0], prod, depth + 1)
+    if op.kind is OpKind.SELECT:
+        return any(_mma_origin(x, prod, depth + 1) for x in op.operands[1:])
+    return False
+
+
+# ------------------------------------------------------------------------------- allocation
+def _allocation(ws: WSKernel) -> None:
+    """tmem_alloc first in the allocating group; every group using tensor memory arrives at a named barrier
+    when done with it, and the allocator frees the columns after waiting there."""
+    plan = ws.tmem
+    users = [gp for gp in ws.groups if _uses_tmem(gp, ws)]
+    if ws.groups[plan.allocator] not in users:
+        users.append(ws.groups[plan.allocator])
+    threads = sum(gp.group.threads for gp in users)
+    bid = max((nb.id for nb in ws.named_barriers), default=0) + 1
+    plan.dealloc_barrier = bid
+    ws.named_barriers.append(NamedBarrier(bid, threads, "tensor memory freed after its last use"))
+    cols = TmemAttrs(plan.columns)
+    for gp in users:
+        if gp.group.id == plan.allocator:
+            gp.pre.ops.insert(0, Op(OpKind.TMEM_ALLOC, (), (), cols, ws.loc))
+            gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
+            gp.post.ops.append(Op(OpKind.TMEM_DEALLOC, (), (), cols, ws.loc))
+        else:
+            gp.post.ops.append(Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
+
+
+def _uses_tmem(gp: GroupProgram, ws: WSKernel) -> bool:
+    tmem = {id(r) for ch in ws.channels if _in_tmem(ch) for r in ch.rings}
+    return any(op.kind is OpKind.MMA_ASYNC or (op.kind in (OpKind.SLOT_READ, OpKind.SLOT_STORE)
+                                                and id(op.operands[0]) in tmem) for op in gp.all_ops())
