@@ -55,7 +55,7 @@ class _BlackwellLowering(_Lowering):
     def put(self, op: Op, out: list[Op]) -> None:
         ch = self.chans[id(op.operands[0])]
         if not (self.tensor_core and ch.kind == "store" and _in_tmem(ch)
-                and all(_from_mma(v, self.gp) for v in op.operands[2:])):
+                and all(from_mma(v, self.gp) for v in op.operands[2:])):
             super().put(op, out)
             return
         item, tiles = op.operands[1], op.operands[2:]
@@ -95,8 +95,9 @@ def _slot_attrs(ch: Channel, j: int):
     return SlotAttrs(ch.name, j)
 
 
-def _from_mma(v, gp: GroupProgram, depth: int = 0) -> bool:
-    """Is `v` an MMA result of this group, or a constant or select of such (an accumulator chain)?"""
+def from_mma(v, gp: GroupProgram, depth: int = 0) -> bool:
+    """Is `v` an MMA result of this group, or a constant or select of such (an accumulator chain)? Such a
+    tile lives in tensor memory where the group's MMAs (or the tensor core's zero fill) wrote it."""
     prod = gp.producers()
     op = prod.get(id(v))
     if op is None or depth > 32:
@@ -104,7 +105,7 @@ def _from_mma(v, gp: GroupProgram, depth: int = 0) -> bool:
     if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.FULL):
         return True
     if op.kind is OpKind.SELECT:
-        return all(_from_mma(x, gp, depth + 1) for x in op.operands[1:])
+        return all(from_mma(x, gp, depth + 1) for x in op.operands[1:])
     return False
 
 
@@ -201,7 +202,7 @@ def _reads_mma_result(op: Op, prod, gp: GroupProgram) -> bool:
     """Does `op` read an MMA result with CUDA cores (not: another MMA, a view, a select, the in-place publish)?"""
     if op.kind in (OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.SELECT) or op.kind in VIEWS:
         return False
-    if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and _from_mma(op.operands[3], gp):
+    if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and from_mma(op.operands[3], gp):
         return False
     return any(_mma_origin(v, prod) for v in op.operands)
 

@@ -21,7 +21,7 @@ from aref.dtypes import to_torch
 from aref.interpret import evaluate, load_box, round_result
 from aref.ir import OpKind
 from aref.machine import machine_for, tma_bytes
-from aref.sim.program import LOOP_END, LOOP_ENTER, MalformedIR, Prog
+from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, MalformedIR, Prog
 from aref.sim import tensor_memory
 from aref.sim.state import CTAState, Group, Slot, SlotData
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
@@ -170,7 +170,10 @@ class Engine:
                 return
             if self.trace is not None:
                 self.trace.append((gi, ins))
-            self._compute(st, gi, g, ins)
+            if ins.kind in EAGER:
+                self._visible(st, gi, g, ins)
+            else:
+                self._compute(st, gi, g, ins)
             g.pc += 1
         g.done, g.rest = True, None
 

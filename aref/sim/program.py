@@ -18,6 +18,11 @@ LOOP_END = "loop_end"
 
 # Ops whose effect other groups or async units can observe (or that can block): each is a scheduling point.
 # Everything else is local to its group and runs atomically up to the next one.
+# Two of them never block and commute with what other groups can do meanwhile, so they run with the ops
+# before them instead of being scheduling points of their own (halving the states exploration visits):
+# a slot_read (the item stays in the slot until this very group releases it) and an mma_commit (its
+# arrival waits for the group's MMAs anyway, and an earlier release only lets a producer go sooner).
+EAGER = frozenset({OpKind.SLOT_READ, OpKind.MMA_COMMIT})
 VISIBLE = frozenset({OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
                      OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT,
                      OpKind.TMEM_DEALLOC,
@@ -45,7 +50,7 @@ class Instr:
         self.args = tuple(id(v) for v in op.operands) if op is not None else ()
         self.res = tuple(id(v) for v in op.results) if op is not None else ()
         self.pred = id(op.pred) if op is not None and op.pred is not None else None
-        self.visible = op is not None and op.kind in VISIBLE
+        self.visible = op is not None and op.kind in VISIBLE and op.kind not in EAGER
         self.tile_out = op is not None and bool(op.results) and isinstance(op.results[0].type, TileType)
         self.bar = None      # barrier index base info: (chan, which) for mbarrier ops and tma_load
         self.ring = None     # (chan, ring index) for slot ops and tma_load
@@ -123,7 +128,7 @@ class Prog:
                 enter.target = len(out)
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
-        _mark_tensor_pipe(out)
+        _mark_tensor_pipe(gp, out)
         return out
 
     def _instr(self, op, bar_ids, ring_ids) -> Instr:
@@ -196,14 +201,13 @@ def _op_texts(kernel: WSKernel) -> dict[int, str]:
     return texts
 
 
-def _mark_tensor_pipe(prog: list) -> None:
-    """A slot_store whose channel's `full` is next arrived at by an mma_commit was written by the tensor core
-    (an MMA result published in place, or a constant the tensor core fills), not by tcgen05.st."""
-    for i, ins in enumerate(prog):
-        if ins.kind is not OpKind.SLOT_STORE:
-            continue
-        c = ins.ring[0]
-        for nxt in prog[i + 1:]:
-            if nxt.kind in (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT) and nxt.bar == (c, "full"):
-                ins.tensor_pipe = nxt.kind is OpKind.MMA_COMMIT
-                break
+def _mark_tensor_pipe(gp, prog: list) -> None:
+    """A slot_store into a tensor-memory ring of an MMA result (or a constant) by the group that issues the
+    MMAs is written by the tensor core in place (`aref.ws`), not by tcgen05.st: no data moves, and only an
+    mma_commit publishes it."""
+    from aref.lower_sm100 import from_mma, tensor_core_group
+    if not tensor_core_group(gp):
+        return
+    for ins in prog:
+        if ins.kind is OpKind.SLOT_STORE and ins.op.operands[0].type.tile.space.value == "tmem":
+            ins.tensor_pipe = from_mma(ins.op.operands[3], gp)
