@@ -7,7 +7,8 @@ simulator's timing model (`aref.sim.timing`) and the solver integration both use
 function of the op's types and attributes.
 
 Units (names shared with `solve/`): "tc" tensor core, "tma" copy engine, "mufu" special-function unit,
-"fma" fp32 pipe, "smem" shared-memory port; "issue" marks ops that occupy only their own warp group's
+"fma" fp32 pipe, "smem" shared-memory port, and on Blackwell "tmem_ld" / "tmem_st", the tensor-memory
+read and write paths (tcgen05.ld / tcgen05.st); "issue" marks ops that occupy only their own warp group's
 instruction stream (scalars, barrier ops, views) and is not a shared resource.
 
 Every figure carries its source. "Datasheet" figures are NVIDIA's published numbers; figures marked
@@ -18,9 +19,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from aref.ir import DType, Op, OpKind, RingType, TileType
+from aref.ir import DType, Op, OpKind, RingType, Space, TileType
 
-SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem")
+SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem", "tmem_ld", "tmem_st")
 ISSUE = "issue"
 
 # UNARY functions that run on the MUFU (ex2, lg2, sqrt, rsqrt are MUFU instructions; exp/log are an FMA
@@ -51,6 +52,8 @@ class Machine:
     smem_per_block: int = 227 * 1024
     tmem_lanes: int = 0
     tmem_columns: int = 0                  # 32-bit columns per lane; 0: no tensor memory
+    tmem_bytes_per_clk: int = 0            # tcgen05.ld / tcgen05.st bandwidth per SM and direction
+    mma_instr_issue_cycles: int = 0        # Blackwell: one warp issues each tcgen05.mma (0: a warp group's wgmma)
     tma_bytes_per_clk: int = 64
     tma_latency: tuple = (400, 550, 1200)  # (min, mode, max) cycles of a triangular distribution
     sync_cycles: int = 32                  # issue-to-effect of an mbarrier / named-barrier op
@@ -95,6 +98,12 @@ B200 = Machine(
     tensor_flop_per_clk={DType.float16: 8192, DType.bfloat16: 8192,
                          DType.float8_e4m3: 16384, DType.float8_e5m2: 16384},
     tmem_lanes=128, tmem_columns=512,
+    # ASSUMPTION: 128 lanes x 32 bit per clock each way (a warp moves 32 lanes x 32 bit per tcgen05.ld beat; four
+    # sub-partitions in parallel), the figure the solver's graphs of FA4 use.
+    tmem_bytes_per_clk=512,
+    # ASSUMPTION: the single MMA warp spends ~4 cycles per tcgen05.mma (one per K atom: K=16 for 16-bit, 32
+    # for 8-bit types) building descriptors and issuing; FA4's MMA warp issues a 128x128x128 QK^T as 8 of them.
+    mma_instr_issue_cycles=4,
     # ASSUMPTION: twice Hopper's per-SM L2->SMEM rate (HBM3e 8 TB/s is 2.4x H100's 3.35 TB/s).
     tma_bytes_per_clk=128,
     tma_latency=(400, 550, 1200),          # ASSUMPTION: as Hopper
@@ -178,6 +187,12 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
         if not isinstance(op.result.type, TileType):
             return ISSUE, 1
         return "fma", max(1, _ceil_div(_numel(op.result.type), machine.fma_per_clk))
+    if k is OpKind.SLOT_STORE and _in_tmem(op.operands[0]):
+        if op.operands[3].type.space is Space.TMEM:
+            return ISSUE, 0             # an MMA result published where the MMA wrote it (no data moves)
+        return "tmem_st", max(1, _ceil_div(op.operands[3].type.nbytes, machine.tmem_bytes_per_clk))
+    if k is OpKind.SLOT_READ and _in_tmem(op.operands[0]):
+        return "tmem_ld", max(1, _ceil_div(op.result.type.nbytes, machine.tmem_bytes_per_clk))
     if k is OpKind.SLOT_STORE:
         return "smem", max(1, _ceil_div(op.operands[3].type.nbytes, machine.smem_bytes_per_clk))
     if k is OpKind.TMA_LOAD or (k is OpKind.LOAD and op.result.type.space.value == "smem"):
@@ -196,6 +211,20 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
              OpKind.PUT, OpKind.CONSUMED):
         return ISSUE, machine.sync_cycles
     raise ValueError(f"no cost model for {k.value}")
+
+
+def _in_tmem(ring) -> bool:
+    return isinstance(ring.type, RingType) and ring.type.tile.space is Space.TMEM
+
+
+def mma_issue_cycles(op: Op, machine: Machine) -> int:
+    """Cycles the issuing group spends on an asynchronous MMA: on Blackwell one warp issues a tcgen05.mma per
+    K atom (16 elements of a 16-bit type, 32 of an 8-bit one), elsewhere the machine's async issue cost."""
+    if not machine.mma_instr_issue_cycles:
+        return machine.async_issue_cycles
+    a = op.operands[0].type
+    atom = 32 if a.dtype.bits == 8 else 16
+    return max(machine.async_issue_cycles, _ceil_div(a.shape[-1], atom) * machine.mma_instr_issue_cycles)
 
 
 def unit_busy(op: Op, machine: Machine) -> int:

@@ -29,7 +29,6 @@ VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
-TMEM_BYTES_PER_CLK = 512       # tcgen05.ld/st bandwidth per SM (ASSUMPTION: 128 lanes x 32 bit per clock)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
 SMEM_ALIGN = 1024              # swizzled tiles start on 1 KB boundaries
@@ -188,8 +187,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                           if any(s.kind is OpKind.MMA for s, d in sources(v))}
                 stored = [r for o in ops for r in o.results
                           if any(u not in ops for u in _users(r, kernel)) and _feeds_mma(r, kernel)]
-                ld = sum(v.type.nbytes for v in loaded.values()) // TMEM_BYTES_PER_CLK
-                st = sum(r.type.nbytes for r in stored) // TMEM_BYTES_PER_CLK
+                ld = sum(v.type.nbytes for v in loaded.values()) // m.tmem_bytes_per_clk
+                st = sum(r.type.nbytes for r in stored) // m.tmem_bytes_per_clk
                 if ld:
                     usage["tmem_ld"] = ld
                 if st:

@@ -25,8 +25,11 @@ def shared_memory_bytes(kernel) -> int:
 
 
 def tensor_memory_columns(kernel) -> int:
-    """32-bit tensor-memory columns the kernel's tensor-memory rings take: a tile of R rows and C bytes per row
-    spans ceil(R / lanes) blocks of C / 4 columns (128 lanes per SM)."""
+    """32-bit tensor-memory columns the kernel allocates: its plan's (`aref.tmem`, with tiles rewritten in place
+    and aliased) once lowered; before that, what its tensor-memory rings would take side by side (a tile of R
+    rows and C bytes per row spans ceil(R / lanes) blocks of C / 4 columns, 128 lanes per SM)."""
+    if getattr(kernel, "tmem", None) is not None:
+        return kernel.tmem.columns
     total = 0
     for ch in kernel.channels:
         for t in ch.payload:

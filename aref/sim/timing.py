@@ -2,10 +2,12 @@
 
 The functional engine decides what may happen (the same mbarrier, slot and MMA semantics as `simulate`);
 this module decides when. Each warp group issues its ops in order; an op occupies its functional unit
-("tc", "tma", "mufu", "fma", "smem": one each per SM, first come first served) for `op_cost` cycles, and
-the group waits for it, except for the asynchronous ones: an `mma_async` costs the group
-`async_issue_cycles` and completes when the tensor core finishes it; a `tma_load` costs the group the same
-and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
+("tc", "tma", "mufu", "fma", "smem", Blackwell's "tmem_ld" / "tmem_st": one each per SM, first come first
+served) for `op_cost` cycles, and
+the group waits for it, except for the asynchronous ones: an `mma_async` costs the group its issue cycles
+(`aref.machine.mma_issue_cycles`: on Blackwell one warp issues a tcgen05.mma per K atom) and completes when
+the tensor core finishes it (an `mma_commit` then arrives); a `tma_load` costs the group
+`async_issue_cycles` and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
 busy only for the transfer). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
 at the event that enables it. No tile values are computed.
 
@@ -20,7 +22,7 @@ import random
 from dataclasses import dataclass, field
 
 from aref.ir import OpKind
-from aref.machine import ISSUE, SHARED_UNITS, Machine, op_cost, unit_busy
+from aref.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, unit_busy
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
@@ -114,10 +116,12 @@ class _Clock:
             k = op.kind
             if k is OpKind.MMA_ASYNC:
                 _, cycles = op_cost(op, self.m)
-                begin = self.occupy("tc", cur + self.m.async_issue_cycles, cycles)
+                issue = mma_issue_cycles(op, self.m)
+                begin = self.occupy("tc", cur + issue, cycles)
                 self.mma_done[gi].append(begin + cycles)
+                self.entry(gi, op, ISSUE, cur, cur + issue)
                 self.entry(gi, op, "tc", begin, begin + cycles)
-                cur += self.m.async_issue_cycles
+                cur += issue
             elif k is OpKind.TMA_LOAD:
                 _, cycles = op_cost(op, self.m, self.rng)
                 transfer = unit_busy(op, self.m)
