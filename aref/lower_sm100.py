@@ -44,6 +44,7 @@ def lower_blackwell(ws: WSKernel) -> None:
     ws.tmem = plan_tensor_memory(ws)
     if ws.tmem is not None:
         _allocation(ws)
+    register_budgets(ws)
 
 
 class _BlackwellLowering(_Lowering):
@@ -246,3 +247,98 @@ def _uses_tmem(gp: GroupProgram, ws: WSKernel) -> bool:
     tmem = {id(r) for ch in ws.channels if _in_tmem(ch) for r in ch.rings}
     return any(op.kind is OpKind.MMA_ASYNC or (op.kind in (OpKind.SLOT_READ, OpKind.SLOT_STORE)
                                                 and id(op.operands[0]) in tmem) for op in gp.all_ops())
+
+
+# ------------------------------------------------------------------------------- register budgets
+ONE_WARP_REGS = 48                  # load, MMA and epilogue warps: addresses and loop state (FA4's "other")
+OVERHEAD = 32                       # per thread beside tiles: addresses, descriptors, loop state
+ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.EXPAND_DIMS)
+
+
+def tile_registers(t) -> int:
+    """32-bit registers per thread of a tile in tcgen05's row layout (128 rows: a row per thread, 64 rows:
+    half a row); a row vector is one register."""
+    from aref.ir import TileType
+    if not isinstance(t, TileType) or t.space is not Space.RMEM and t.space is not Space.TMEM:
+        return 0
+    if len(t.shape) == 1:
+        return 1
+    if len(t.shape) != 2 or t.shape[1] == 1:
+        return 1
+    per = t.shape[1] if t.shape[0] >= 128 else t.shape[1] // 2
+    return max(1, per * t.dtype.bits // 32)
+
+
+def group_register_need(gp: GroupProgram) -> int:
+    """Registers per thread a warp group needs: its largest set of register tiles live at once (a value used
+    once by an elementwise op or reduction of its block is computed inside that op's loop, as the backend
+    does, and needs none), plus `OVERHEAD`."""
+    from aref.ir import TileType
+    ops = [op for _, block in gp.regions() for op in block.ops]
+    pos = {id(op): i for i, op in enumerate(ops)}
+    block_of = {id(op): b for b, (_, block) in enumerate(gp.regions()) for op in block.ops}
+    users: dict[int, list] = {}
+    for op in ops:
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    loop_span = None
+    if gp.loop is not None:
+        body = gp.loop.body.ops
+        if body:
+            loop_span = (pos[id(body[0])], pos[id(body[-1])])
+    live: list[tuple[int, int, int]] = []
+    for op in ops:
+        for r in op.results:
+            if not isinstance(r.type, TileType) or r.type.space is Space.SMEM:
+                continue
+            if op.kind in (OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.SELECT) and r.type.space is Space.TMEM \
+                    and all(u.kind in (OpKind.MMA_ASYNC, OpKind.SLOT_STORE) for u in users.get(id(r), [])):
+                continue                  # an MMA operand / accumulator: tensor memory, not registers
+            us = users.get(id(r), [])
+            if op.kind in ELEMENTWISE and len(us) == 1 and us[0].kind in ELEMENTWISE + (OpKind.REDUCE,) \
+                    and block_of[id(us[0])] == block_of[id(op)]:
+                continue
+            end = max((pos[id(u)] for u in us), default=pos[id(op)])
+            if loop_span and loop_span[0] <= pos[id(op)] <= loop_span[1] and gp.loop is not None \
+                    and any(y is r for y in gp.loop.yields):
+                end = max(end, loop_span[1])
+            live.append((pos[id(op)], end, tile_registers(r.type)))
+    # a value is live from its definition up to (not including) its last use: an elementwise op writes its
+    # result over an operand that dies there, as the backend does
+    peak = 0
+    for i in range(len(ops)):
+        peak = max(peak, sum(n for a, b, n in live if a <= i < b or a == b == i))
+    return peak + OVERHEAD
+
+
+def register_budgets(ws: WSKernel) -> None:
+    """Per-group register budgets (setmaxnreg) from liveness: one-warp groups share `ONE_WARP_REGS` (they and
+    the padding warps of their warp group execute one setmaxnreg), each four-warp group gets what its tiles
+    need, and the registers left over are shared out among the four-warp groups (multiples of 8, at most 256).
+    Budgets that cannot fit the register file are an error naming the groups."""
+    from aref.errors import ArefError
+    from aref.ws import WarpGroup
+    from partition.model import MAX_REGS, REGISTERS_PER_SM
+    one = [gp for gp in ws.groups if gp.group.warps == 1]
+    wide = [gp for gp in ws.groups if gp.group.warps != 1]
+    one_warp_threads = -(-len(one) // 4) * 4 * 32
+    need = {gp.group.id: -(-group_register_need(gp) // 8) * 8 for gp in wide}
+    free = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS - sum(need[gp.group.id] * gp.group.threads for gp in wide)
+    if free < 0:
+        detail = ", ".join(f"{gp.group.name} {need[gp.group.id]}" for gp in wide)
+        raise ArefError(f"the warp groups of @{ws.name} need more registers than an SM has: {detail} per thread "
+                        f"(and {ONE_WARP_REGS} for each one-warp group)", ws.loc,
+                        hint="use smaller tiles or fewer warp groups")
+    budgets = dict(need)
+    while wide:                       # share the rest out, 8 registers per thread at a time
+        grow = [gp for gp in wide if budgets[gp.group.id] + 8 <= MAX_REGS and free >= 8 * gp.group.threads]
+        if not grow:
+            break
+        for gp in sorted(grow, key=lambda g: budgets[g.group.id]):
+            if free >= 8 * gp.group.threads and budgets[gp.group.id] + 8 <= MAX_REGS:
+                budgets[gp.group.id] += 8
+                free -= 8 * gp.group.threads
+    for gp in ws.groups:
+        regs = ONE_WARP_REGS if gp.group.warps == 1 else budgets[gp.group.id]
+        g = gp.group
+        gp.group = WarpGroup(g.id, g.name, g.role, g.warps, regs)

@@ -67,6 +67,9 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132) -> str:
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
     static round-robin scheduler (`ctas` defaults to the 132 SMs of an H100 SXM).
     """
+    if ws.arch == "sm_100a":
+        from aref.backend.cute.sm100 import generate_source_sm100
+        return generate_source_sm100(ws, persistent, ctas)
     return emit_module(plan_kernel(ws, persistent, ctas))
 
 
@@ -78,7 +81,7 @@ def _library_fingerprint() -> str:
         h.update(version("nvidia-cutlass-dsl").encode())
     except Exception:  # pragma: no cover - the package is a dependency
         h.update(b"unknown")
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()
 

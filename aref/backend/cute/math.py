@@ -174,6 +174,13 @@ class MathEmitter:
             self.holder[b.name] = v
             return b
         name = self.names(hint or self.hint(v) or ("s" if len(t.shape) == 2 else "row"))
+        buf = self.alloc_buffer(name, t)
+        self.buffers.append(buf)
+        self.holder[name] = v
+        return buf
+
+    def alloc_buffer(self, name: str, t: TileType) -> Buffer:
+        """Declare register storage `name` for tiles of type `t` (the architecture's register layout)."""
         dt = f"cutlass.{CUTLASS_DTYPE[t.dtype]}"
         if len(t.shape) == 2:
             mma = self.layout_mma(t.shape[1])
@@ -185,8 +192,6 @@ class MathEmitter:
         else:
             buf = Buffer(name, tuple(t.shape), t.dtype, "")
             self.setup(f"{name} = cute.make_rmem_tensor({buf.rows}, {dt})")
-        self.buffers.append(buf)
-        self.holder[name] = v
         return buf
 
     def _free(self, b: Buffer, in_place: bool = False) -> bool:

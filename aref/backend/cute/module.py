@@ -46,17 +46,20 @@ def emit_module(plan: KernelPlan) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- roles
-def _roles(plan: KernelPlan) -> dict:
+FUNCTION_OF_ROLE = {"tma_producer": "producer", "mma_consumer": "consumer"}
+
+
+def _roles(plan: KernelPlan, emitter=RoleEmitter) -> dict:
     """Emit every group's role function; merge groups whose code differs only in constants and names."""
     rendered = []
     for g in plan.groups:
-        em = RoleEmitter(plan, g, plan.aliases)
+        em = emitter(plan, g, plan.aliases)
         setup, body = em.emit()
         rendered.append((g, em, setup, body))
     functions: list[dict] = []
     calls: dict[int, str] = {}
     for g, em, setup, body in rendered:
-        base = "producer" if g.role == "tma_producer" else "consumer" if g.role == "mma_consumer" else "compute"
+        base = FUNCTION_OF_ROLE.get(g.role, "compute" if emitter is RoleEmitter else g.role)
         text_lines = _function_lines(em, setup, body)
         for f in functions:
             merged = _merge(f, g, em, text_lines)

@@ -44,6 +44,9 @@ def tag_text(op: Op, name) -> str:
 class RoleEmitter(MathEmitter):
     """Emit the body of one role function for group `g` of `plan`."""
 
+    tagged = TAGGED                # op kinds emitted under an `# aref-ir[group#op]` tag
+    templates = "Hopper templates"
+
     def __init__(self, plan: KernelPlan, g: GroupPlan, staging_alias: dict[int, str]):
         super().__init__()
         self.plan, self.g, self.gp = plan, g, g.gp
@@ -149,16 +152,16 @@ class RoleEmitter(MathEmitter):
                 raise BackendError("a pipeline step guarded by a run-time predicate; the templates need trip "
                                    "counts fixed by the specialization", op.loc)
             if not p.value:
-                if op.kind in TAGGED:
+                if op.kind in self.tagged:
                     self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
                              f"  (skipped: no such pipeline step in this specialization)")
                 return
         k = op.kind
         handler = getattr(self, "op_" + k.name.lower(), None)
         if handler is None:
-            raise BackendError(f"the Hopper templates cannot emit a {k.value} op in a "
+            raise BackendError(f"the {self.templates} cannot emit a {k.value} op in a "
                                f"{self.g.description}", op.loc)
-        if k in TAGGED:
+        if k in self.tagged:
             self.tag(op)
         handler(op)
         self.track_live()

@@ -62,6 +62,10 @@ KEY_OPCODES = (
     "tcgen05.st",
     "tcgen05.commit",
     "tcgen05.alloc",
+    "tcgen05.dealloc",
+    "tcgen05.relinquish_alloc_permit",
+    "tcgen05.wait::ld",
+    "tcgen05.wait::st",
 )
 
 

@@ -1,0 +1,428 @@
+"""One warp group of sm_100a Barrier IR → one role function of CuTe DSL source.
+
+The synchronisation skeleton is the Barrier IR's, op for op and under `# aref-ir[...]` tags, as on Hopper
+(`aref.backend.cute.role`, whose scalar, barrier, TMA, loop and tag machinery this emitter inherits). What
+Blackwell changes is filled in here:
+
+  * MMAs are tcgen05: one elected thread issues them into the tensor-memory buffer the IR names
+    (`mma_async … -> tmem O`), operands from shared-memory descriptors or (A) tensor memory; an
+    accumulator that starts at zero is issued without accumulation (a run-time flag when the first
+    iteration is not peeled); `mma_commit` is `tcgen05.commit` to the mbarrier;
+  * publishing an MMA result is free (it is in place); publishing a zero accumulator from the MMA warp is
+    a zero MMA into it;
+  * compute groups load tensor memory with tcgen05.ld and write it back with tcgen05.st in the row layout
+    (`sm100.support`), and do their math there: elementwise chains per thread, row reductions thread-local;
+  * epilogues store tiles from shared memory with one TMA store (the epilogue warp), or stage registers in
+    shared memory first (a compute group).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
+from aref.backend.cute.role import TAGGED, RoleEmitter
+from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, strip_parens
+from aref.ir import DType, Op, OpKind, Space, TileType, Value
+
+SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
+ROWS = (64, 128)
+
+
+@dataclass
+class RowBuffer(Buffer):
+    """A register tile in the row layout: this thread's elements of its row(s), as a (1, n) tensor."""
+
+    @property
+    def rows(self) -> int:
+        return 1
+
+    @property
+    def cols(self) -> int:
+        r, c = self.shape
+        return c if r == 128 else c // 2
+
+    @property
+    def registers(self) -> int:
+        n = self.cols if self.is_tile else 1
+        return max(1, n * self.dtype.bits // 32)
+
+
+@dataclass(frozen=True)
+class TmemTile:
+    """A tile in tensor memory: `buffer` of the plan (slot `slot` of a ring), `started` the run-time flag set
+    once an MMA has written an accumulator that began as zero (None: always written)."""
+
+    buffer: str
+    slot: str = "0"
+    started: str | None = None
+
+
+class Sm100RoleEmitter(RoleEmitter):
+    tagged = SM100_TAGGED
+    templates = "Blackwell templates"
+
+    def __init__(self, plan, g, staging_alias):
+        super().__init__(plan, g, staging_alias)
+        self.producer = False                 # one-warp load group: no inner warp selection
+        self.mixed = g.issues_mma and g.gp.group.warps == 4
+        self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
+
+    # ---------------------------------------------------------------------------------------- helpers
+    def thr(self, mma: str) -> str:
+        return self.local(("thr", mma), f"thr_{mma}", f"{self.arg(mma)}.get_slice(0)")
+
+    def tmem(self) -> str:
+        return self.local(("tmem",), "tmem", f"cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, "
+                                             f"ptr_to_buffer_holding_addr={self.arg('tmem_holder')})")
+
+    def tbuf(self, name: str):
+        return self.plan.tmem.buffer(name)
+
+    def tmem_view(self, buffer: str, slot: str = "0", packed: bool = False) -> str:
+        """The (rows, cols) 32-bit view of a buffer (slot) for tcgen05.ld / st."""
+        b = self.tbuf(buffer)
+        per_slot = b.cols // b.depth
+        col = f"{b.col}" if slot == "0" or b.depth == 1 else f"{b.col} + {per_slot} * ({slot})"
+        key = ("tview", buffer, slot)
+        code = f"sm100.tmem_tile({self.tmem()}, {col}, {b.rows}, {per_slot})"
+        if slot == "0" or b.depth == 1:
+            return self.local(key, f"t_{ident(buffer)}", code)
+        name = self.names(f"t_{ident(buffer)}")
+        self.out(f"{name} = {code}")
+        return name
+
+    def acc_tensor(self, buffer: str, mma: str, cfg) -> str:
+        b = self.tbuf(buffer)
+        return self.local(("acc", buffer, mma), f"acc_{ident(buffer)}",
+                          f"cute.make_tensor({self.tmem()} + {b.col}, {self.arg(mma)}.make_fragment_C("
+                          f"{self.arg(mma)}.partition_shape_C(({cfg.m}, {cfg.n}))).layout)")
+
+    def issue(self, line: str) -> None:
+        """A tensor-core instruction: one warp issues it (in a warp group, the group's first warp)."""
+        if self.mixed:
+            with self.out.block("if warp_in_group == 0:"):
+                self.out(line)
+        else:
+            self.out(line)
+
+    def my_row(self, rows: int) -> str:
+        return self.local(("row", rows), f"row{rows}", f"sm100.coords({rows}, 32, tidx)[0][0]")
+
+    def check_rows(self, t: TileType) -> None:
+        if t.shape[0] not in ROWS:
+            raise BackendError(f"a register tile {t} in warp group '{self.gp.group.name}'; the Blackwell templates "
+                               f"hold 64- or 128-row tiles per warp group (tcgen05's row layout)", self.loc,
+                               hint="split the rows into 64- or 128-row sub-tiles")
+
+    # ------------------------------------------------------------------------------ register storage
+    def alloc_buffer(self, name: str, t: TileType) -> Buffer:
+        self.check_rows(t)
+        dt = f"cutlass.{CUTLASS_DTYPE[t.dtype]}"
+        buf = RowBuffer(name, tuple(t.shape), t.dtype, "")
+        if len(t.shape) == 2:
+            self.setup(f"{name} = sm100.row_tile({t.shape[0]}, {t.shape[1]}, {dt})")
+            buf.rc = name
+        else:
+            self.setup(f"{name} = cute.make_rmem_tensor(1, {dt})")
+        return buf
+
+    def reduce(self, op: Op) -> None:
+        fn = op.attrs.fn
+        if fn not in ("max", "sum", "min"):
+            raise BackendError(f"a row {fn} reduction", op.loc)
+        src = op.operands[0]
+        self.check_rows(src.type)
+        rows, cols = src.type.shape
+        per = cols if rows == 128 else cols // 2
+        pre: list[str] = []
+        self.elem_pre, self.elem_cache = [], {}
+        expr = strip_parens(self.render(src, pre, two_d=True, top=False))
+        buf = self.new_buffer(op.result, hint=self.hint(op.result) or f"row_{fn}")
+        self.env[id(op.result)] = Reg(buf)
+        init = {"max": "-cutlass.Float32.inf", "min": "cutlass.Float32.inf", "sum": "cutlass.Float32(0.0)"}[fn]
+        step = {"max": f"x = cute.arch.fmax(x, {expr})", "min": f"x = cute.arch.fmin(x, {expr})",
+                "sum": f"x = x + {expr}"}[fn]
+        with self.out.block("for r in cutlass.range_constexpr(1):"):
+            for line in pre:
+                self.out(line)
+            self.out(f"x = {init}")
+            with self.out.block(f"for c in cutlass.range_constexpr({per}):"):
+                for line in self.elem_pre:
+                    self.out(line)
+                self.out(step)
+            note = "  # the thread's whole row" if rows == 128 else "  # threads t and t^16 hold one row"
+            self.out(f"{buf.name}[r] = sm100.row_{fn}(x, {rows}){note}")
+
+    def smem_element(self, s: SmemTile, v: Value) -> str:
+        if s.transposed:
+            raise BackendError("register math on a transposed shared-memory tile", self.loc)
+        ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
+        slot = strip_parens(s.slot.expr)
+        if len(s.tile.shape) == 1 or s.tile.shape[-1] == 1:
+            row = self.my_row(self.rows_of(v))
+            return f"{ring}[{row}" + (f" + {s.row0}" if s.row0 else "") + f", {slot}]"
+        return f"{self.smem_view(s)}[c]"
+
+    def rows_of(self, v: Value) -> int:
+        """Rows of the tiles this value is combined with (a row vector has the rows of its tile)."""
+        return v.type.shape[0]
+
+    def smem_view(self, s: SmemTile, rows_view: bool = False) -> str:
+        cp = self.plan.channel(s.channel)
+        ring = cp.buffers[s.index]
+        rows, cols = s.tile.shape
+        if rows != ring.tile.shape[0]:
+            raise BackendError("a row block of a shared-memory tile in register math", self.loc)
+        self.check_rows(s.tile)
+        name = self.names(f"{ring.name[2:]}_rows")
+        self.out(f"{name} = sm100.smem_rows({self.arg(ring.name)}[None, None, {strip_parens(s.slot.expr)}], "
+                 f"{rows}, {cols}, tidx)")
+        return name
+
+    def materialize(self, v: Value) -> Buffer:
+        c = self.env[id(v)]
+        if isinstance(c, SmemTile) and len(v.type.shape) == 2:
+            buf = self.new_buffer(v)
+            self.out(f"sm100.copy_rows({self.smem_view(c)}, {buf.name})")
+            self.env[id(v)] = Reg(buf)
+            return buf
+        if isinstance(c, TmemTile):
+            raise BackendError("internal: a tensor-memory tile read by CUDA cores without tcgen05.ld", self.loc)
+        return super().materialize(v)
+
+    # ------------------------------------------------------------------------------- slots, TMEM
+    def op_slot_read(self, op: Op) -> None:
+        ring_t = op.operands[0].type.tile
+        if ring_t.space is not Space.TMEM:
+            super().op_slot_read(op)
+            return
+        a = op.attrs
+        buffer = self.plan.tmem.ring_buffer[a.channel]
+        slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
+        if not self._cuda_core_use(op.result):
+            self.env[id(op.result)] = TmemTile(buffer, slot)      # an MMA operand / accumulator
+            return
+        t = op.result.type
+        if t.dtype.bits != 32:
+            raise BackendError(f"CUDA cores read a {t.dtype.value} tile from tensor memory; the templates load "
+                               f"32-bit tiles", op.loc)
+        self.check_rows(t)
+        buf = self.new_buffer(op.result)
+        self.env[id(op.result)] = Reg(buf)
+        self.out(f"sm100.tmem_load({self.tmem_view(buffer, slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)"
+                 f"  # tcgen05.ld + wait::ld")
+
+    def _cuda_core_use(self, v: Value, depth: int = 0) -> bool:
+        for _, user in self.use_at.get(id(v), []):
+            if user is None:
+                return True
+            if user.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.SELECT):
+                if depth < 16 and self._cuda_core_use(user.result, depth + 1):
+                    return True
+            elif user.kind is not OpKind.MMA_ASYNC and not (
+                    user.kind is OpKind.SLOT_STORE and user.operands[0].type.tile.space is Space.TMEM
+                    and self.g.issues_mma):
+                return True
+        return False
+
+    def op_slot_store(self, op: Op) -> None:
+        a = op.attrs
+        cp = self.plan.channel(a.channel)
+        v = op.operands[3]
+        t = v.type
+        slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
+        if op.operands[0].type.tile.space is Space.TMEM:
+            buffer = self.plan.tmem.ring_buffer[a.channel]
+            c = self.env.get(id(v))
+            if isinstance(c, TmemTile):
+                self.out(f"# in place: the MMA wrote {buffer} (tensor memory), which holds {cp.ch.name}")
+                return
+            if isinstance(c, Zero) and self.g.issues_mma and not self._cuda_core_writer():
+                self.zero_fill(buffer, t)
+                return
+            buf = self.materialize(v)
+            self.check_rows(t)
+            if t.dtype.bits == 16:
+                if t.shape[0] != 128:
+                    raise BackendError("a 16-bit tile written to tensor memory must have 128 rows", op.loc)
+                self.out(f"sm100.tmem_store_packed({self.tmem_view(buffer, slot)}, {buf.name}, {t.shape[0]}, "
+                         f"{t.shape[1]}, tidx)  # tcgen05.st, two 16-bit elements per column")
+            else:
+                self.out(f"sm100.tmem_store({self.tmem_view(buffer, slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, "
+                         f"tidx)  # tcgen05.st")
+            return
+        ring = cp.buffers[a.index]
+        buf = self.materialize(v)
+        if len(t.shape) == 1:
+            self.out(f"{self.arg(ring.name)}[{self.my_row(t.shape[0])}, {slot}] = {buf.name}[0]")
+            return
+        self.check_rows(t)
+        self.out(f"sm100.copy_rows({buf.name}, sm100.smem_rows({self.arg(ring.name)}[None, None, {slot}], "
+                 f"{t.shape[0]}, {t.shape[1]}, tidx))")
+
+    def _cuda_core_writer(self) -> bool:
+        return self.gp.group.warps == 4 and not self.mixed
+
+    def zero_fill(self, buffer: str, t: TileType) -> None:
+        m, n = t.shape
+        i = self.plan.zero_mmas.index((m, n))
+        zm = self.arg(f"zmma{i}")
+        thr = self.local(("thr", f"zmma{i}"), f"thr_zmma{i}", f"{zm}.get_slice(0)")
+        za = self.local(("za", i), f"zeros_a{i}", f"{zm}.make_fragment_A({thr}.partition_A(aref.row_block("
+                                                   f"{self.arg('s_zero')}, {m}, 16, 0)))[None, None, None, 0]")
+        zb = self.local(("zb", i), f"zeros_b{i}", f"{zm}.make_fragment_B({thr}.partition_B(aref.row_block("
+                                                   f"{self.arg('s_zero')}, {n}, 16, 0)))[None, None, None, 0]")
+        acc = self.local(("zacc", buffer), f"zacc_{ident(buffer)}",
+                         f"cute.make_tensor({self.tmem()} + {self.tbuf(buffer).col}, {zm}.make_fragment_C("
+                         f"{zm}.partition_shape_C(({m}, {n}))).layout)")
+        self.out(f"# {buffer} starts at zero: the tensor core writes it (an MMA of two zero tiles)")
+        self.issue(f"sm100.zero_fill({zm}, {acc}, {za}, {zb})")
+
+    def op_tmem_store_fence(self, op: Op) -> None:
+        self.out("sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes")
+
+    def op_tmem_alloc(self, op: Op) -> None:
+        self.out(f"# {op.attrs.columns} columns allocated by this warp before the roles started (kernel prologue)")
+
+    def op_tmem_dealloc(self, op: Op) -> None:
+        self.out(f"cute.arch.dealloc_tmem({self.tmem()}, {op.attrs.columns})")
+
+    # -------------------------------------------------------------------------------------- MMAs
+    def operand_frag(self, v: Value, mma: str, which: str) -> str:
+        c = self.env.get(id(v))
+        if isinstance(c, TmemTile):
+            if which != "A":
+                raise BackendError("a tcgen05 B operand in tensor memory", self.loc)
+            cfg = self.plan.mmas[int(mma[3:])]
+            b = self.tbuf(c.buffer)
+            k = v.type.shape[1]
+            return self.local(("tmem_a", c.buffer, mma), f"a_{ident(c.buffer)}",
+                              f"sm100.tmem_operand_a({self.arg(mma)}, {self.tmem()}, {b.col}, {cfg.m}, {cfg.n}, {k}, "
+                              f"cutlass.{CUTLASS_DTYPE[v.type.dtype]})")
+        return super().operand_frag(v, mma, which)
+
+    def op_mma_async(self, op: Op) -> None:
+        i = self.plan.mma_of[id(op)]
+        cfg = self.plan.mmas[i]
+        mma = f"mma{i}"
+        a = self.operand_frag(op.operands[0], mma, "A")
+        b = self.operand_frag(op.operands[1], mma, "B")
+        buffer = op.attrs.tmem
+        started = None
+        accumulate = "False"
+        if len(op.operands) > 2:
+            c = self.env.get(id(op.operands[2]))
+            if isinstance(c, TmemTile):
+                if c.buffer != buffer:
+                    raise BackendError("internal: an MMA accumulates from another tensor-memory buffer", op.loc)
+                started = c.started
+                accumulate = c.started or "True"
+            elif not (isinstance(c, Zero) and c.fill == 0.0):
+                raise BackendError("a tcgen05 accumulator that is neither zero nor in tensor memory", op.loc)
+        acc = self.acc_tensor(buffer, mma, cfg)
+        self.issue(f"sm100.umma({self.arg(mma)}, {acc}, {a}, {b}, accumulate={accumulate})")
+        if started:
+            self.out(f"{started} = cutlass.Boolean(True)")
+        self.env[id(op.result)] = TmemTile(buffer, "0", None)
+
+    def op_mma_commit(self, op: Op) -> None:
+        a = op.attrs
+        self.issue(f"sm100.commit({self.bar(op.operands[0], op.operands[1], a.which, a.channel)})  # tcgen05.commit")
+
+    def op_mma_wait(self, op: Op) -> None:
+        bar = self.arg(f"mma_done_{ident(self.gp.group.name)}")
+        phase = self.names.reserve("mma_phase")
+        if ("mma_phase",) not in self.frags:
+            self.frags[("mma_phase",)] = phase
+            self.setup("mma_phase = cutlass.Int32(0)")
+        self.out("# this group's MMAs are done before its CUDA cores read their results")
+        self.issue(f"sm100.commit({bar})")
+        self.out(f"cute.arch.mbarrier_wait({bar}, mma_phase)")
+        self.out("mma_phase = mma_phase ^ 1")
+        self.retire(0)
+
+    # ------------------------------------------------------------------------------- loop-carried
+    def loop_entry(self, lp) -> None:
+        tiles = {}
+        for init, car in zip(lp.inits, lp.carried):
+            if isinstance(car.type, TileType) and car.type.space is Space.TMEM:
+                c = self.env[id(init)]
+                buffer = self._buffer_of_carried(lp, car)
+                if isinstance(c, Zero):
+                    flag = self.names(f"{ident(buffer)}_started")
+                    self.out(f"{flag} = cutlass.Boolean(False)  # {buffer} holds no MMA result yet")
+                    tiles[id(car)] = TmemTile(buffer, "0", flag)
+                else:
+                    tiles[id(car)] = TmemTile(buffer, "0", getattr(c, "started", None))
+                self.dead_carried.add(id(car))          # no registers: the tile stays in tensor memory
+        super().loop_entry(lp)
+        self.env.update(tiles)
+
+    def _buffer_of_carried(self, lp, car) -> str:
+        y = lp.yields[list(lp.carried).index(car)]
+        op = self.prod.get(id(y))
+        while op is not None and op.kind is OpKind.SELECT:
+            op = self.prod.get(id(op.operands[1]))
+        if op is None or op.kind is not OpKind.MMA_ASYNC:
+            raise BackendError("internal: a loop-carried tensor-memory tile not computed by an MMA", lp.loc)
+        return op.attrs.tmem
+
+    def loop_results(self, lp, trip) -> None:
+        carried_tmem = {id(c): self.env[id(c)] for c in lp.carried if isinstance(self.env.get(id(c)), TmemTile)}
+        super().loop_results(lp, trip)
+        for c, r in zip(lp.carried, lp.results):
+            if id(c) in carried_tmem:
+                self.env[id(r)] = carried_tmem[id(c)]
+
+    # ----------------------------------------------------------------------------------- stores
+    def op_store(self, op: Op) -> None:
+        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
+            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
+        value = op.operands[-1]
+        coords = [self.scalar(c) for c in op.operands[1:-1]]
+        rank = len(t.shape)
+        lead = rank - 2
+        idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
+        direct = self.plan.direct_stores.get(id(op))
+        if direct is not None:
+            s = self.env[id(value)]
+            tma = self.plan.tma(t.name, op.attrs.tile_shape, direct, store=True, reduce=op.attrs.reduce)
+            s_part, g_part = self.tma_partition(tma, direct, 2, rank)
+            self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}[None, {strip_parens(s.slot.expr)}], "
+                     f"{g_part}[None, {idx}], 0)  # one thread: TMA store straight from the slot")
+            self.pending_direct[s.channel] = tma.name
+            self.pending_store.add(direct)
+            return
+        stage = self.plan.staging[id(op)]
+        tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
+        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank)
+        buf = self.materialize(value)
+        if stage.name in self.pending_store or self.in_loop:
+            self.out("# the previous TMA store from this staging tile must have read it")
+            self.out("aref.staging_free(warp_in_group)")
+            self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
+        rows, cols = value.type.shape
+        self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
+                 f"barrier_id={self.g.group_barrier})")
+        self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
+        self.pending_store.add(stage.name)
+
+    def before_release(self, channel: str) -> None:
+        if channel in self.pending_direct:
+            del self.pending_direct[channel]
+            self.out("# the TMA store has read the slot before it is released")
+            self.out("aref.staging_free(0)")
+
+    def op_mbar_arrive(self, op: Op) -> None:
+        a = op.attrs
+        if a.which == "empty":
+            self.before_release(a.channel)
+            if self.gp.group.warps == 1:
+                self.out(f"aref.arrive_once({self.bar(op.operands[0], op.operands[1], 'empty', a.channel)}, 0)")
+                return
+        super().op_mbar_arrive(op)
+
+    # ---------------------------------------------------------------------------- unsupported ops
+    def op_arange(self, op: Op) -> None:
+        raise BackendError("arange (index tiles) in a warp group; the Blackwell templates do not implement "
+                           "index tiles yet", op.loc)
