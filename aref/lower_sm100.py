@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
 from aref.lower import VIEWS, _Lowering
+from aref.subtile_sm100 import subtile_epilogues
 from aref.tmem import plan_tensor_memory
 from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
 
@@ -31,6 +32,7 @@ def tensor_core_group(gp: GroupProgram) -> bool:
 
 def lower_blackwell(ws: WSKernel) -> None:
     """Lower every group of pipelined sm_100a kernel `ws` (in place) and plan its tensor memory."""
+    subtile_epilogues(ws)
     for ch in ws.channels:
         producer = ws.groups[ch.producer]
         if ch.kind == "store" and _in_tmem(ch) and tensor_core_group(producer):
@@ -286,19 +288,29 @@ def group_register_need(gp: GroupProgram) -> int:
         body = gp.loop.body.ops
         if body:
             loop_span = (pos[id(body[0])], pos[id(body[-1])])
+    def fused(op) -> bool:
+        us = [u for r in op.results for u in users.get(id(r), [])]
+        return op.kind in ELEMENTWISE and len(us) == 1 and us[0].kind in ELEMENTWISE + (OpKind.REDUCE,) \
+            and block_of[id(us[0])] == block_of[id(op)]
+
+    def at(op, depth=0) -> int:
+        """Where `op` really runs: a fused elementwise op inside its user's loop."""
+        if depth < 64 and fused(op):
+            return at(next(u for r in op.results for u in users.get(id(r), [])), depth + 1)
+        return pos[id(op)]
+
     live: list[tuple[int, int, int]] = []
     for op in ops:
         for r in op.results:
             if not isinstance(r.type, TileType) or r.type.space is Space.SMEM:
                 continue
-            if op.kind in (OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.SELECT) and r.type.space is Space.TMEM \
-                    and all(u.kind in (OpKind.MMA_ASYNC, OpKind.SLOT_STORE) for u in users.get(id(r), [])):
-                continue                  # an MMA operand / accumulator: tensor memory, not registers
-            us = users.get(id(r), [])
-            if op.kind in ELEMENTWISE and len(us) == 1 and us[0].kind in ELEMENTWISE + (OpKind.REDUCE,) \
-                    and block_of[id(us[0])] == block_of[id(op)]:
+            if r.type.space is Space.TMEM and all(u.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.SLOT_STORE,
+                                                           OpKind.PUT, OpKind.SLICE) for u in users.get(id(r), [])):
+                continue                  # an MMA operand or accumulator, or read by column chunks: not registers
+            if fused(op):
                 continue
-            end = max((pos[id(u)] for u in us), default=pos[id(op)])
+            us = users.get(id(r), [])
+            end = max((at(u) for u in us), default=pos[id(op)])
             if loop_span and loop_span[0] <= pos[id(op)] <= loop_span[1] and gp.loop is not None \
                     and any(y is r for y in gp.loop.yields):
                 end = max(end, loop_span[1])

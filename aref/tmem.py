@@ -69,7 +69,7 @@ class TmemPlan:
             where = f" over {b.alias_of}" if b.alias_of else ""
             slots = f" x{b.depth} slots" if b.depth > 1 else ""
             out.append(f"  tmem {b.name}: columns [{b.col}, {b.col + b.cols}) {b.tile.shape[0]}x{b.tile.shape[1]}"
-                       f"x{b.tile.dtype.value}{slots}{where} <- {', '.join(b.holds)}")
+                       f"x{b.tile.dtype.value}{slots}{where} <- {', '.join(b.holds) or '(its group only)'}")
         return out
 
 

@@ -66,7 +66,8 @@ def device_arch(tensors: dict) -> str:
     arch = ARCH_OF_CAPABILITY.get(tuple(cap))
     if arch is None:
         raise ArefError(f"GPU {torch.cuda.get_device_name(device)} (compute capability {cap[0]}.{cap[1]}) is not "
-                        f"a target of aref", hint="aref generates kernels for Hopper (sm_90a)")
+                        f"a target of aref", hint="aref generates kernels for Hopper (sm_90a, compute capability 9.0) "
+                                                  "and Blackwell (sm_100a, 10.0)")
     return arch
 
 
@@ -96,18 +97,26 @@ def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda:
                                 hint="pass a freshly allocated tensor or a clone")
 
 
+def plan_of(ws):
+    """The backend's plan of a Barrier IR kernel for its arch (the tensors' mode order the launch follows)."""
+    if ws.arch == "sm_100a":
+        from aref.backend.cute.sm100 import plan_kernel_sm100
+        return plan_kernel_sm100(ws)
+    from aref.backend.cute.analysis import plan_kernel
+    return plan_kernel(ws)
+
+
 def launch(kernel, tensors: dict, loc: SrcInfo = UNKNOWN_LOC) -> None:
     """Compile (once per specialization) and launch Tile IR `kernel` on the GPU holding `tensors`."""
     launcher = _LAUNCHERS.get(id(kernel))
     if launcher is None:
         from aref.backend.cute import compile_barrier
-        from aref.backend.cute.analysis import plan_kernel
         from aref.compiler import CompileOptions, lower_to
 
         arch = device_arch(tensors)
         ws = lower_to(kernel, "barrier", CompileOptions(arch=arch))
         result = compile_barrier(ws, emit="cute")
-        launcher = Launcher(ws, result, plan_kernel(ws))
+        launcher = Launcher(ws, result, plan_of(ws))
         _LAUNCHERS[id(kernel)] = launcher
     check_arguments(launcher.ws, tensors, loc)
     launcher(tensors)

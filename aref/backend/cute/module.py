@@ -75,7 +75,8 @@ def _roles(plan: KernelPlan, emitter=RoleEmitter) -> dict:
         n = used.get(f["base"], 0)
         used[f["base"]] = n + 1
         f["name"] = f["base"] if sum(x["base"] == f["base"] for x in functions) == 1 else f"{f['base']}{n}"
-        f["source"] = _function_source(plan, f)
+    for f in functions:
+        f["source"] = _function_source(plan, f, {x["name"] for x in functions})
     return {"functions": functions}
 
 
@@ -251,7 +252,7 @@ def _replace_token(line: str, index: int, new: str) -> str:
     return line
 
 
-def _function_source(plan: KernelPlan, f: dict) -> str:
+def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
     g0 = f["groups"][0]
     import os
     for p, per_group in list(f["renames"].items()):
@@ -260,7 +261,7 @@ def _function_source(plan: KernelPlan, f: dict) -> str:
         suf = os.path.commonprefix([v[::-1] for v in variants])[::-1]
         new = pre + suf if len(pre) + len(suf) <= min(map(len, variants)) else pre
         new = new.replace("__", "_").strip("_")
-        if new in variants or not new.isidentifier():
+        if new in variants or not new.isidentifier() or new in reserved:     # nor shadow a role function
             new = "own_" + re.sub(r"^s_", "", p)        # this group's own buffer / barrier
         if new != p and new not in f["args"]:
             f["args"][f["args"].index(p)] = new

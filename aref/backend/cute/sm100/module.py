@@ -11,7 +11,7 @@ part in the register reallocation); tcgen05 tiled MMAs on the host.
 from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
-from aref.backend.cute.module import _docstring, _fake_args, _grid3, _roles, dt
+from aref.backend.cute.module import _fake_args, _grid3, _roles, dt
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
 from aref.backend.cute.sm100.role import Sm100RoleEmitter
@@ -40,16 +40,43 @@ def emit_module_sm100(plan: Sm100Plan) -> str:
 
 
 def _doc(plan: Sm100Plan, roles) -> str:
-    text = _docstring(plan, roles)
-    extra = ["Warps: " + ", ".join(f"{g.gp.group.name} {g.warp0}" + (f"-{g.warp0 + 3}" if g.gp.group.warps == 4 else "")
-                                   for g in sorted(plan.groups, key=lambda g: g.warp0))
-             + (f", idle {sum(g.gp.group.warps for g in plan.groups)}-{plan.warps - 1}"
-                if plan.warps > sum(g.gp.group.warps for g in plan.groups) else "")]
+    ws = plan.ws
+    names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
+    lines = [f'"""aref kernel `{ws.name}` for {ws.arch}, generated from its Barrier IR by aref.backend.cute.', ""]
+    shapes = ", ".join(f"{t.name} {'×'.join(map(str, t.shape))} {t.dtype.value}" for t in plan.tensors)
+    lines.append(f"Problem: {shapes}; grid {tuple(ws.grid)}, {plan.warps * 32} threads, {plan.smem_bytes} bytes of "
+                 f"shared memory" + (f", {plan.tmem.columns} columns of tensor memory." if plan.tmem else "."))
+    lines.append("Roles (warps; registers per thread):")
+    for g in sorted(plan.groups, key=lambda g: g.warp0):
+        gp = g.gp
+        warps = f"warp {g.warp0}" if gp.group.warps == 1 else f"warps {g.warp0}-{g.warp0 + 3}"
+        extra = f", {gp.stages + 1} pipeline stages" if gp.stages else ""
+        lines.append(f"  {gp.group.name:<11} {warps:<11} {g.description}; {gp.group.regs} registers{extra}")
+    idle = plan.warps - sum(g.gp.group.warps for g in plan.groups)
+    if idle:
+        lines.append(f"  {'(idle)':<11} {'warp' + ('s' if idle > 1 else '') + ' ' + str(plan.warps - idle)}"
+                     + (f"-{plan.warps - 1}" if idle > 1 else "") + "     complete the last warp group's register reallocation")
+    lines.append("Channels (mbarrier rings; full/empty arrival counts):")
+    for cp in plan.channels:
+        ch = cp.ch
+        if cp.buffers:
+            where = ", ".join(f"{'×'.join(map(str, b.tile.shape))} {b.tile.dtype.value}" for b in cp.buffers)
+        else:
+            where = f"tensor memory {plan.tmem.ring_buffer[ch.name]}"
+        how = "TMA" if ch.kind == "tma" else ("tcgen05.commit" if ch.full_count == 1 else "stores")
+        lines.append(f"  {cp.name}: depth {ch.depth}, [{where}], {how}"
+                     + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
+                     + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
+                       f"full {ch.full_count} / empty {ch.empty_count}")
     if plan.tmem is not None:
-        extra += ["Tensor memory: " + plan.tmem.lines()[0]] + [line.strip() for line in plan.tmem.lines()[1:]]
-    marker = "\nEvery Barrier IR synchronisation op"
-    head, tail = text.split(marker, 1)
-    return head + "\n".join(extra) + "\n" + marker + tail
+        lines.append(f"Tensor memory ({plan.tmem.used} of {plan.tmem.columns} allocated columns, by "
+                     f"{names[plan.tmem.allocator]}):")
+        lines += [f"  {line.strip()[5:]}" for line in plan.tmem.lines()[1:]]
+    lines.append("")
+    lines.append("Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its")
+    lines.append("group's role function and in the IR's order.")
+    lines.append('"""')
+    return "\n".join(lines)
 
 
 def _constants(plan: Sm100Plan) -> str:

@@ -83,10 +83,9 @@ class Sm100RoleEmitter(RoleEmitter):
         b = self.tbuf(buffer)
         per_slot = b.cols // b.depth
         col = f"{b.col}" if slot == "0" or b.depth == 1 else f"{b.col} + {per_slot} * ({slot})"
-        key = ("tview", buffer, slot)
         code = f"sm100.tmem_tile({self.tmem()}, {col}, {b.rows}, {per_slot})"
         if slot == "0" or b.depth == 1:
-            return self.local(key, f"t_{ident(buffer)}", code)
+            return self.local(("tview", buffer), f"t_{ident(buffer)}", code)
         name = self.names(f"t_{ident(buffer)}")
         self.out(f"{name} = {code}")
         return name
@@ -186,9 +185,28 @@ class Sm100RoleEmitter(RoleEmitter):
             self.out(f"sm100.copy_rows({self.smem_view(c)}, {buf.name})")
             self.env[id(v)] = Reg(buf)
             return buf
-        if isinstance(c, TmemTile):
-            raise BackendError("internal: a tensor-memory tile read by CUDA cores without tcgen05.ld", self.loc)
+        if isinstance(c, TmemTile):         # CUDA cores read an MMA result (its mma_wait came before)
+            t = v.type
+            if t.dtype.bits != 32:
+                raise BackendError(f"CUDA cores read a {t.dtype.value} tile from tensor memory", self.loc)
+            self.check_rows(t)
+            buf = self.new_buffer(v)
+            self.out(f"sm100.tmem_load({self.tmem_view(c.buffer, c.slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, "
+                     f"tidx)  # tcgen05.ld + wait::ld")
+            self.env[id(v)] = Reg(buf)
+            return buf
         return super().materialize(v)
+
+    def elementwise(self, v: Value, op: Op) -> Buffer:
+        for o in self.leaves(op):           # tensor-memory inputs come to registers first (then reusable)
+            if isinstance(self.env.get(id(o)), TmemTile):
+                self.materialize(o)
+        return super().elementwise(v, op)
+
+    def render(self, v: Value, pre: list[str], two_d: bool, top: bool = False) -> str:
+        if isinstance(self.env.get(id(v)), TmemTile):
+            self.materialize(v)
+        return super().render(v, pre, two_d, top)
 
     # ------------------------------------------------------------------------------- slots, TMEM
     def op_slot_read(self, op: Op) -> None:
@@ -199,8 +217,11 @@ class Sm100RoleEmitter(RoleEmitter):
         a = op.attrs
         buffer = self.plan.tmem.ring_buffer[a.channel]
         slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
-        if not self._cuda_core_use(op.result):
-            self.env[id(op.result)] = TmemTile(buffer, slot)      # an MMA operand / accumulator
+        users = [u for _, u in self.use_at.get(id(op.result), [])]
+        if not self._cuda_core_use(op.result) or users and all(
+                u is not None and u.kind is OpKind.SLICE for u in users):
+            # an MMA operand / accumulator, or read by column chunks (each loaded where it is sliced)
+            self.env[id(op.result)] = TmemTile(buffer, slot)
             return
         t = op.result.type
         if t.dtype.bits != 32:
@@ -239,6 +260,7 @@ class Sm100RoleEmitter(RoleEmitter):
                 return
             if isinstance(c, Zero) and self.g.issues_mma and not self._cuda_core_writer():
                 self.zero_fill(buffer, t)
+                self.env[id(v)] = TmemTile(buffer)         # the zeros are there now: MMAs accumulate on them
                 return
             buf = self.materialize(v)
             self.check_rows(t)
@@ -327,6 +349,9 @@ class Sm100RoleEmitter(RoleEmitter):
 
     def op_mma_commit(self, op: Op) -> None:
         a = op.attrs
+        if a.which == "empty" and self.g.index in self.plan.channel(a.channel).cuda_core_readers:
+            self.out("# every warp's CUDA-core reads of the slot are done before the MMAs' commit releases it")
+            self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
         self.issue(f"sm100.commit({self.bar(op.operands[0], op.operands[1], a.which, a.channel)})  # tcgen05.commit")
 
     def op_mma_wait(self, op: Op) -> None:
@@ -421,6 +446,24 @@ class Sm100RoleEmitter(RoleEmitter):
                 self.out(f"aref.arrive_once({self.bar(op.operands[0], op.operands[1], 'empty', a.channel)}, 0)")
                 return
         super().op_mbar_arrive(op)
+
+    def op_slice(self, op: Op) -> None:
+        c = self.env.get(id(op.operands[0]))
+        a = op.attrs
+        if not isinstance(c, TmemTile) or a.axis != 1:
+            super().op_slice(op)
+            return
+        t = op.result.type
+        b = self.tbuf(c.buffer)
+        if b.depth != 1 or t.dtype.bits != 32:
+            raise BackendError("a column chunk of a multi-slot or 16-bit tensor-memory tile", op.loc)
+        self.check_rows(t)
+        view = self.local(("tview", c.buffer, a.start), f"t_{ident(c.buffer)}_{a.start}",
+                          f"sm100.tmem_tile({self.tmem()}, {b.col + a.start}, {t.shape[0]}, {t.shape[1]})")
+        buf = self.new_buffer(op.result)
+        self.env[id(op.result)] = Reg(buf)
+        self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "
+                 f"{a.start}..{a.start + a.size - 1} of {c.buffer}")
 
     # ---------------------------------------------------------------------------- unsupported ops
     def op_arange(self, op: Op) -> None:
