@@ -381,9 +381,16 @@ def _pingpong(kernel: WSKernel) -> None:
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), kernel.loc))
 
 
+def launch_threads(kernel: WSKernel) -> int:
+    """Threads a CTA of the kernel launches: its groups' (on Blackwell padded to whole warp groups, as the
+    backend lays one-warp roles out together and setmaxnreg acts on warp groups)."""
+    threads = kernel.total_threads
+    return -(-threads // 128) * 128 if kernel.arch == "sm_100a" else threads
+
+
 def launch_registers(kernel: WSKernel) -> int:
     """Registers per thread at launch (before setmaxnreg): the file split evenly, a multiple of 8."""
-    return min(248, REGISTERS_PER_SM // max(1, kernel.total_threads) // 8 * 8)
+    return min(248, REGISTERS_PER_SM // max(1, launch_threads(kernel)) // 8 * 8)
 
 
 def _registers(kernel: WSKernel) -> None:
@@ -394,4 +401,4 @@ def _registers(kernel: WSKernel) -> None:
             gp.pre.ops.insert(0, Op(OpKind.SETMAXNREG, (), (), SetMaxNRegAttrs(regs, regs > base), kernel.loc))
 
 
-__all__ = ["lower", "launch_registers"]
+__all__ = ["lower", "launch_registers", "launch_threads"]

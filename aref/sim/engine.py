@@ -20,6 +20,7 @@ import torch
 from aref.dtypes import to_torch
 from aref.interpret import evaluate, load_box, round_result
 from aref.ir import OpKind
+from aref.lower import launch_threads
 from aref.machine import machine_for, tma_bytes
 from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, MalformedIR, Prog
 from aref.sim import tensor_memory
@@ -45,7 +46,7 @@ class Engine:
         self.glob = glob
         self.threads = [g.threads for g in prog.groups]
         m = self.machine
-        total = sum(self.threads)
+        total = launch_threads(prog.kernel)
         # Registers each thread holds at launch: the whole file shared evenly, as a kernel compiled for this
         # block size gets (capped per thread, rounded down to the allocation step).
         self.launch_regs = min(m.max_regs_per_thread, m.registers // max(total, 1)) // m.setmaxnreg_step \

@@ -502,8 +502,6 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
 @cute.jit
 def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty, o1_x_full, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty):
     """correction warp group: accumulator rescaling in tensor memory: group 3 'correction3' (128 registers)."""
-    # aref-ir[correction3#0] setmaxnreg dec 128
-    cute.arch.setmaxregister_decrease(128)
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     o0 = sm100.row_tile(64, 64, cutlass.Float32)
@@ -515,114 +513,114 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
         exp2_x_slot = j % 2
-        # aref-ir[correction3#14] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
+        # aref-ir[correction3#13] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
         cute.arch.mbarrier_wait(exp2_x_full + exp2_x_slot, (j // 2) % 2)
         exp2_1_x_slot = j % 2
-        # aref-ir[correction3#18] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
+        # aref-ir[correction3#17] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
         cute.arch.mbarrier_wait(exp2_1_x_full + exp2_1_x_slot, (j // 2) % 2)
         o0_1_x_slot = j % 1
-        # aref-ir[correction3#25] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
+        # aref-ir[correction3#24] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
         cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
         sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
             row_exp2_x = s_exp2_x_v0[row64, exp2_x_slot]
             for c in cutlass.range_constexpr(32):
                 o0[r, c] = o0[r, c] * row_exp2_x
-        # aref-ir[correction3#28] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
+        # aref-ir[correction3#27] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o0_1_x_empty + o0_1_x_slot, warp_in_group)
         mul_x_slot = j % 1
-        # aref-ir[correction3#32] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
+        # aref-ir[correction3#31] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
         cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
-        # aref-ir[correction3#33] slot_store %145 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
+        # aref-ir[correction3#32] slot_store %145 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
         sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#34] tmem_store_fence
+        # aref-ir[correction3#33] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#35] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
+        # aref-ir[correction3#34] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#36] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
+        # aref-ir[correction3#35] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_x_empty + exp2_x_slot, warp_in_group)
         o1_x_slot = j % 1
-        # aref-ir[correction3#40] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[correction3#39] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
             row_exp2_1_x = s_exp2_1_x_v0[row64, exp2_1_x_slot]
             for c in cutlass.range_constexpr(32):
                 o0[r, c] = o0[r, c] * row_exp2_1_x
-        # aref-ir[correction3#43] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+        # aref-ir[correction3#42] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         mul_1_x_slot = j % 1
-        # aref-ir[correction3#47] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[correction3#46] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
-        # aref-ir[correction3#48] slot_store %147 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        # aref-ir[correction3#47] slot_store %147 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
         sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#49] tmem_store_fence
+        # aref-ir[correction3#48] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#50] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[correction3#49] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#51] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
+        # aref-ir[correction3#50] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_1_x_empty + exp2_1_x_slot, warp_in_group)
     # ---- epilogue: pipeline drain
-    # aref-ir[correction3#59] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
+    # aref-ir[correction3#58] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
     cute.arch.mbarrier_wait(exp2_x_full + 1, 0)
-    # aref-ir[correction3#63] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
+    # aref-ir[correction3#62] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
     cute.arch.mbarrier_wait(exp2_1_x_full + 1, 0)
-    # aref-ir[correction3#70] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
+    # aref-ir[correction3#69] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
     cute.arch.mbarrier_wait(o0_1_x_full, 1)
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         row_exp2_x_1 = s_exp2_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * row_exp2_x_1
-    # aref-ir[correction3#73] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %150
+    # aref-ir[correction3#72] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %150
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o0_1_x_empty, warp_in_group)
-    # aref-ir[correction3#77] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
+    # aref-ir[correction3#76] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
     cute.arch.mbarrier_wait(mul_x_empty, 0)
-    # aref-ir[correction3#78] slot_store %158 -> %mul.x.ring0[%mul.x.slot.3] item %150
+    # aref-ir[correction3#77] slot_store %158 -> %mul.x.ring0[%mul.x.slot.3] item %150
     sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#79] tmem_store_fence
+    # aref-ir[correction3#78] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#80] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %150 count=128
+    # aref-ir[correction3#79] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %150 count=128
     cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#81] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %150
+    # aref-ir[correction3#80] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %150
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(exp2_x_empty + 1, warp_in_group)
-    # aref-ir[correction3#85] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[correction3#84] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         row_exp2_1_x_1 = s_exp2_1_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * row_exp2_1_x_1
-    # aref-ir[correction3#88] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %150
+    # aref-ir[correction3#87] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %150
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
-    # aref-ir[correction3#92] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[correction3#91] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
-    # aref-ir[correction3#93] slot_store %160 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %150
+    # aref-ir[correction3#92] slot_store %160 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %150
     sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#94] tmem_store_fence
+    # aref-ir[correction3#93] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#95] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %150 count=128
+    # aref-ir[correction3#94] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %150 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#96] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %150
+    # aref-ir[correction3#95] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %150
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(exp2_1_x_empty + 1, warp_in_group)
     # ---- after the loop
-    # aref-ir[correction3#97] named_barrier_arrive id=1 threads=416
+    # aref-ir[correction3#96] named_barrier_arrive id=1 threads=416
     cute.arch.barrier_arrive(barrier_id=1, number_of_threads=416)
 
 
