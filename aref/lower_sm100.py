@@ -327,20 +327,20 @@ def register_budgets(ws: WSKernel) -> None:
     """Per-group register budgets (setmaxnreg) from liveness: one-warp groups share `ONE_WARP_REGS` (they and
     the padding warps of their warp group execute one setmaxnreg), each four-warp group gets what its tiles
     need, and the registers left over are shared out among the four-warp groups (multiples of 8, at most 256).
-    Budgets that cannot fit the register file are an error naming the groups."""
-    from aref.errors import ArefError
+    When the needs add up to more than the register file, every four-warp group gets an equal share of it:
+    the backend, which knows each role's exact register use, then refuses what would spill, naming it."""
     from aref.ws import WarpGroup
-    from partition.model import MAX_REGS, REGISTERS_PER_SM
+    from partition.model import MAX_REGS, MIN_REGS, REGISTERS_PER_SM
     one = [gp for gp in ws.groups if gp.group.warps == 1]
     wide = [gp for gp in ws.groups if gp.group.warps != 1]
     one_warp_threads = -(-len(one) // 4) * 4 * 32
-    need = {gp.group.id: -(-group_register_need(gp) // 8) * 8 for gp in wide}
-    free = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS - sum(need[gp.group.id] * gp.group.threads for gp in wide)
+    need = {gp.group.id: min(MAX_REGS, -(-group_register_need(gp) // 8) * 8) for gp in wide}
+    room = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS
+    free = room - sum(need[gp.group.id] * gp.group.threads for gp in wide)
     if free < 0:
-        detail = ", ".join(f"{gp.group.name} {need[gp.group.id]}" for gp in wide)
-        raise ArefError(f"the warp groups of @{ws.name} need more registers than an SM has: {detail} per thread "
-                        f"(and {ONE_WARP_REGS} for each one-warp group)", ws.loc,
-                        hint="use smaller tiles or fewer warp groups")
+        share = max(MIN_REGS, room // max(1, sum(gp.group.threads for gp in wide)) // 8 * 8)
+        need = {g: share for g in need}
+        free = room - sum(share * gp.group.threads for gp in wide)
     budgets = dict(need)
     while wide:                       # share the rest out, 8 registers per thread at a time
         grow = [gp for gp in wide if budgets[gp.group.id] + 8 <= MAX_REGS and free >= 8 * gp.group.threads]
