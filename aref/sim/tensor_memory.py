@@ -60,11 +60,19 @@ def check_read(eng, st, gi, ins, chan: int, slot: int, item, what: str) -> None:
     b = tm.of_chan[chan] + slot
     _check_allocated(eng, st, gi, ins)
     owner = st.tmem[b]
-    if owner != (chan, item):
-        name = eng.prog.chans[chan].name
+    name = eng.prog.chans[chan].name
+    if owner is None or owner[:2] != (chan, item):
         now = _describe(eng, owner)
         raise SimViolation("read-after-release", f"{what} item {item} of channel {name} from tensor memory "
                                                  f"{tm.names[b]}, which now holds {now}", ins.op, gi)
+    if len(owner) > 2 and owner[2] is not None:
+        writer, seq = owner[2]
+        if st.groups[writer].completed <= seq:
+            raise SimViolation("read-unpublished-slot", f"{what} item {item} of channel {name} from tensor memory "
+                                                        f"{tm.names[b]} before mma_async #{seq} of group "
+                                                        f"{eng.prog.groups[writer].name} that writes it completed "
+                                                        f"(it was published without waiting for the MMA: "
+                                                        f"mma_commit)", ins.op, gi)
 
 
 def write(eng, st, gi, ins, buffer: int, new_owner, in_place_of=None) -> None:
@@ -73,11 +81,9 @@ def write(eng, st, gi, ins, buffer: int, new_owner, in_place_of=None) -> None:
     _check_allocated(eng, st, gi, ins)
     for b in (buffer, *sorted(eng.prog.tmem.alias.get(buffer, ()))):
         owner = st.tmem[b]
-        if owner is None or owner == in_place_of or not isinstance(owner[0], int):
+        if owner is None or owner[:2] == in_place_of or not isinstance(owner[0], int):
             continue
-        if owner[0] == MMA_OWNER:
-            continue
-        chan, item = owner
+        chan, item = owner[:2]
         ch = eng.prog.chans[chan]
         s = st.slots[eng.prog.slot_base[chan] + item % ch.depth]
         if s.item != item:
@@ -99,7 +105,7 @@ def publish(eng, st, gi, ins, chan: int, slot: int, item, value_seq) -> None:
     """The MMA group's in-place `slot_store`: the MMA result `value_seq` (its issue number in group gi, or None
     for a constant the tensor core writes) becomes `item` of ring `chan`."""
     b = eng.prog.tmem.of_chan[chan] + slot
-    if value_seq is not None and st.tmem[b] != (MMA_OWNER, gi, value_seq) and st.tmem[b] != (chan, item):
+    if value_seq is not None and st.tmem[b] != (MMA_OWNER, gi, value_seq) and (st.tmem[b] or ())[:2] != (chan, item):
         name = eng.prog.chans[chan].name
         raise SimViolation("malformed", f"publishes MMA result #{value_seq} as item {item} of channel {name}, "
                                         f"but tensor memory {eng.prog.tmem.names[b]} holds "
@@ -107,7 +113,8 @@ def publish(eng, st, gi, ins, chan: int, slot: int, item, value_seq) -> None:
     if value_seq is None:
         write(eng, st, gi, ins, b, (chan, item))
     tm = list(st.tmem)
-    tm[b] = (chan, item)
+    # remember the MMA that writes the item: reading it before that MMA completes is a race
+    tm[b] = (chan, item, None if value_seq is None else (gi, value_seq))
     st.tmem = tuple(tm)
 
 

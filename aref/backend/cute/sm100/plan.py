@@ -106,6 +106,9 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         raise BackendError(f"internal: the Blackwell templates got an {ws.arch} kernel", ws.loc)
     if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
         raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
+    if ws.tmem is None and any(op.kind is OpKind.MMA_ASYNC for gp in ws.groups for op in gp.all_ops()):
+        raise BackendError("internal: sm_100a Barrier IR with MMAs but no tensor-memory plan (it was not made by "
+                           "the sm_100a aref lowering)", ws.loc)
     if persistent:
         raise BackendError("persistent launches are not implemented by the Blackwell templates yet", ws.loc,
                            hint="compile without --persistent for sm_100a")
