@@ -74,9 +74,10 @@ class TmemPlan:
 
 
 def tile_columns(t: TileType, where: str, loc) -> int:
-    """32-bit columns a tile takes in tensor memory."""
-    if len(t.shape) != 2 or t.shape[0] not in (64, 128):
-        raise ArefError(f"{where} is a {t} in tensor memory; tcgen05 tiles have 64 or 128 rows", loc,
+    """32-bit columns a tile takes in tensor memory (tcgen05 writes 64- and 128-row tiles; other row counts
+    are planned the same way and refused by the backend, which knows the instruction shapes)."""
+    if len(t.shape) != 2 or t.shape[0] > 128:
+        raise ArefError(f"{where} is a {t} in tensor memory; it has 128 lanes (rows)", loc,
                         hint="use 64- or 128-row tiles for MMA results on sm_100a")
     if t.dtype.bits not in (16, 32):
         raise ArefError(f"{where} is a {t} in tensor memory; it holds 16- and 32-bit elements", loc)

@@ -93,10 +93,10 @@ def test_tile_columns(shape, dtype_bits, cols):
     assert tile_columns(TileType(shape, dtype, Space.TMEM), "t", None) == cols
 
 
-def test_tiles_with_other_row_counts_are_refused():
+def test_tiles_taller_than_the_lanes_are_refused():
     from aref.ir import DType, Space, TileType
-    with pytest.raises(ArefError, match="64 or 128 rows"):
-        tile_columns(TileType((32, 64), DType.float32, Space.TMEM), "tile x", None)
+    with pytest.raises(ArefError, match="128 lanes"):
+        tile_columns(TileType((256, 64), DType.float32, Space.TMEM), "tile x", None)
 
 
 def test_resource_report_counts_the_plan():
