@@ -66,6 +66,7 @@ KEY_OPCODES = (
     "tcgen05.relinquish_alloc_permit",
     "tcgen05.wait::ld",
     "tcgen05.wait::st",
+    "tcgen05.fence",
 )
 
 

@@ -197,6 +197,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     # ---- prologue: pipeline fill
     # aref-ir[mma1#19] mbarrier_wait %o0_1.x.empty[%22] parity %23
     cute.arch.mbarrier_wait(o0_1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#20] slot_store %o0 -> %o0_1.x.ring0[%22] item %20
     # o0 starts at zero: the tensor core writes it (an MMA of two zero tiles)
     sm100.zero_fill(zmma0, zacc_o0, zeros_a0, zeros_b0)
@@ -206,6 +207,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     cute.arch.mbarrier_wait(kc_full, 0)
     # aref-ir[mma1#25] mbarrier_wait %mma.x.empty[%22] parity %23
     cute.arch.mbarrier_wait(mma_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#26] %25 = mma_async %15, %24 -> tmem mma_x
     sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
     # aref-ir[mma1#27] slot_store %25 -> %mma.x.ring0[%22] item %20
@@ -214,6 +216,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     sm100.commit(mma_x_full)  # tcgen05.commit
     # aref-ir[mma1#29] mbarrier_wait %o1.x.empty[%22] parity %23
     cute.arch.mbarrier_wait(o1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#30] slot_store %o1 -> %o1.x.ring0[%22] item %20
     # o1 starts at zero: the tensor core writes it (an MMA of two zero tiles)
     sm100.zero_fill(zmma0, zacc_o1, zeros_a0, zeros_b0)
@@ -221,6 +224,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     sm100.commit(o1_x_full)  # tcgen05.commit
     # aref-ir[mma1#33] mbarrier_wait %mma_1.x.empty[%22] parity %23
     cute.arch.mbarrier_wait(mma_1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#34] %27 = mma_async %16, %26 -> tmem mma_1_x
     sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
     # aref-ir[mma1#35] slot_store %27 -> %mma_1.x.ring0[%22] item %20
@@ -240,9 +244,11 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
         mul_x_slot = j % 1
         # aref-ir[mma1#54] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
         cute.arch.mbarrier_wait(mul_x_full + mul_x_slot, (j // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         o0_1_x_slot = (j + 1) % 1
         # aref-ir[mma1#60] mbarrier_wait %o0_1.x.empty[%o0_1.x.slot] parity %o0_1.x.phase^1
         cute.arch.mbarrier_wait(o0_1_x_empty + o0_1_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[mma1#61] %37 = mma_async %32, %v, %35 -> tmem o0
         sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, cast_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
         # aref-ir[mma1#62] mma_commit %mul.x.empty[%mul.x.slot] item %j.1
@@ -259,6 +265,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
         mma_x_slot = (j + 1) % 1
         # aref-ir[mma1#75] mbarrier_wait %mma.x.empty[%mma.x.slot] parity %mma.x.phase^1
         cute.arch.mbarrier_wait(mma_x_empty + mma_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[mma1#76] %40 = mma_async %15, %39 -> tmem mma_x
         sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
         # aref-ir[mma1#77] slot_store %40 -> %mma.x.ring0[%mma.x.slot] item %29
@@ -271,9 +278,11 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
         mul_1_x_slot = j % 1
         # aref-ir[mma1#85] mbarrier_wait %mul_1.x.full[%mul_1.x.slot] parity %mul_1.x.phase
         cute.arch.mbarrier_wait(mul_1_x_full + mul_1_x_slot, (j // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         o1_x_slot = (j + 1) % 1
         # aref-ir[mma1#90] mbarrier_wait %o1.x.empty[%o1.x.slot] parity %o1.x.phase^1
         cute.arch.mbarrier_wait(o1_x_empty + o1_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[mma1#91] %43 = mma_async %41, %v, %42 -> tmem o1
         sm100.umma(mma1, acc_o1, a_cast_1_x_v0[None, None, None, cast_1_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
         # aref-ir[mma1#92] mma_commit %mul_1.x.empty[%mul_1.x.slot] item %j.1
@@ -289,6 +298,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
         mma_1_x_slot = (j + 1) % 1
         # aref-ir[mma1#101] mbarrier_wait %mma_1.x.empty[%mma_1.x.slot] parity %mma_1.x.phase^1
         cute.arch.mbarrier_wait(mma_1_x_empty + mma_1_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[mma1#102] %45 = mma_async %16, %44 -> tmem mma_1_x
         sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
         # aref-ir[mma1#103] slot_store %45 -> %mma_1.x.ring0[%mma_1.x.slot] item %29
@@ -304,6 +314,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     cute.arch.mbarrier_wait(cast_x_full + 1, 0)
     # aref-ir[mma1#123] mbarrier_wait %mul.x.full[%mul.x.slot.1] parity %mul.x.phase.1
     cute.arch.mbarrier_wait(mul_x_full, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#125] %55 = mma_async %51, %v.1, %54 -> tmem o0
     sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, 1], b_vc_V_t[None, None, None, 1], accumulate=True)
     # aref-ir[mma1#126] mma_commit %mul.x.empty[%mul.x.slot.1] item %48
@@ -314,6 +325,7 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     cute.arch.mbarrier_wait(cast_1_x_full + 1, 0)
     # aref-ir[mma1#134] mbarrier_wait %mul_1.x.full[%mul_1.x.slot.1] parity %mul_1.x.phase.1
     cute.arch.mbarrier_wait(mul_1_x_full, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#136] %58 = mma_async %56, %v.1, %57 -> tmem o1
     sm100.umma(mma1, acc_o1, a_cast_1_x_v0[None, None, None, 1], b_vc_V_t[None, None, None, 1], accumulate=True)
     # aref-ir[mma1#137] mma_commit %mul_1.x.empty[%mul_1.x.slot.1] item %48
@@ -325,12 +337,14 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     # ---- after the loop
     # aref-ir[mma1#145] mbarrier_wait %o0.x.empty[%62] parity %63
     cute.arch.mbarrier_wait(o0_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#146] slot_store %59 -> %o0.x.ring0[%62] item %61
     # in place: the MMA wrote o0 (tensor memory), which holds o0.x
     # aref-ir[mma1#147] mma_commit %o0.x.full[%62] item %61
     sm100.commit(o0_x_full)  # tcgen05.commit
     # aref-ir[mma1#148] mbarrier_wait %o1_1.x.empty[%62] parity %63
     cute.arch.mbarrier_wait(o1_1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[mma1#149] slot_store %60 -> %o1_1.x.ring0[%62] item %61
     # in place: the MMA wrote o1 (tensor memory), which holds o1_1.x
     # aref-ir[mma1#150] mma_commit %o1_1.x.full[%62] item %61
@@ -377,6 +391,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     # ---- prologue: pipeline fill
     # aref-ir[softmax2#13 softmax4#14] mbarrier_wait %mma.x.full[%70] parity %70
     cute.arch.mbarrier_wait(own_mma_x_full, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         x = -cutlass.Float32.inf
@@ -425,6 +440,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         mma_x_slot = (j + 1) % 1
         # aref-ir[softmax2#46 softmax4#47] mbarrier_wait %mma.x.full[%mma.x.slot.1] parity %mma.x.phase.1
         cute.arch.mbarrier_wait(own_mma_x_full + mma_x_slot, ((j + 1) // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
             x = -cutlass.Float32.inf
@@ -479,6 +495,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     # ---- after the loop
     # aref-ir[softmax2#90 softmax4#93] mbarrier_wait %o0.x.full[%126] parity %126
     cute.arch.mbarrier_wait(o_x_full, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         row_l_safe = aref.where(l0[r] == 0.0, 1.0, l0[r])
@@ -521,6 +538,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
         o0_1_x_slot = j % 1
         # aref-ir[correction3#24] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
         cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
             row_exp2_x = s_exp2_x_v0[row64, exp2_x_slot]
@@ -533,6 +551,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
         mul_x_slot = j % 1
         # aref-ir[correction3#31] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
         cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[correction3#32] slot_store %145 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
         sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
         # aref-ir[correction3#33] tmem_store_fence
@@ -546,6 +565,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
         o1_x_slot = j % 1
         # aref-ir[correction3#39] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
             row_exp2_1_x = s_exp2_1_x_v0[row64, exp2_1_x_slot]
@@ -558,6 +578,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
         mul_1_x_slot = j % 1
         # aref-ir[correction3#46] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[correction3#47] slot_store %147 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
         sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
         # aref-ir[correction3#48] tmem_store_fence
@@ -575,6 +596,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
     cute.arch.mbarrier_wait(exp2_1_x_full + 1, 0)
     # aref-ir[correction3#69] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
     cute.arch.mbarrier_wait(o0_1_x_full, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         row_exp2_x_1 = s_exp2_x_v0[row64, 1]
@@ -586,6 +608,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
     aref.arrive_once(o0_1_x_empty, warp_in_group)
     # aref-ir[correction3#76] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
     cute.arch.mbarrier_wait(mul_x_empty, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[correction3#77] slot_store %158 -> %mul.x.ring0[%mul.x.slot.3] item %150
     sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
     # aref-ir[correction3#78] tmem_store_fence
@@ -598,6 +621,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
     aref.arrive_once(exp2_x_empty + 1, warp_in_group)
     # aref-ir[correction3#84] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         row_exp2_1_x_1 = s_exp2_1_x_v0[row64, 1]
@@ -609,6 +633,7 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
     aref.arrive_once(o1_x_empty, warp_in_group)
     # aref-ir[correction3#91] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
     # aref-ir[correction3#92] slot_store %160 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %150
     sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
     # aref-ir[correction3#93] tmem_store_fence

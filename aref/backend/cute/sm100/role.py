@@ -347,6 +347,13 @@ class Sm100RoleEmitter(RoleEmitter):
             self.out(f"{started} = cutlass.Boolean(True)")
         self.env[id(op.result)] = TmemTile(buffer, "0", None)
 
+    def op_mbarrier_wait(self, op: Op) -> None:
+        super().op_mbarrier_wait(op)
+        if not self.plan.channel(op.attrs.channel).buffers:      # a tensor-memory ring: its data (or room)
+            self.out("sm100.after_wait()  # tcgen05.fence::after_thread_sync")
+
+    op_mbar_wait = op_mbarrier_wait
+
     def op_mma_commit(self, op: Op) -> None:
         a = op.attrs
         if a.which == "empty" and self.g.index in self.plan.channel(a.channel).cuda_core_readers:

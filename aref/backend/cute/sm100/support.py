@@ -17,6 +17,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import tcgen05
 
+from cutlass.experimental.primitives.nvvm_wrapper import tcgen05_fence
+
 from aref.backend.cute.support import init_ring, issue_store, staging_free, where  # noqa: F401  (shared helpers)
 
 WARP_GROUP_THREADS = 128
@@ -72,6 +74,7 @@ def tmem_load(tile: cute.Tensor, regs: cute.Tensor, rows: cutlass.Constexpr, col
     frag = cute.make_tensor(regs.iterator, cute.make_layout(thr.partition_D(cute.make_identity_tensor((rows, cols))).shape))
     cute.copy(copy, src, frag)
     cute.arch.fence_view_async_tmem_load()
+    tcgen05_fence("before_thread_sync")     # the reads are done before a later arrive releases the columns
 
 
 @cute.jit
@@ -95,8 +98,17 @@ def tmem_store_packed(tile: cute.Tensor, regs: cute.Tensor, rows: cutlass.Conste
 
 @cute.jit
 def tmem_store_fence():
-    """Complete this thread's tcgen05.st before an arrive publishes the tile (wait::st)."""
+    """Complete this thread's tcgen05.st before an arrive publishes the tile: wait::st, then order the
+    tensor-memory writes before the thread synchronisation (tcgen05.fence::before_thread_sync)."""
     cute.arch.fence_view_async_tmem_store()
+    tcgen05_fence("before_thread_sync")
+
+
+@cute.jit
+def after_wait():
+    """Order tcgen05 operations after the mbarrier wait that published their data
+    (tcgen05.fence::after_thread_sync)."""
+    tcgen05_fence("after_thread_sync")
 
 
 @cute.jit
