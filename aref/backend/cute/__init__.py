@@ -1,4 +1,5 @@
-"""CuTe DSL backend for Hopper: Barrier IR → readable, role-based CuTe DSL source → PTX and cubin.
+"""CuTe DSL backend: Barrier IR → readable, role-based CuTe DSL source → PTX and cubin, for Hopper (sm_90a:
+this package's `analysis`, `role`, `module`) and Blackwell (sm_100a: `sm100`, dispatched on `ws.arch`).
 
     compile_barrier(ws, out_dir=None, emit="ptx") -> CompileResult
 
