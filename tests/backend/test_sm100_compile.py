@@ -53,3 +53,35 @@ def test_fp8_and_bf16_gemm_compile(backend_cache):
         ws, result = sm100_compiled(backend_cache, "gemm", "heuristic", dtype=dtype)
         assert result.spill_bytes == 0 and result.instructions["tcgen05.mma"] > 0
         assert "kind::f8f6f4" in result.ptx_path.read_text() if dtype.startswith("float8") else True
+
+
+def test_software_exp2_takes_its_share_of_the_softmax_off_the_mufu(backend_cache):
+    """`exp2_fma=0.25`: a quarter of each softmax row's exp2 runs on the FMA units (FA4's emulation)."""
+    from aref.backend.cute import compile_barrier
+    from tests.backend.sm100_helpers import sm100_ir
+    ws = sm100_ir("attention_fwd", "heuristic")
+    plain = compile_barrier(ws, cache_dir=backend_cache)
+    mixed = compile_barrier(ws, cache_dir=backend_cache, exp2_fma=0.25)
+    assert mixed.cache_key != plain.cache_key and mixed.spill_bytes == 0
+    ptx = mixed.ptx_path.read_text()
+    emulated = ptx.count("add.rm.ftz.f32")
+    # two softmax groups x 64 elements per thread (64-row sub-tiles: half a row) x 1/4
+    assert emulated == 32 and plain.instructions["ex2.approx"] - mixed.instructions["ex2.approx"] == emulated
+
+
+def test_software_exp2_algorithm_is_accurate():
+    """The emulation's arithmetic, replayed in float32: floor by the 1.5·2^23 add, the cubic for 2^frac, and
+    floor(x) added to the exponent bits — relative error below 1e-4 wherever the result is a normal float."""
+    import numpy as np
+    from aref.backend.cute.sm100.support import EXP2_POLY
+    x = np.linspace(-126.9, 126.9, 200001).astype(np.float32)
+    xr = np.float32(1.5 * 2 ** 23) + np.floor(x)              # what add.rm.ftz gives (spacing 1 there)
+    frac = (x - (xr - np.float32(1.5 * 2 ** 23))).astype(np.float32)
+    a1, a2, a3 = (np.float32(c) for c in EXP2_POLY)
+    p = ((frac * a3 + a2) * frac + a1) * frac + np.float32(1.0)
+    bits = (xr.view(np.int32).astype(np.int64) << 23).astype(np.int32) + p.astype(np.float32).view(np.int32)
+    got = bits.view(np.float32).astype(np.float64)
+    want = np.exp2(x.astype(np.float64))
+    normal = x >= -125                 # below, results are denormal: flushed like ex2.approx.ftz (≈ 0 for P)
+    assert np.max(np.abs(got - want)[normal] / want[normal]) < 1e-4
+    assert np.max(np.abs(got - want)[~normal]) < 2.0 ** -124

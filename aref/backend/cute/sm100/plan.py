@@ -62,6 +62,7 @@ class Sm100Plan(KernelPlan):
     mma_of: dict = field(default_factory=dict)            # id(mma_async op) -> index into mmas
     direct_stores: dict = field(default_factory=dict)     # id(store op) -> slot buffer a TMA store reads
     mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs (mixed groups)
+    exp2_fma: float = 0.0                                 # share of exp2 on the FMA units (software exp2)
 
     def group_of(self, gid: int) -> Sm100GroupPlan:
         return next(g for g in self.groups if g.gp.group.id == gid)

@@ -472,6 +472,15 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "
                  f"{a.start}..{a.start + a.size - 1} of {c.buffer}")
 
+    def render_op(self, op: Op, pre: list[str], two_d: bool) -> str:
+        share = getattr(self.plan, "exp2_fma", 0.0)
+        if share and op.kind is OpKind.UNARY and op.attrs.fn == "exp2" and two_d and self.depends(op.result) == 2:
+            if not 0.0 < share <= 1.0:
+                raise BackendError(f"exp2_fma is a share of the elements, in (0, 1]; got {share}", op.loc)
+            a = strip_parens(self.render(op.operands[0], pre, two_d))
+            return f"sm100.exp2_mixed({a}, c, 16, {max(1, round(share * 16))})"
+        return super().render_op(op, pre, two_d)
+
     # ---------------------------------------------------------------------------- unsupported ops
     def op_arange(self, op: Op) -> None:
         raise BackendError("arange (index tiles) in a warp group; the Blackwell templates do not implement "
