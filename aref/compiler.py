@@ -42,8 +42,12 @@ class CompileOptions:
             raise ArefError(f"unsupported arch {self.arch!r}", hint=f"choose one of {', '.join(ARCHS)}")
         if self.partition not in ("heuristic", "optimal"):
             raise ArefError(f"unknown partition mode {self.partition!r}", hint="use 'heuristic' or 'optimal'")
-        if self.mma_depth is not None and self.mma_depth < 0:
-            raise ArefError("mma_depth must be ≥ 0")
+        if self.mma_depth is not None and (not isinstance(self.mma_depth, int) or self.mma_depth < 0):
+            raise ArefError(f"mma_depth must be an integer ≥ 0, got {self.mma_depth!r}",
+                            hint="None keeps the default of one MMA group in flight")
+        if not self.solver_time_limit > 0:
+            raise ArefError(f"solver_time_limit must be > 0 seconds, got {self.solver_time_limit!r}",
+                            hint="e.g. solver_time_limit=60.0")
 
 
 def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:

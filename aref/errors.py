@@ -59,9 +59,12 @@ class ArefError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        parts = [f"{self.kind}: {self.message}"]
+        return self._render([f"{self.kind}: {self.message}"], "  --> {loc}")
+
+    def _render(self, head: list[str], where: str) -> str:
+        parts = list(head)
         if self.loc is not UNKNOWN_LOC and self.loc.line > 0:
-            parts.append(f"  --> {self.loc}")
+            parts.append(where.format(loc=self.loc))
             excerpt = render_excerpt(self.loc)
             if excerpt:
                 parts.append(excerpt)
@@ -92,3 +95,57 @@ class VerifyError(ArefError):
     """An IR invariant that a compiler pass broke (or that hand-made IR violates)."""
 
     kind = "verifier"
+
+
+class UsageError(ArefError):
+    """A command-line flag or argument outside its accepted range (the message gives the range)."""
+
+    kind = "usage error"
+
+
+class ExampleError(ArefError):
+    """An example file that does not follow the example convention (README), or whose `example_inputs` /
+    `reference` raised: named at the example file's line."""
+
+    kind = "example error"
+
+
+class UserCodeError(ArefError):
+    """A Python exception raised by the user's own code (a kernel body, a grid function, an example file)
+    while aref ran it, re-raised at the user's line with what to change."""
+
+    kind = "error"
+
+
+class CompilerBugError(ArefError):
+    """An unexpected exception inside aref: a bug of the compiler, not of the user's program.
+
+    `pass_name` names the compiler step that failed, `where` the aref source line that raised, and `loc`
+    the user's line being compiled when it happened (context only: the user's code is not blamed).
+    """
+
+    kind = "compiler bug"
+
+    def __init__(self, message: str, loc: SrcInfo | None = None, hint: str | None = None,
+                 pass_name: str | None = None, where: str | None = None):
+        self.pass_name = pass_name
+        self.where = where
+        super().__init__(message, loc, hint or "this is a bug in aref, not in your program: please report it "
+                                              "with the command line and this message")
+
+    def render(self) -> str:
+        head = [f"{self.kind} in {self.pass_name or 'aref'}: {self.message}"]
+        if self.where:
+            head.append(f"  raised at {self.where}")
+        return self._render(head, "  while compiling {loc} (your code, for context)")
+
+
+def error_json(err: ArefError) -> dict:
+    """The `--json` error object of every command: `{"ok": false, "error", "kind", "file", "line", "hint"}`
+    (and `"pass"` for a compiler bug)."""
+    out = {"ok": False, "error": err.message, "kind": err.kind, "file": err.loc.file if err.loc.line else None,
+           "line": err.loc.line or None, "hint": err.hint}
+    if isinstance(err, CompilerBugError):
+        out["pass"] = err.pass_name
+        out["where"] = err.where
+    return out

@@ -34,6 +34,7 @@ class Parsed:
     tensor_params: list[str]
     constexpr_params: dict[str, object]   # name -> default (inspect.Parameter.empty if required)
     loop_line: int | None
+    def_line: int = 0       # the `def` line (co_firstlineno is the first decorator's)
 
 
 def _loc(filename: str, node: ast.AST) -> SrcInfo:
@@ -129,7 +130,9 @@ class _Checker(ast.NodeVisitor):
             self.fail(node, f"`{type(node).__name__.lower()}` inside the aref.range loop is not supported",
                       "the loop always runs its full trip count; mask with aref.where instead")
         if self.in_loop and isinstance(node, ast.Return):
-            self.fail(node, "`return` inside the aref.range loop is not supported")
+            self.fail(node, "`return` inside the aref.range loop is not supported",
+                      "a kernel returns nothing: store results with aref.store (after the loop); define helper "
+                      "functions outside the kernel")
         super().generic_visit(node)
 
     def visit_For(self, node):
@@ -237,7 +240,9 @@ def parse(fn) -> Parsed:
             constexprs[p.name] = p.default
         else:
             raise ArefSyntaxError(f"*{p.name} parameters are not supported; list the tensors explicitly",
-                                  _loc(filename, fdef))
+                                  _loc(filename, fdef),
+                                  hint="positional parameters are tensors, keyword-only ones (after `*`) "
+                                       "compile-time constants: def k(A, B, C, *, BM: int = 128)")
 
     _check_captured_tensors(fdef, env, filename, set(sig.parameters))
     checker = _Checker(filename, env)
@@ -256,7 +261,7 @@ def parse(fn) -> Parsed:
     ast.fix_missing_locations(module)
     code = compile(module, filename, "exec")
     return Parsed(fdef.name, filename, code, tensor_params, constexprs,
-                  checker.loops[0].lineno if checker.loops else None)
+                  checker.loops[0].lineno if checker.loops else None, fdef.lineno)
 
 
 def _check_captured_tensors(fdef, env, filename, params):
@@ -284,6 +289,10 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
     env = _code_env(fn)
     exec(parsed.code, env)
     traced = env[parsed.name]
+    # the kernel's own name means the decorated kernel again (a call of it is refused with a clear error),
+    # not the rewritten function that would recurse without end
+    if parsed.name in fn.__globals__:
+        env[parsed.name] = fn.__globals__[parsed.name]
     tracer = Tracer(parsed.name)
     params = tuple(Param(n, Value(tensors[n], n)) for n in parsed.tensor_params)
     proxies = [lang.TensorArg(p.name, p.value) for p in params]
@@ -291,12 +300,17 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
         ret = traced(*proxies, **constexprs)
         if ret is not None:
             raise ArefSyntaxError("a kernel returns nothing; write results with aref.store",
-                                  SrcInfo(parsed.filename, parsed.loop_line or 0))
+                                  SrcInfo(parsed.filename, parsed.loop_line or 0),
+                                  hint="replace `return x` by aref.store(OUT, coords, x)")
         _finish_channels(tracer)
     loop = tracer.loop
     if loop is not None:
         _drop_dead_carries(tracer, loop)
     kernel_loc = SrcInfo(parsed.filename, fn.__code__.co_firstlineno)
+    if not tracer.stores:
+        raise ArefSyntaxError(f"kernel @{parsed.name} stores nothing, so it would compute nothing",
+                              SrcInfo(parsed.filename, parsed.def_line or kernel_loc.line),
+                              hint="write its results to an output tensor with aref.store(T, coords, tile)")
     grid_shape = _grid(tracer, grid, kernel_loc)
     kernel = Kernel(parsed.name, params, dict(constexprs), grid_shape, tracer.pre, loop, tracer.post,
                     kernel_loc)
@@ -339,9 +353,13 @@ def _grid(tracer: Tracer, grid, loc) -> tuple[int, ...]:
     """The launch grid: from the decorator's `grid=`, else inferred from stores at program-id coordinates."""
     axes = sorted(tracer.program_ids)
     if grid is not None:
+        if not isinstance(grid, (tuple, list)):
+            raise ArefTypeError(f"grid must be a tuple of CTA counts, got {grid!r}", loc,
+                                hint="e.g. grid=(4, 2), or grid=lambda A, BM, **_: (A.shape[0] // BM,)")
         g = tuple(grid)
         if len(g) < (max(axes) + 1 if axes else 0) or not all(isinstance(x, int) and x >= 0 for x in g):
-            raise ArefTypeError(f"grid {g!r} does not cover program_id axes {axes}", loc)
+            raise ArefTypeError(f"grid {g!r} does not cover program_id axes {axes}", loc,
+                                hint=f"give grid= non-negative integers, one per axis up to {max(axes) if axes else 0}")
         return g
     pid_axis = {id(v): a for a, v in tracer.program_ids.items()}
     found: dict[int, tuple[int, SrcInfo]] = {}

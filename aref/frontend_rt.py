@@ -102,7 +102,8 @@ def loop_begin(rng, names: tuple[str, ...], scope: dict, iv_name: str) -> LoopHa
     tracer = current("aref.range")
     loc = getattr(rng, "loc", None) or user_loc()
     if not isinstance(rng, aref_range):
-        raise ArefSyntaxError("the kernel loop must iterate over aref.range(n)", loc)
+        raise ArefSyntaxError("the kernel loop must iterate over aref.range(n)", loc,
+                              hint="write `for k in aref.range(n):`")
     if tracer.loop_done or tracer.loop_state is not None:
         raise ArefSyntaxError("a kernel has a single aref.range loop; this is a second one", loc,
                               hint="fuse the loops, or write a second kernel")
@@ -143,7 +144,9 @@ def loop_end(h: LoopHandle, scope: dict) -> dict[str, object]:
         obj = scope.get(name, UNDEF)
         leaves = _flatten(obj, h.loc, name)[0] if obj is not UNDEF else []
         if len(leaves) != h.sizes[name]:
-            raise ArefTypeError(f"'{name}' changes structure inside the loop", h.loc)
+            raise ArefTypeError(f"'{name}' changes structure inside the loop", h.loc,
+                                hint=f"keep '{name}' the same kind of value (tile, or a list of the same length) "
+                                     f"in every iteration")
         yields.extend(leaves)
     start = len(yields) - sum(h.sizes.values())
     for before, after, cv in zip(h.inits, yields[start:], h.carried):

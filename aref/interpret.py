@@ -13,7 +13,7 @@ from collections import deque
 import torch
 
 from aref.dtypes import to_torch
-from aref.errors import ChannelError
+from aref.errors import ArefTypeError, ChannelError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 
 _UNARY = {
@@ -101,7 +101,13 @@ def evaluate(op: Op, vals: list, cta: tuple[int, ...]):
     if k is OpKind.PROGRAM_ID:
         return cta[a.axis] if a.axis < len(cta) else 0
     if k is OpKind.SCALAR_BINARY:
-        return _SCALAR[a.fn](int(vals[0]), int(vals[1]))
+        x, y = int(vals[0]), int(vals[1])
+        if y == 0 and a.fn in ("floordiv", "mod"):
+            raise ArefTypeError(f"integer {'division' if a.fn == 'floordiv' else 'modulo'} by zero in index math "
+                                f"(a runtime divisor is 0 in CTA {cta})", op.loc,
+                                hint="make sure the divisor cannot be 0 (program ids and the loop index start "
+                                     "at 0)")
+        return _SCALAR[a.fn](x, y)
     if k is OpKind.LOAD:
         return load_box(vals[0], [int(c) for c in vals[1:]], a.tile_shape)
     if k is OpKind.STORE:

@@ -45,7 +45,10 @@ class _Proxy:
             hint="use `aref.where(cond, a, b)` to select per element; branch only on compile-time constants")
 
     def __iter__(self):
-        raise ArefSyntaxError("a traced value cannot be iterated", user_loc())
+        raise ArefSyntaxError(
+            "a traced value cannot be iterated or unpacked", user_loc(),
+            hint="`a, b = ch.get()` unpacks the tiles of one put: it needs `ch.put(a, b)`; a put of a single tile "
+                 "gets back one tile (`a = ch.get()`)")
 
     def __index__(self):
         raise ArefSyntaxError(
@@ -138,7 +141,8 @@ class Tile(_Proxy):
         return out
 
     def __len__(self):
-        raise ArefSyntaxError("use `.shape` for a tile's size", user_loc())
+        raise ArefSyntaxError("use `.shape` for a tile's size", user_loc(),
+                              hint="e.g. x.shape[0] for its rows")
 
     def __repr__(self) -> str:
         return f"Tile({self.value.type})"
@@ -234,6 +238,9 @@ def _as_values(xs, loc) -> list[Value]:
 def _arith(fn: str, a, b):
     loc = user_loc()
     a, b = _check_operand(a, fn, loc), _check_operand(b, fn, loc)
+    if fn in ("floordiv", "mod", "div") and _is_number(b) and b == 0:
+        raise ArefTypeError(f"{'division' if fn != 'mod' else 'modulo'} by zero", loc,
+                            hint="the divisor is the constant 0: check the compile-time constants it comes from")
     if isinstance(a, Scalar) and _is_number(b) and (fn, b) in (("add", 0), ("sub", 0), ("mul", 1)):
         return a                               # x + 0, x - 0, x * 1 fold away (as in `pid * S + i`)
     if isinstance(b, Scalar) and _is_number(a) and (fn, a) in (("add", 0), ("mul", 1)):
@@ -250,7 +257,9 @@ def _arith(fn: str, a, b):
                                         loc).value
         return Scalar(tracer.consts[key])
     if fn in ("floordiv", "mod"):
-        raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc)
+        raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc,
+                            hint="use it in index math on program ids and the loop index; on tiles, divide with "
+                                 "`/` on float tiles")
     dtype = rules.binary_dtype(va.type, vb.type, loc)
     if fn == "div" and not dtype.is_float:
         raise ArefTypeError("`/` on integer tiles", loc, hint="cast to a float type first with `.to(...)`")
@@ -271,7 +280,8 @@ def _unary(fn: str, x, loc=None):
     loc = loc or user_loc()
     x = _check_operand(x, fn, loc)
     if not isinstance(x, _Proxy):
-        raise ArefTypeError(f"aref.{fn} takes a tile; for Python numbers use the math module", loc)
+        raise ArefTypeError(f"aref.{fn} takes a tile; for Python numbers use the math module", loc,
+                            hint="e.g. math.exp(x) for a Python number, aref.exp(tile) for a tile")
     if fn not in ("neg", "abs") and not x.dtype.is_float:
         raise ArefTypeError(f"aref.{fn} needs a float tile, got {x.dtype.name}", loc,
                             hint="cast with `.to(aref.float32)`")
@@ -282,9 +292,11 @@ def _unary(fn: str, x, loc=None):
 def _reduce(fn: str, x, axis: int, loc=None):
     loc = loc or user_loc()
     if not isinstance(x, Tile):
-        raise ArefTypeError(f"{fn} reduction takes a tile", loc)
+        raise ArefTypeError(f"{fn} reduction takes a tile", loc,
+                            hint="reduce a tile, e.g. aref.rowmax(s) or s.max(1)")
     if not isinstance(axis, int):
-        raise ArefTypeError("the reduction axis must be a compile-time integer", loc)
+        raise ArefTypeError("the reduction axis must be a compile-time integer", loc,
+                            hint="e.g. x.sum(1) for rows, x.sum(0) for columns")
     t = rules.reduce_type(x.value.type, axis, loc)
     return _emit1(OpKind.REDUCE, [x.value], t, FnAttrs(fn, axis % x.ndim), loc)
 
@@ -295,7 +307,8 @@ def program_id(axis: int) -> Scalar:
     loc = user_loc()
     tracer = current("aref.program_id")
     if axis not in (0, 1, 2):
-        raise ArefTypeError(f"program_id axis must be 0, 1 or 2, got {axis!r}", loc)
+        raise ArefTypeError(f"program_id axis must be 0, 1 or 2, got {axis!r}", loc,
+                            hint="a grid has at most three axes: aref.program_id(0), (1) or (2)")
     if axis not in tracer.program_ids:
         op = tracer.emit(OpKind.PROGRAM_ID, [], [ScalarType(DType.int32)], ProgramIdAttrs(axis), loc)
         tracer.block.ops.remove(op)       # program ids are CTA constants: define them before everything
@@ -314,7 +327,8 @@ def load(tensor: TensorArg, coords, tile_shape) -> Tile:
     loc = user_loc()
     tracer = current("aref.load")
     if not isinstance(tensor, TensorArg):
-        raise ArefTypeError(f"aref.load reads from a tensor argument, got {type(tensor).__name__}", loc)
+        raise ArefTypeError(f"aref.load reads from a tensor argument, got {type(tensor).__name__}", loc,
+                            hint="pass one of the kernel's tensor parameters: aref.load(A, coords, tile_shape)")
     coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
     tile_shape = tuple(tile_shape) if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
     t = rules.load_type(tensor.shape, tensor.dtype, tile_shape, len(coords), loc)
@@ -331,12 +345,16 @@ def store(tensor: TensorArg, coords, tile: Tile, reduce: str | None = None) -> N
     loc = user_loc()
     tracer = current("aref.store")
     if not isinstance(tensor, TensorArg):
-        raise ArefTypeError(f"aref.store writes to a tensor argument, got {type(tensor).__name__}", loc)
+        raise ArefTypeError(f"aref.store writes to a tensor argument, got {type(tensor).__name__}", loc,
+                            hint="pass one of the kernel's tensor parameters: aref.store(C, coords, tile)")
     tile = _check_operand(tile, "aref.store", loc)
     if not isinstance(tile, Tile):
-        raise ArefTypeError("aref.store stores a tile", loc)
+        raise ArefTypeError("aref.store stores a tile", loc,
+                            hint="store a tile computed in the kernel, e.g. aref.store(C, coords, acc.to(C.dtype))")
     if reduce not in (None, "add"):
-        raise ArefTypeError(f"store reduce must be None or 'add', got {reduce!r}", loc)
+        raise ArefTypeError(f"store reduce must be None or 'add', got {reduce!r}", loc,
+                            hint="TMA stores can only add into global memory: reduce='add', or reduce "
+                                 "in the kernel (rowmax / x.max(axis)) before storing")
     coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
     rules.load_type(tensor.shape, tensor.dtype, tile.shape, len(coords), loc)
     if tile.dtype != tensor.dtype:
@@ -349,13 +367,18 @@ def store(tensor: TensorArg, coords, tile: Tile, reduce: str | None = None) -> N
 
 
 def _coord(c, loc, tracer) -> Value:
+    from aref.frontend_rt import Poison  # local: the runtime module imports this one
+    if isinstance(c, Poison):
+        c.fail()
     if isinstance(c, Scalar):
         if c.dtype is not DType.int32:
-            raise ArefTypeError("tile coordinates must be integers", loc)
+            raise ArefTypeError("tile coordinates must be integers", loc,
+                                hint="coordinates are integer index math on program ids and the loop index")
         return c.value
     if isinstance(c, int) and not isinstance(c, builtins.bool):
         return _const(c, DType.int32, loc, tracer)
-    raise ArefTypeError(f"tile coordinates must be integers or program ids, got {type(c).__name__}", loc)
+    raise ArefTypeError(f"tile coordinates must be integers or program ids, got {type(c).__name__}", loc,
+                         hint="use Python ints, aref.program_id(i), the loop index, or `//`, `%`, `+`, `*` of them")
 
 
 def full(shape, value: float, dtype: DType = float32) -> Tile:
@@ -363,11 +386,13 @@ def full(shape, value: float, dtype: DType = float32) -> Tile:
     loc = user_loc()
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if not shape or not builtins.all(isinstance(s, int) and s > 0 for s in shape):
-        raise ArefTypeError(f"tile shape must be positive compile-time integers, got {shape!r}", loc)
+        raise ArefTypeError(f"tile shape must be positive compile-time integers, got {shape!r}", loc,
+                            hint="e.g. (BM, BN) with integer constants BM, BN ≥ 1")
     if not isinstance(dtype, DType):
         raise ArefTypeError(f"dtype not supported: {dtype!r}", loc, hint="use aref.float16, aref.float32, ...")
     if not _is_number(value):
-        raise ArefTypeError("aref.full needs a Python number as its fill value", loc)
+        raise ArefTypeError("aref.full needs a Python number as its fill value", loc,
+                            hint="e.g. aref.full((BM,), -math.inf); to copy a tile, use it directly")
     return _emit1(OpKind.FULL, [], TileType(shape, dtype, Space.RMEM), FullAttrs(shape, float(value), dtype), loc)
 
 
@@ -380,7 +405,8 @@ def arange(n: int) -> Tile:
     """The int32 tile [0, 1, ..., n-1] (for masks)."""
     loc = user_loc()
     if not isinstance(n, int) or n <= 0:
-        raise ArefTypeError("aref.arange needs a positive compile-time integer", loc)
+        raise ArefTypeError(f"aref.arange needs a positive compile-time integer, got {n!r}", loc,
+                            hint="e.g. aref.arange(BN) with an integer constant BN ≥ 1")
     return _emit1(OpKind.ARANGE, [], TileType((n,), DType.int32), ArangeAttrs(n), loc)
 
 
@@ -390,7 +416,8 @@ def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
     for x in (a, b) + ((acc,) if acc is not None else ()):
         _check_operand(x, "aref.mma", loc)
         if not isinstance(x, Tile):
-            raise ArefTypeError("aref.mma takes tiles", loc)
+            raise ArefTypeError("aref.mma takes tiles", loc,
+                                hint="aref.mma(a, b, acc) with tiles a (M×K), b (K×N) and an optional acc (M×N)")
     t = rules.mma_type(a.value.type, b.value.type, acc.value.type if acc is not None else None, loc)
     operands = [a.value, b.value] + ([acc.value] if acc is not None else [])
     return _emit1(OpKind.MMA, operands, t, NoAttrs(), loc)
@@ -404,7 +431,8 @@ def cast(x: Tile, dtype: DType) -> Tile:
                             hint="use aref.float16, bfloat16, float8_e4m3, float8_e5m2, float32 or int32")
     x = _check_operand(x, "cast", loc)
     if not isinstance(x, _Proxy):
-        raise ArefTypeError("cast takes a tile", loc)
+        raise ArefTypeError("cast takes a tile", loc,
+                            hint="cast tiles with x.to(aref.float16); Python numbers mix in without a cast")
     if x.dtype == dtype:
         return x
     t = rules.elementwise([x.value.type], dtype, loc)
@@ -434,7 +462,8 @@ def where(cond, a, b):
     loc = user_loc()
     cond, a, b = (_check_operand(x, "aref.where", loc) for x in (cond, a, b))
     if not isinstance(cond, _Proxy) or cond.dtype is not DType.bool_:
-        raise ArefTypeError("aref.where needs a boolean condition tile (from a comparison)", loc)
+        raise ArefTypeError("aref.where needs a boolean condition tile (from a comparison)", loc,
+                            hint="e.g. aref.where(x > 0, x, 0.0)")
     va, vb = _as_values([a, b], loc)
     dtype = rules.binary_dtype(va.type, vb.type, loc)
     t = rules.elementwise([cond.value.type, va.type, vb.type], dtype, loc)
@@ -484,11 +513,13 @@ class Channel:
         loc = user_loc()
         self._check_region("put", loc)
         if not tiles:
-            raise ChannelError(f"put on channel '{self.name}' needs at least one tile", loc)
+            raise ChannelError(f"put on channel '{self.name}' needs at least one tile", loc,
+                               hint=f"e.g. {self.name}.put(aref.load(A, coords, tile_shape))")
         for t in tiles:
             _check_operand(t, f"{self.name}.put", loc)
             if not isinstance(t, Tile):
-                raise ChannelError(f"channel '{self.name}' carries tiles, got {type(t).__name__}", loc)
+                raise ChannelError(f"channel '{self.name}' carries tiles, got {type(t).__name__}", loc,
+                                   hint="put tiles (loaded or computed); scalars and numbers need no channel")
         payload = tuple(t.value.type.with_space(Space.SMEM) for t in tiles)
         if self.payload is None:
             self.payload, self.put_loc = payload, loc
@@ -526,7 +557,9 @@ def channel(depth: int = 2, name: str | None = None) -> Channel:
     loc = user_loc()
     tracer = current("aref.channel")
     if not isinstance(depth, int) or isinstance(depth, builtins.bool) or depth < 1:
-        raise ChannelError(f"channel depth must be a positive integer, got {depth!r}", loc)
+        raise ChannelError(f"channel depth must be a positive integer, got {depth!r}", loc,
+                           hint="the depth is the number of ring slots: an integer ≥ 1, e.g. "
+                                "aref.channel(depth=2)")
     if tracer.region != "pre":
         raise ChannelError("create channels before the loop", loc,
                            hint="move `aref.channel(...)` above the `for ... in aref.range(...)` line")
@@ -544,13 +577,19 @@ class range:  # noqa: A001 - deliberately mirrors Python's range in the kernel's
         loc = user_loc()
         if isinstance(n, Scalar):
             if n.dtype is not DType.int32:
-                raise ArefTypeError("the loop bound must be an integer", loc)
+                raise ArefTypeError("the loop bound must be an integer", loc,
+                                    hint="compute it from tensor shapes and integer constants with `//`")
         elif not isinstance(n, int) or isinstance(n, builtins.bool):
-            hint = "use `//` for integer division" if isinstance(n, float) else None
+            hint = None
+            if isinstance(n, float):
+                hint = ("a float entered the bound: `/` gives a float, and so does `//` when either side is a "
+                        "float (e.g. a compile-time constant like BK=32.5): use integers and `//`")
             raise ArefTypeError(f"the loop bound must be an integer, got {type(n).__name__} {n!r}", loc,
-                                hint=hint)
+                                hint=hint or "the trip count is an integer computed from tensor shapes and "
+                                             "constants, e.g. aref.range(A.shape[1] // BK)")
         elif n < 0:
-            raise ArefTypeError(f"the loop bound must be non-negative, got {n}", loc)
+            raise ArefTypeError(f"the loop bound must be non-negative, got {n}", loc,
+                                hint="the loop runs n times for aref.range(n): n ≥ 0")
         self.n = n
         self.loc = loc
 

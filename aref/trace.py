@@ -17,11 +17,20 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _state = threading.local()
 
 
+def _is_tooling(fname: str) -> bool:
+    """aref's command line and example harness call kernels on the user's behalf: no user line beyond them."""
+    base = os.path.basename(fname)
+    return os.path.dirname(os.path.abspath(fname)) == _PKG_DIR and (base.startswith("cli") or base == "harness.py")
+
+
 def user_loc(skip_pkg: str = _PKG_DIR) -> SrcInfo:
-    """The innermost frame outside the aref package: the user's line, with columns of the call."""
+    """The innermost frame outside the aref package: the user's line, with columns of the call (unknown when
+    the call came from aref's command line or harness rather than from user code)."""
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
+        if _is_tooling(fname):
+            return UNKNOWN_LOC
         if not os.path.abspath(fname).startswith(skip_pkg + os.sep) and not fname.startswith("<frozen"):
             line, col, col_end = frame.f_lineno, 0, 0
             positions = getattr(frame.f_code, "co_positions", None)

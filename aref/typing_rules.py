@@ -71,7 +71,8 @@ def mma_type(a: TileType, b: TileType, acc: TileType | None, loc: SrcInfo) -> Ti
     """`acc + a @ b` on the tensor core: a (M, K), b (K, N), acc (M, N) float32."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, TileType) or len(t.shape) != 2:
-            raise ArefTypeError(f"mma operand {name} must be a 2-D tile, got {t}", loc)
+            raise ArefTypeError(f"mma operand {name} must be a 2-D tile, got {t}", loc,
+                            hint="load or compute 2-D tiles (M×K and K×N) for aref.mma")
         if t.dtype not in MMA_OPERAND_DTYPES:
             raise ArefTypeError(
                 f"mma operand {name} has dtype {t.dtype.name}; the tensor core takes float16, bfloat16 or "
@@ -94,10 +95,11 @@ def mma_type(a: TileType, b: TileType, acc: TileType | None, loc: SrcInfo) -> Ti
 
 def reduce_type(x: TileType, axis: int, loc: SrcInfo) -> TileType:
     if not isinstance(x, TileType):
-        raise ArefTypeError("reductions take a tile", loc)
+        raise ArefTypeError("reductions take a tile", loc, hint="reduce a tile, e.g. x.sum(1)")
     rank = len(x.shape)
     if not -rank <= axis < rank:
-        raise ArefTypeError(f"reduction axis {axis} is out of range for a {rank}-D tile", loc)
+        raise ArefTypeError(f"reduction axis {axis} is out of range for a {rank}-D tile", loc,
+                            hint=f"axes of a {rank}-D tile: {', '.join(str(i) for i in range(rank))}")
     axis %= rank
     shape = x.shape[:axis] + x.shape[axis + 1:]
     return TileType(shape, x.dtype, Space.RMEM)
@@ -105,14 +107,16 @@ def reduce_type(x: TileType, axis: int, loc: SrcInfo) -> TileType:
 
 def transpose_type(x: TileType, loc: SrcInfo) -> TileType:
     if not isinstance(x, TileType) or len(x.shape) != 2:
-        raise ArefTypeError(f"`.T` needs a 2-D tile, got {x}", loc)
+        raise ArefTypeError(f"`.T` needs a 2-D tile, got {x}", loc,
+                            hint="transpose 2-D tiles only; broadcast vectors with x[:, None]")
     return TileType((x.shape[1], x.shape[0]), x.dtype, x.space)
 
 
 def expand_dims_type(x: TileType, axis: int, loc: SrcInfo) -> TileType:
     rank = len(x.shape)
     if not 0 <= axis <= rank:
-        raise ArefTypeError(f"cannot insert a unit dimension at {axis} of a {rank}-D tile", loc)
+        raise ArefTypeError(f"cannot insert a unit dimension at {axis} of a {rank}-D tile", loc,
+                            hint="use x[:, None] or x[None, :] on a vector")
     return TileType(x.shape[:axis] + (1,) + x.shape[axis:], x.dtype, Space.RMEM)
 
 
@@ -124,7 +128,8 @@ def load_type(tensor_shape: tuple[int, ...], dtype: DType, tile_shape: tuple[int
         raise ArefTypeError(f"a {rank}-D tensor needs {rank} coordinates, got {n_coords}", loc,
                             hint="give one block coordinate per dimension")
     if not 1 <= len(tile_shape) <= rank:
-        raise ArefTypeError(f"tile shape {fmt_shape(tile_shape)} does not fit a {rank}-D tensor", loc)
+        raise ArefTypeError(f"tile shape {fmt_shape(tile_shape)} does not fit a {rank}-D tensor", loc,
+                            hint=f"give at most {rank} tile dimensions (the trailing ones of the tensor)")
     for s in tile_shape:
         if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
             raise ArefTypeError(f"tile sizes must be positive compile-time integers, got {fmt_shape(tile_shape)}",
@@ -134,8 +139,9 @@ def load_type(tensor_shape: tuple[int, ...], dtype: DType, tile_shape: tuple[int
 
 def slice_type(x: TileType, axis: int, start: int, size: int, loc: SrcInfo) -> TileType:
     if not isinstance(x, TileType) or not 0 <= axis < len(x.shape):
-        raise ArefTypeError(f"cannot slice axis {axis} of {x}", loc)
+        raise ArefTypeError(f"cannot slice axis {axis} of {x}", loc, hint="slice an existing axis of the tile")
     if start < 0 or size <= 0 or start + size > x.shape[axis]:
-        raise ArefTypeError(f"slice [{start}, {start + size}) is outside axis {axis} of {x}", loc)
+        raise ArefTypeError(f"slice [{start}, {start + size}) is outside axis {axis} of {x}", loc,
+                            hint="keep the slice inside the tile's shape")
     shape = x.shape[:axis] + (size,) + x.shape[axis + 1:]
     return TileType(shape, x.dtype, x.space)

@@ -59,7 +59,8 @@ def _check_block(ops: list[Op], scope: set[int], region: str) -> None:
             raise VerifyError(f"{op.kind.value} should produce {', '.join(map(str, want)) or 'nothing'} but "
                               f"produces {', '.join(map(str, got)) or 'nothing'}", op.loc)
         if op.kind is OpKind.CHANNEL and region != "pre":
-            raise ChannelError("channels are created before the loop", op.loc)
+            raise ChannelError("channels are created before the loop", op.loc,
+                               hint="move `aref.channel(...)` above the loop")
         scope.update(id(r) for r in op.results)
 
 
@@ -205,7 +206,8 @@ def check_channel_protocol(kernel: Kernel) -> None:
                 released[len(cons)] = op
                 cons.append(op)
         if not puts:
-            raise ChannelError(f"channel '{name}' is never put to in the loop", ch_op.loc)
+            raise ChannelError(f"channel '{name}' is never put to in the loop", ch_op.loc,
+                               hint="put into it in the loop, or remove it")
         if len(gets) != len(puts):
             raise ChannelError(f"channel '{name}' has {len(puts)} put(s) but {len(gets)} get(s) per iteration",
                                (puts[len(gets)] if len(gets) < len(puts) else gets[-1]).loc,

@@ -19,7 +19,7 @@ LOG2E = math.log2(math.e)
 
 @aref_kernel(grid=lambda K, BN, **_: (-(-K.shape[1] // BN), K.shape[0]))
 def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int = 64,
-                  sm_scale: float = 0.0):
+                  sm_scale: float = 0.0, STAGES: int = 3):
     pid_n, bh = aref.program_id(0), aref.program_id(1)
     D = Q.shape[2]
     scale = sm_scale or 1.0 / math.sqrt(D)
@@ -27,7 +27,7 @@ def attention_bwd(Q, K, V, dO, LSE2, Delta, dQ, dK, dV, *, BM: int = 64, BN: int
     v = aref.load(V, (bh, pid_n, 0), (BN, D))
     dk = aref.zeros((BN, D), aref.float32)
     dv = aref.zeros((BN, D), aref.float32)
-    qdo = aref.channel(depth=2)
+    qdo = aref.channel(depth=STAGES)
     for i in aref.range(Q.shape[1] // BM):
         qdo.put(aref.load(Q, (bh, i, 0), (BM, D)), aref.load(dO, (bh, i, 0), (BM, D)),
                 aref.load(LSE2, (bh, i), (BM,)), aref.load(Delta, (bh, i), (BM,)))

@@ -29,7 +29,8 @@ def online_softmax_step(q, k, v, o, m, l, qk_scale, dtype):
 
 
 @aref_kernel(grid=lambda Q, BM, **_: (-(-Q.shape[1] // BM), Q.shape[0]))
-def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2, sm_scale: float = 0.0):
+def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2, sm_scale: float = 0.0,
+                  STAGES: int | None = None):
     pid_m, bh = aref.program_id(0), aref.program_id(1)
     D = Q.shape[2]
     SUB = BM // SUBTILE
@@ -38,8 +39,10 @@ def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2,
     o = [aref.zeros((SUB, D), aref.float32) for _ in range(SUBTILE)]
     m = [aref.full((SUB,), -math.inf, aref.float32) for _ in range(SUBTILE)]
     l = [aref.zeros((SUB,), aref.float32) for _ in range(SUBTILE)]
-    kc = aref.channel(depth=2)
-    vc = aref.channel(depth=2)
+    # K and V rings: up to 3 slots each beside the resident Q tile in 224 KB (copies in flight cover latency)
+    stages = STAGES or max(2, min(3, (224 * 1024 - BM * D * Q.dtype.nbytes) // (2 * BN * D * Q.dtype.nbytes)))
+    kc = aref.channel(depth=stages)
+    vc = aref.channel(depth=stages)
     for j in aref.range(K.shape[1] // BN):
         kc.put(aref.load(K, (bh, j, 0), (BN, D)))
         vc.put(aref.load(V, (bh, j, 0), (BN, D)))

@@ -9,11 +9,11 @@ from aref import aref_kernel
 
 
 @aref_kernel
-def dual_gemm(A, B0, B1, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+def dual_gemm(A, B0, B1, C, *, BM: int = 128, BN: int = 128, BK: int = 64, STAGES: int | None = None):
     pid_m, pid_n = aref.program_id(0), aref.program_id(1)
     gate = aref.zeros((BM, BN), aref.float32)
     up = aref.zeros((BM, BN), aref.float32)
-    abb = aref.channel(depth=3)
+    abb = aref.channel(depth=STAGES or max(2, min(4, 200 * 1024 // ((BM + 2 * BN) * BK * A.dtype.nbytes))))
     for k in aref.range(A.shape[1] // BK):
         abb.put(aref.load(A, (pid_m, k), (BM, BK)),
                 aref.load(B0, (pid_n, k), (BN, BK)),

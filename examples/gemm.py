@@ -1,7 +1,7 @@
 """GEMM C = A·Bᵀ with an explicit aref pipeline (A: M×K, B: N×K, both K-major; C: M×N).
 
-The producer side loads an A tile and a B tile per K step and publishes them together into a 3-slot ring;
-the consumer side multiplies them into a float32 accumulator on the tensor core.
+The producer loads an A and a B tile per K step into a ring of STAGES slots (default: up to 5 in 160 KB, so copies in
+flight cover the memory latency, as CUTLASS's stage count); the consumer multiplies them into a float32 accumulator.
 """
 import torch
 
@@ -10,10 +10,10 @@ from aref import aref_kernel
 
 
 @aref_kernel
-def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+def gemm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64, STAGES: int | None = None):
     pid_m, pid_n = aref.program_id(0), aref.program_id(1)
     acc = aref.zeros((BM, BN), aref.float32)
-    ab = aref.channel(depth=3)                       # an explicit aref: ring of 3 slots
+    ab = aref.channel(depth=STAGES or max(2, min(5, 160 * 1024 // ((BM + BN) * BK * A.dtype.nbytes))))  # ring
     for k in aref.range(A.shape[1] // BK):           # the single pipelined loop
         ab.put(aref.load(A, (pid_m, k), (BM, BK)),   # TMA-style tile loads published together
                aref.load(B, (pid_n, k), (BN, BK)))

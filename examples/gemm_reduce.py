@@ -10,11 +10,12 @@ from aref import aref_kernel
 
 
 @aref_kernel
-def gemm_rmsnorm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64, eps: float = 1e-6):
+def gemm_rmsnorm(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64, eps: float = 1e-6,
+                 STAGES: int | None = None):
     pid_m, pid_n = aref.program_id(0), aref.program_id(1)
     acc = aref.zeros((BM, BN), aref.float32)
     sumsq = aref.zeros((BM,), aref.float32)
-    ab = aref.channel(depth=3)
+    ab = aref.channel(depth=STAGES or max(2, min(5, 160 * 1024 // ((BM + BN) * BK * A.dtype.nbytes))))
     for k in aref.range(A.shape[1] // BK):
         ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
         a, b = ab.get()

@@ -66,7 +66,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph)."""
     if kernel.loop is None:
-        raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc)
+        raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
+                          hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
+                               "partition")
     m = machine_for(arch)
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
@@ -244,7 +246,12 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                                memories=memories)
     _ring_reuse(ex, body)
     _round_up(g, quantum)
-    g.validate()
+    try:
+        g.validate()
+    except S.GraphError as exc:
+        # the loop's resident buffers alone exceed a budget of the machine: the user's sizes, not a solver bug
+        raise SolverError(f"no warp-specialized schedule of @{kernel.name} fits {m.name}: {exc}", kernel.loc,
+                          hint="lower the channel depths or the tile sizes") from None
     return ex
 
 

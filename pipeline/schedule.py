@@ -317,12 +317,19 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     late = float("inf")
 
     release_at = _release_residues(ops, edges, stage, residue)
+    busy_until = _busy_until(ops, anchor, kernel.arch)
 
     def priority(op):
         # within a step, ops issue in the order of their start cycle modulo II (the solver's time); a release
-        # follows the op of its step that retires the MMAs reading its slot, so the producer refills it soon
+        # follows the op of its step that retires the MMAs reading its slot, so the producer refills it soon.
+        # A group runs its ops one after another, so synchronous work (a CUDA-core cluster) that the solver
+        # lets run across an MMA's start sorts by when it ends: the MMA, whose issue costs the group a few
+        # cycles, goes first instead of waiting for the whole cluster
         if op.kind is OpKind.CONSUMED:
             r = release_at.get(op, late)
+        elif op in busy_until and any(residue[o] is not None and residue[op] < residue[o] < busy_until[op]
+                                      for o in ops if o.kind is OpKind.MMA and stage[o] == stage[op]):
+            r = busy_until[op]
         else:
             r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
         return (r, stage[op], index[op])
@@ -334,6 +341,23 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
+
+
+def _busy_until(ops, anchor: dict, arch: str) -> dict[Op, float]:
+    """For each anchored synchronous op: its node's residue plus the cycles the node's ops keep the group
+    busy (`aref.machine.op_cost`, the figures the solver's graph was built from)."""
+    from aref.machine import ISSUE, machine_for, op_cost
+    m = machine_for(arch)
+    work: dict[tuple, float] = {}
+    for op in ops:
+        if op in anchor and op.kind is not OpKind.MMA:
+            try:
+                unit, cycles = op_cost(op, m)
+            except ValueError:
+                continue
+            if unit not in (ISSUE, "tc", "tma"):
+                work[anchor[op]] = work.get(anchor[op], 0) + cycles
+    return {op: anchor[op][1] + work[anchor[op]] for op in ops if op in anchor and anchor[op] in work}
 
 
 def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:

@@ -9,15 +9,20 @@ from aref.compiler import CompileOptions, lower_to
 from aref.harness import load_example
 from aref.ir import ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, Value
 from aref.lower import lower
-from example_paths import example_path
+from example_paths import example_path, source_line
+
+GEMM = example_path("gemm")
+PUT = source_line(GEMM, "ab.put(")              # the producer's side of channel ab
+GET = source_line(GEMM, "a, b = ab.get()")      # the consumer's side
+CHANNEL = source_line(GEMM, "ab = aref.channel(depth=STAGES or")
 
 I32 = ScalarType(DType.int32)
 
 
 @pytest.fixture(scope="module")
 def gemm():
-    ex = load_example(example_path("gemm"))
-    inputs = ex.inputs(K=7 * 64, M=128, N=128)          # 7 iterations: the 3-slot ring wraps twice
+    ex = load_example(GEMM)
+    inputs = ex.inputs(K=7 * 64, M=128, N=128, STAGES=3)  # 7 iterations: the 3-slot ring wraps twice
     kernel = ex.kernel.specialize(**inputs)
     return ex, inputs, kernel
 
@@ -58,7 +63,7 @@ def test_wrong_parity_on_the_producer_wait(gemm):
     flip_parity(body, wait)
     v = run(ws, ex, inputs)
     assert v.kind in ("deadlock", "write-to-borrowed-slot", "wait-never-completes")
-    assert v.group == "producer" and v.line == 18 and "mbarrier_wait" in v.op
+    assert v.group == "producer" and v.line == PUT and "mbarrier_wait" in v.op
 
 
 def test_wrong_parity_on_the_consumer_wait(gemm):
@@ -70,14 +75,14 @@ def test_wrong_parity_on_the_consumer_wait(gemm):
     report = sim.check(ws, inputs, ex.reference_fn, seeds=10)
     assert not report.ok
     # a premature pass reads a slot before its TMA landed; other interleavings end in a deadlock instead
-    assert any(v.kind == "read-unpublished-slot" and v.group == "consumer" and v.line == 20
+    assert any(v.kind == "read-unpublished-slot" and v.group == "consumer" and v.line == GET
                for v in report.violations), [v.kind for v in report.violations]
 
 
 def test_missing_arrive_on_a_register_channel():
     """Blackwell GEMM hands the accumulator from the MMA warp to the epilogue through a tensor-memory channel;
     drop the MMA warp's tcgen05.commit on `full` and the epilogue waits for a phase that can never complete."""
-    ex = load_example(example_path("gemm"))
+    ex = load_example(GEMM)
     inputs = ex.inputs(M=128, N=128)
     ws = lower_to(ex.kernel.specialize(**inputs), "barrier", CompileOptions(arch="sm_100a"))
     mma = group(ws, "mma")
@@ -96,7 +101,7 @@ def test_consumed_dropped(gemm):
     consumer.loop.body.ops = [op for op in consumer.loop.body.ops if op.kind is not OpKind.CONSUMED]
     v = run(lower(piped), ex, inputs)
     assert v.kind in ("wait-never-completes", "deadlock", "arrive-underflow")
-    assert v.group == "producer" and v.line == 18
+    assert v.group == "producer" and v.line == PUT
 
 
 def test_depth_one_where_the_schedule_needs_two(gemm):
@@ -108,7 +113,7 @@ def test_depth_one_where_the_schedule_needs_two(gemm):
     piped.channel("ab").depth = 1
     v = run(lower(piped), ex, inputs)
     assert v.kind == "deadlock"
-    assert {v.group} <= {"producer", "consumer"} and v.line in (18, 20)
+    assert {v.group} <= {"producer", "consumer"} and v.line in (PUT, GET)
 
 
 def test_producer_exits_early(gemm):
@@ -123,7 +128,7 @@ def test_producer_exits_early(gemm):
     producer.loop.trip_count = short
     v = run(ws, ex, inputs)
     assert v.kind == "wait-never-completes"
-    assert v.group == "consumer" and v.line == 20 and "ab.full" in v.op
+    assert v.group == "consumer" and v.line == GET and "ab.full" in v.op
 
 
 def test_compile_time_check_rejects_a_user_depth_that_would_deadlock(gemm):
@@ -131,4 +136,4 @@ def test_compile_time_check_rejects_a_user_depth_that_would_deadlock(gemm):
     from aref.errors import ChannelError
     with pytest.raises(ChannelError) as info:
         lower_to(kernel, "pipelined", CompileOptions(consumers="plain", mma_depth=3))
-    assert info.value.loc.line == 16
+    assert info.value.loc.line == CHANNEL

@@ -7,7 +7,7 @@ from aref.errors import ArefError, ChannelError
 from aref.harness import compare, load_example
 from aref.ir import OpKind
 from aref.wsinterp import run_ws
-from example_paths import EXAMPLE_NAMES, example_path
+from example_paths import EXAMPLE_NAMES, example_path, poison_outputs, source_line
 
 ARCHS = ["sm_90a", "sm_100a"]
 TRIP_KNOB = {"gemm": ("K", 64, 3), "dual_gemm": ("K", 64, 3), "gemm_reduce": ("K", 64, 3),
@@ -39,7 +39,9 @@ def test_pipelined_program_matches_reference_at_every_trip_count(name, config):
     ex = load_example(example_path(name))
     for n in (0, 1, depth, depth + 1, 2 * depth + 1):
         inputs = ex.inputs(**{knob: n * tile})
-        ws = lower_to(ex.kernel.specialize(**inputs), "pipelined", CompileOptions(arch=arch, consumers=consumers))
+        kernel = ex.kernel.specialize(**inputs)
+        poison_outputs(ex, kernel, inputs)              # so that skipped stores fail at trip count 0
+        ws = lower_to(kernel, "pipelined", CompileOptions(arch=arch, consumers=consumers))
         report = _run_channels(ex, inputs, ws, seed=n)
         assert report.ok, (n, report.to_json())
 
@@ -79,8 +81,9 @@ def test_explicit_mma_depth_too_deep_for_user_channel():
     ex = load_example(example_path("gemm"))
     kernel = ex.kernel.specialize(**ex.inputs())
     with pytest.raises(ChannelError) as info:
-        lower_to(kernel, "pipelined", CompileOptions(consumers="plain", mma_depth=3))
-    assert "channel 'ab' (depth 3)" in info.value.message and info.value.loc.line == 16
+        lower_to(kernel, "pipelined", CompileOptions(consumers="plain", mma_depth=5))
+    assert "channel 'ab' (depth 5)" in info.value.message
+    assert info.value.loc.line == source_line(example_path("gemm"), "ab = aref.channel(depth=STAGES or")
 
 
 def test_pingpong_needs_subtiles():

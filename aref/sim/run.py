@@ -293,6 +293,10 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
     With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
     threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0 or (seeds == 0 and not exhaustive):
+        from aref.errors import ArefError
+        raise ArefError(f"seeds must be an integer ≥ 1 (or ≥ 0 with exhaustive=True), got {seeds!r}: the check "
+                        f"must run at least one interleaving", hint="pass seeds=50, or exhaustive=True")
     with _one_torch_thread():
         return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance)
 

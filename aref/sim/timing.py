@@ -6,9 +6,11 @@ this module decides when. Each warp group issues its ops in order; an op occupie
 served) for `op_cost` cycles, and
 the group waits for it, except for the asynchronous ones: an `mma_async` costs the group its issue cycles
 (`aref.machine.mma_issue_cycles`: on Blackwell one warp issues a tcgen05.mma per K atom) and completes when
-the tensor core finishes it (an `mma_commit` then arrives); a `tma_load` costs the group
-`async_issue_cycles` and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
-busy only for the transfer). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
+the tensor core finishes it (so does an arrive, whose effect a waiter pays for when it wakes; on Blackwell
+an `mma_commit` arrives then); a `tma_load` costs the group `async_issue_cycles`
+and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
+busy only for the transfer); a tile `store` costs the group the staging of the tile into shared memory and
+the issue of the TMA store, which then runs on the copy engine (fire and forget). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
 at the event that enables it. No tile values are computed.
 
 The report: total cycles, steady-state cycles per loop iteration (from the middle half of the iterations),
@@ -22,7 +24,7 @@ import random
 from dataclasses import dataclass, field
 
 from aref.ir import OpKind
-from aref.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, unit_busy
+from aref.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, tma_bytes, unit_busy
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
@@ -39,6 +41,8 @@ class TimelineEntry:
     start: int
     end: int
     line: int
+    busy: int = 0      # cycles the unit is occupied from `start` (0: all of start..end; a TMA copy: its transfer)
+    issued: int = -1   # an asynchronous op (MMA, TMA copy): when its group issued it; else -1
 
     def to_json(self) -> dict:
         return dict(vars(self))
@@ -58,6 +62,7 @@ class TimingReport:
     timeline: list = field(default_factory=list)
     violations: list = field(default_factory=list)
     warnings: list = field(default_factory=list)      # static resource problems (`check_resources`)
+    iteration_starts: dict = field(default_factory=dict)   # group -> cycle each loop iteration began
 
     @property
     def ok(self) -> bool:
@@ -69,6 +74,12 @@ class TimingReport:
                 "group_cycles_per_iter": self.group_cycles_per_iter,
                 "timeline": [e.to_json() for e in self.timeline],
                 "violations": [v.to_json() for v in self.violations], "warnings": list(self.warnings)}
+
+
+# Ops that only signal (an arrive on an mbarrier or a named barrier): like an asynchronous copy they cost the
+# signalling warp group only their issue; the `sync_cycles` it takes their effect to reach a waiter are charged
+# to the waiter when its wait completes.
+SIGNALS = frozenset({OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.NAMED_BAR_ARRIVE})
 
 
 def _steady(starts: list[int]) -> float | None:
@@ -94,10 +105,10 @@ class _Clock:
         self.iters = [[] for _ in range(n)]
         self.timeline: list[TimelineEntry] = []
 
-    def entry(self, gi, op, unit, start, end):
+    def entry(self, gi, op, unit, start, end, busy=0, issued=-1):
         if end > start:
             self.timeline.append(TimelineEntry(self.prog.groups[gi].name, self.prog.op_text(op), unit, start, end,
-                                               op.loc.line))
+                                               op.loc.line, busy, issued))
 
     def occupy(self, unit, start, cycles) -> int:
         begin = max(start, self.free[unit])
@@ -119,26 +130,36 @@ class _Clock:
                 issue = mma_issue_cycles(op, self.m)
                 begin = self.occupy("tc", cur + issue, cycles)
                 self.mma_done[gi].append(begin + cycles)
-                self.entry(gi, op, ISSUE, cur, cur + issue)
-                self.entry(gi, op, "tc", begin, begin + cycles)
+                self.entry(gi, op, "tc", begin, begin + cycles, issued=cur)
                 cur += issue
+            elif k is OpKind.STORE:
+                # fire and forget: the group stages the tile into shared memory (registers → smem at the
+                # port's rate), issues the TMA store and goes on; the copy engine then moves the bytes
+                staged = self.occupy("smem", cur, max(1, -(-tma_bytes(op) // self.m.smem_bytes_per_clk)))
+                cur = staged + max(1, -(-tma_bytes(op) // self.m.smem_bytes_per_clk))
+                _, cycles = op_cost(op, self.m)
+                begin = self.occupy("tma", cur + self.m.async_issue_cycles, cycles)
+                self.entry(gi, op, "tma", begin, begin + cycles, issued=cur)
+                cur += self.m.async_issue_cycles
             elif k is OpKind.TMA_LOAD:
                 _, cycles = op_cost(op, self.m, self.rng)
                 transfer = unit_busy(op, self.m)
                 begin = self.occupy("tma", cur + self.m.async_issue_cycles, transfer)
                 # the copy's bytes arrive after its latency; the engine appended it last to the in-flight list
                 self.tma_done[id(st.tmas[-1])] = begin + cycles
-                self.entry(gi, op, "tma", begin, begin + cycles)
+                self.entry(gi, op, "tma", begin, begin + cycles, busy=transfer, issued=cur)
                 cur += self.m.async_issue_cycles
             else:
                 unit, cycles = op_cost(op, self.m, self.rng)
+                if k in SIGNALS:
+                    cycles = min(cycles, self.m.async_issue_cycles)
                 if unit == ISSUE:
                     self.entry(gi, op, ISSUE, cur, cur + cycles)
                     cur += cycles
                 else:
                     busy = unit_busy(op, self.m)
                     begin = self.occupy(unit, cur, busy)
-                    self.entry(gi, op, unit, begin, begin + cycles)
+                    self.entry(gi, op, unit, begin, begin + cycles, busy=busy)
                     cur = begin + cycles
         self.ready[gi] = cur
 
@@ -203,4 +224,5 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
     return TimingReport(machine.name, total, max(per_group.values(), default=0.0), iterations,
                         {u: (clock.busy[u] / total if total else 0.0) for u in SHARED_UNITS}, per_group,
                         sorted(clock.timeline, key=lambda e: (e.start, e.group)), violations,
-                        check_resources(kernel, machine))
+                        check_resources(kernel, machine),
+                        {prog.groups[gi].name: list(starts) for gi, starts in enumerate(clock.iters)})

@@ -4,6 +4,7 @@ wgmma, float32 tiles), staging of a store in a released channel slot."""
 import pytest
 
 from aref.backend.cute import compile_barrier
+from example_paths import SHALLOW_RINGS
 from tests.backend.conftest import barrier_ir
 
 EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"]
@@ -13,7 +14,7 @@ EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"
 def test_optimal_schedule_compiles_with_its_own_budgets(example, backend_cache):
     """The optimal partition's register budgets (the compute groups share what the TMA group leaves) hold
     its tiles: the schedule compiles as the solver placed it, without spills."""
-    ws = barrier_ir(example, "optimal")
+    ws = barrier_ir(example, "optimal", **SHALLOW_RINGS[example])
     result = compile_barrier(ws, cache_dir=backend_cache)
     ins = result.instructions
     assert result.spill_bytes == 0, result.ptxas_log

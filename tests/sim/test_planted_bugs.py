@@ -109,13 +109,22 @@ def test_missing_empty_wait_is_a_race_found_by_random_and_exhaustive_search():
 
 
 def test_check_reports_violations_as_json():
-    report = check(gemm_ws(producer_trip=3), gemm_inputs(), gemm_reference, seeds=5)
+    from aref.ws import print_ws
+    kernel = gemm_ws(producer_trip=3)
+    report = check(kernel, gemm_inputs(), gemm_reference, seeds=5)
     out = report.to_json()
     assert out["ok"] is False and out["deadlocks"] == 5 and out["interleavings"] == 5
-    assert out["violations"] == [{"kind": "wait-never-completes", "op": out["violations"][0]["op"],
-                                  "line": LINE["get"], "group": "consumer",
-                                  "message": out["violations"][0]["message"]}]
-    assert out["violations"][0]["op"].startswith("mbarrier_wait %full")
+    assert len(out["violations"]) == 1          # the same violation in every interleaving, reported once
+    v = out["violations"][0]
+    assert set(v) == {"kind", "op", "line", "group", "message"}
+    assert (v["kind"], v["line"], v["group"]) == ("wait-never-completes", LINE["get"], "consumer")
+    # the op is the consumer's wait on `full`, as `aref ir --stage barrier` prints it
+    consumer = print_ws(kernel).split('"consumer" role=consumer')[1]
+    assert v["op"].startswith("mbarrier_wait %full[") and v["op"] in consumer, v["op"]
+    # K = 256 in 64-wide blocks: 4 items; the producer publishes 3, so the consumer starves on item 3,
+    # which lives in slot 3 mod 2 = 1 with parity (3 // 2) mod 2 = 1
+    assert "can never complete" in v["message"] and "full[1] of channel ab with parity 1" in v["message"]
+    assert "arrivals come from producer (finished)" in v["message"]
 
 
 def test_violation_op_text_matches_print_ws():

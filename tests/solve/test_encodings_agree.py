@@ -1,29 +1,36 @@
-"""The interval model and the paper-literal time-indexed model agree on the optimal II."""
+"""The interval model and the paper-literal time-indexed model agree on the optimal II.
 
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+The comparison runs on a fixed set of random graphs (tests/solve/randgraphs.py, seeds 0–71): every graph the
+interval model schedules must get the same II from the literal model, which finishes each of them within a
+few seconds (the slowest, seed 48, in about 4 s), so a time-out is a failure, not a reason to skip. Graphs the
+interval model proves infeasible are left out: proving that for every II up to the sequential one takes the
+literal model minutes (that is the point of the comparison); `test_small.py` checks those answers by
+enumeration.
+"""
 
 from randgraphs import random_graph
 from solve import Graph, Machine, check, solve
 
+SEEDS = range(72)
+MIN_COMPARED = 60           # 64 of the 72 graphs have a schedule
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 100_000))
-def test_interval_and_time_indexed_find_the_same_ii(seed):
-    g = random_graph(seed)
-    a = solve(g, time_limit=20, explain=False)
-    assert a.status in ("optimal", "infeasible")
-    # Proving infeasibility for every II up to the sequential one is slow for the literal model
-    # (that is the point of the comparison); compare on the loops that have a schedule.
-    assume(a.status == "optimal")
-    b = solve(g, encoding="time-indexed", time_limit=20, explain=False)
-    # A time-out decides nothing (the literal model needs a minute on some graphs, more on a loaded
-    # machine); the comparison is on the graphs both encodings answer.
-    assume(b.status != "timeout")
-    assert a.encoding == "interval" and b.encoding == "time-indexed"
-    assert b.normalization is not None and b.normalization["exact"]  # small costs: identity
-    assert b.status == "optimal"
-    assert a.ii == b.ii
-    assert check(g, b.ii, b.schedule, b.assignment).ok
+
+def test_interval_and_time_indexed_find_the_same_ii():
+    compared = []
+    for seed in SEEDS:
+        g = random_graph(seed)
+        a = solve(g, time_limit=20, explain=False)
+        assert a.status in ("optimal", "infeasible"), (seed, a.status)
+        if a.status == "infeasible":
+            continue
+        b = solve(g, encoding="time-indexed", time_limit=60, explain=False)
+        assert a.encoding == "interval" and b.encoding == "time-indexed"
+        assert b.normalization is not None and b.normalization["exact"], seed  # small costs: identity
+        assert b.status == "optimal", (seed, b.status, b.solve_seconds)
+        assert a.ii == b.ii, (seed, a.ii, b.ii)
+        assert check(g, b.ii, b.schedule, b.assignment).ok, seed
+        compared.append(seed)
+    assert len(compared) >= MIN_COMPARED, compared
 
 
 def test_time_indexed_uses_normalized_costs_and_reports_cycles():

@@ -1,7 +1,6 @@
 """Search behaviour: time-outs, progress reporting, options, JSON output."""
 
 import json
-import time
 
 import pytest
 
@@ -11,10 +10,9 @@ from solve.attention import fa_forward_blackwell, fa_forward_hopper
 
 
 def test_time_out_is_reported_never_claimed_optimal():
+    # (how closely the limit is kept is a figure of bench/solver_time_limit.py, not a unit test)
     g = fa_forward_blackwell(allow_transfers=False)
-    start = time.perf_counter()
     r = solve(g, time_limit=1.0)
-    assert time.perf_counter() - start < 5
     assert r.status in ("timeout", "feasible-timeout") and not r.proven_optimal
     if r.ii is not None:  # a schedule was found but smaller IIs were not all ruled out
         assert r.gap > 0 and check(g, r.ii, r.schedule, r.assignment).ok

@@ -2,7 +2,7 @@
 
 import itertools
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from randgraphs import random_graph
 from solve import Graph, Machine, check, solve
@@ -122,12 +122,18 @@ def brute_force_ii(g: Graph, stages: int, lower: int, upper: int):
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000))
+@example(15)            # infeasible: every run checks that case too
 def test_optimal_ii_matches_brute_force_on_tiny_loops(seed):
     g = random_graph(seed, n_ops=3)
     g.machine.max_groups = min(g.machine.max_groups, 2)
     r = solve(g, time_limit=20, explain=False)
     assert r.status in ("optimal", "infeasible")
     if r.status == "infeasible":
+        # the solver rules out every II up to the sequential one (within its stage bound); enumeration
+        # confirms the two smallest (the whole range would take minutes)
+        assert r.infeasible and r.infeasible[0].ii == r.lower_bound and r.infeasible[-1].proven
+        upper = min(r.lower_bound + 1, max(e.ii_max for e in r.infeasible))
+        assert brute_force_ii(g, r.stage_bound, r.lower_bound, upper) is None
         return
     assert check(g, r.ii, r.schedule, r.assignment).ok
     assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii

@@ -6,14 +6,15 @@ this package's `analysis`, `role`, `module`) and Blackwell (sm_100a: `sm100`, di
 generates one module per kernel specialization (`generate_source`), writes it, and — unless `emit="cute"`
 — compiles it with `cute.compile` for `ws.arch` (never the caller's environment) on fake tensors, so no
 GPU is needed, keeping the PTX and cubin and reporting ptxas registers / spills and key opcode counts.
-Results are cached in memory and on disk under a hash of the Barrier IR, the options, the CuTe DSL
-version and this backend's own sources, so a specialization compiles once.
+Results are cached in memory and on disk under a key that names the CuTe DSL version and hashes the Barrier
+IR, the options, that version and this backend's own sources, so a specialization compiles once.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ class CompileResult:
     cache_key: str = ""
     cached: bool = False
     ptxas_log: str = ""
+    resource_source: str = "none"                       # where registers / spill_bytes came from (toolchain)
+    dsl_version: str = ""                               # the CuTe DSL that generated and compiled the kernel
     compiled: Any = field(default=None, repr=False)     # the DSL's compiled kernel (for launching)
 
     def to_json(self) -> dict:
@@ -59,6 +62,8 @@ class CompileResult:
             "register_budgets": dict(self.register_budgets),
             "cache_key": self.cache_key,
             "cached": self.cached,
+            "resource_source": self.resource_source,
+            "cute_dsl_version": self.dsl_version,
         }
 
 
@@ -80,12 +85,9 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
 
 def _library_fingerprint() -> str:
     """The CuTe DSL version and this backend's sources: a change to either invalidates cached kernels."""
+    from aref.backend.cute.toolchain import dsl_version
     h = hashlib.sha256()
-    try:
-        from importlib.metadata import version
-        h.update(version("nvidia-cutlass-dsl").encode())
-    except Exception:  # pragma: no cover - the package is a dependency
-        h.update(b"unknown")
+    h.update(dsl_version().encode())
     for path in sorted(Path(__file__).parent.rglob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()
@@ -96,7 +98,10 @@ _MEMORY: dict[str, CompileResult] = {}
 
 
 def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0) -> str:
+    """`cute<DSL version>_<hash>`: the version in clear (so a cache directory says which DSL built it; dots
+    become underscores, as the key is part of a module name) and a hash of everything that decides the code."""
     global _FINGERPRINT
+    from aref.backend.cute.toolchain import dsl_version
     from aref.ws import print_ws
     if _FINGERPRINT is None:
         _FINGERPRINT = _library_fingerprint()
@@ -105,7 +110,8 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
     h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
                    emit != "cute", persistent, ctas if persistent else 0) + ((exp2_fma,) if exp2_fma else ())).encode())
     h.update(_FINGERPRINT.encode())
-    return h.hexdigest()[:20]
+    version = re.sub(r"\W", "_", dsl_version())
+    return f"cute{version}_{h.hexdigest()[:20]}"
 
 
 def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
@@ -128,7 +134,7 @@ def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "p
         cache.mkdir(parents=True, exist_ok=True)
         src = cache / f"{ws.name}_{key}.py"
         src.write_text(source)
-        result = CompileResult(ws.name, ws.arch, src, cache_key=key,
+        result = CompileResult(ws.name, ws.arch, src, cache_key=key, dsl_version=toolchain.dsl_version(),
                                register_budgets={g.group.name: g.group.regs for g in ws.groups})
         if emit != "cute":
             start = time.perf_counter()
@@ -139,6 +145,7 @@ def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "p
             result.registers, result.spill_bytes = report.registers, report.spill_bytes
             result.instructions = report.instructions
             result.ptxas_log, result.compiled = report.ptxas_log, report.compiled
+            result.resource_source = report.resource_source
             result.compile_seconds = time.perf_counter() - start
         (cache / "result.json").write_text(json.dumps(result.to_json()))
         _MEMORY[key] = result
@@ -157,7 +164,8 @@ def _from_disk(cache: Path, ws, key: str) -> CompileResult | None:
         return None
     return CompileResult(ws.name, data["arch"], paths["source_path"], paths["ptx_path"], paths["cubin_path"],
                          data["registers"], data["spill_bytes"], data["instructions"], data["compile_seconds"],
-                         data.get("register_budgets", {}), key)
+                         data.get("register_budgets", {}), key, resource_source=data.get("resource_source", "none"),
+                         dsl_version=data.get("cute_dsl_version", ""))
 
 
 def _deliver(result: CompileResult, out_dir) -> CompileResult:

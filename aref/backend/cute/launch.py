@@ -4,7 +4,11 @@ The first call of a specialization lowers its Tile IR to Barrier IR for the devi
 and compiles the CuTe DSL module (cached in memory and on disk by `compile_barrier`) and keeps the compiled
 function; later calls only check their arguments and launch. Tensors cross into CuTe through DLPack, in the
 mode order the generated kernel expects (tiled modes first, batch modes last); the grid is the kernel's own
-(a constant of the generated module).
+(a constant of the generated module). The kernel runs on torch's current stream, like a torch operator: it is
+ordered after the work that produced its inputs on that stream, and under `torch.cuda.graph(g)` it is recorded
+into the graph (and runs when the graph is replayed) instead of running once.
+
+The launch path compiles without inspecting registers (no external tool such as the system `ptxas` takes part).
 
 Everything that would make a launch wrong is checked before it, with an `ArefError` naming the argument:
 device, dtype, shape, row-major contiguity and 16-byte alignment (TMA descriptors need both).
@@ -40,16 +44,34 @@ class Launcher:
             args.append(from_dlpack(x.permute(*perm) if perm != sorted(perm) else x, assumed_align=16))
         return args
 
+    def compile(self, args: list) -> None:
+        """Compile once, with the real (static-shape) tensors and a fake stream, from the generated source kept
+        by compile_barrier; the arch comes from the device, never from CUTE_DSL_* variables."""
+        from cutlass.cute.runtime import make_fake_stream
+
+        from aref.backend.cute import toolchain
+        module = toolchain.load_module_from_path(self.result.source_path)
+        report = toolchain.compile_jit(module.host, [*args, make_fake_stream()], self.ws.arch,
+                                       self.result.source_path.parent / "gpu", resources=False)
+        self.compiled = report.compiled
+
     def __call__(self, tensors: dict) -> None:
+        import torch
+
         args = self.arguments(tensors)
         if self.compiled is None:
-            # compiled once with the real (static-shape) tensors, from the generated source kept by
-            # compile_barrier; the arch comes from the device, never from CUTE_DSL_* variables
-            from aref.backend.cute import toolchain
-            module = toolchain.load_module_from_path(self.result.source_path)
-            report = toolchain.compile_jit(module.host, args, self.ws.arch, self.result.source_path.parent / "gpu")
-            self.compiled = report.compiled
-        self.compiled(*args)
+            self.compile(args)
+        device = next(iter(tensors.values())).device
+        with torch.cuda.device(device):         # the launch uses the current device's context
+            self.compiled(*args, current_stream(device))
+
+
+def current_stream(device=None):
+    """torch's current CUDA stream on `device` as the driver handle the generated host function takes."""
+    import torch
+    from cuda.bindings.driver import CUstream
+
+    return CUstream(torch.cuda.current_stream(device).cuda_stream)
 
 
 def device_arch(tensors: dict) -> str:

@@ -6,8 +6,8 @@ Module layout (what a reader finds, top to bottom):
   storage     a `@cute.struct` with every ring's mbarriers and 1024-byte-aligned tiles
   roles       one `@cute.jit` function per role; groups whose code is identical up to constants share one
   kernel      barrier init by one elected thread, CTA sync, dispatch on the warp-group index
-  host        `@cute.jit host(*tensors)`: wgmma tilings, swizzled layouts, TMA atoms, launch
-  fake args   `make_fake_args()` for compiling without a GPU
+  host        `@cute.jit host(*tensors, stream)`: wgmma tilings, swizzled layouts, TMA atoms, launch on `stream`
+  fake args   `make_fake_args()` (fake tensors and a fake stream) for compiling without a GPU
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref"""
@@ -425,13 +426,23 @@ def _mma_line(i: int, cfg: MmaConfig) -> str:
             f"tiler_mn=(64, {cfg.n}){src})")
 
 
+def stream_param(plan: KernelPlan) -> str:
+    """The host function's stream parameter: `stream`, unless a tensor already has that name."""
+    taken = {t.name for t in plan.tensors}
+    name = "stream"
+    while name in taken:
+        name += "_"
+    return name
+
+
 def _host(plan: KernelPlan) -> str:
     ws = plan.ws
     out = Lines()
+    stream = stream_param(plan)
     out("@cute.jit")
-    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}):")
+    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}, {stream}: CUstream):")
     out.depth += 1
-    out('"""Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid."""')
+    out('"""Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""')
     for i, cfg in enumerate(plan.mmas):
         out(_mma_line(i, cfg))
     for b in list(_smem_buffers(plan)) + [plan.staging_by_name(s) for s in plan.aliases]:
@@ -467,16 +478,18 @@ def _host(plan: KernelPlan) -> str:
     out("    smem=SharedStorage.size_in_bytes(),")
     out("    # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)")
     out("    min_blocks_per_mp=1,")
+    out(f"    stream={stream},")
     out(")")
     return out.text()
 
 
 def _fake_args(plan: KernelPlan) -> str:
     lines = ["def make_fake_args():",
-             '    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""',
+             '    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""',
              "    return ["]
     for t in plan.tensors:
         lines.append(f"        make_fake_compact_tensor({dt(t.dtype)}, {t.cute_shape}, stride_order={t.stride_order}, "
                      f"assumed_align=16),  # {t.name}")
+    lines.append(f"        make_fake_stream(),  # {stream_param(plan)}")
     lines.append("    ]")
     return "\n".join(lines)

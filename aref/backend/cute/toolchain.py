@@ -11,13 +11,17 @@ compiled. Variables that would change *what* is produced (`CUTE_DSL_DRYRUN` prod
 `CUTE_DSL_COMPILER_OPT` injects flags) are overridden on the DSL's settings object for the duration of one
 compile and restored afterwards (`_neutral_dsl_settings`).
 
-Register and spill figures come from `ptxas -arch=<arch> -v` run on the kept PTX when `ptxas` is on PATH
-(the figures a CUDA engineer quotes); otherwise the register count is read from the cubin's
-`EIATTR_REGCOUNT` attribute and spills are reported as unknown (`None`).
+Register and spill figures are optional information, never a condition for compiling or launching: they
+come from `ptxas -arch=<arch> -v` run on the kept PTX when a `ptxas` on PATH accepts it (the figures a CUDA
+engineer quotes), otherwise from the attributes of the cubin the DSL built with its own bundled PTX compiler
+(`cubin_resources`). A system `ptxas` older than the DSL's PTX (CUDA 13.0's ptxas rejects the `.version 9.4`
+that the DSL built for CUDA 13 emits) therefore costs only the spill figure's precision. `resource_source`
+names where the figures came from.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import re
@@ -79,8 +83,10 @@ class CompileReport:
     """What one compile produced and what ptxas says about it.
 
     `registers`/`spill_bytes` are per thread for the (single) kernel entry of the module; `spill_bytes` is
-    stores + loads as ptxas reports them, or None when only the cubin could be read. `instructions` maps each
-    opcode of `KEY_OPCODES` to the number of PTX instructions starting with it (0 when absent).
+    stores + loads as ptxas reports them. From the cubin (`resource_source == "cubin"`) it is 0 when the
+    kernel has no stack frame (a spill needs one) and None (unknown) otherwise. `resource_source` is "ptxas",
+    "cubin" or "none"; when a ptxas on PATH refused the PTX, `ptxas_log` holds its message.
+    `instructions` maps each opcode of `KEY_OPCODES` to the number of PTX instructions starting with it.
     """
 
     arch: str
@@ -93,7 +99,20 @@ class CompileReport:
     kernel_name: str = ""
     stack_frame_bytes: int | None = None
     ptxas_log: str = ""
+    resource_source: str = "none"
     compiled: Any = field(default=None, repr=False)
+
+
+@functools.lru_cache(maxsize=None)
+def dsl_version() -> str:
+    """The installed CuTe DSL's version (the generated code depends on its Python API, which moves between
+    minor versions)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("nvidia-cutlass-dsl")
+    except PackageNotFoundError:        # installed without metadata (e.g. a copied package folder)
+        import cutlass
+        return getattr(cutlass, "__version__", "unknown")
 
 
 # --------------------------------------------------------------------------------------------- compiling
@@ -121,12 +140,14 @@ def compile_jit(
     out_dir: str | os.PathLike[str],
     *,
     extra_options: str = "",
+    resources: bool = True,
 ) -> CompileReport:
     """Compile `host_fn(*args)` (a `@cute.jit` function with fake arguments) for `arch` into `out_dir`.
 
     No GPU is needed. `arch` must be one of `SUPPORTED_ARCHS`; it is passed as `--gpu-arch`, which takes
     precedence over `CUTE_DSL_ARCH`. The directory is created if missing; the kept PTX and cubin are named
     after the host function by the DSL. Raises `ToolchainError` if the DSL fails or writes no PTX.
+    `resources=False` (the launch path) skips the register / spill figures and with them any external tool.
     """
     if arch not in SUPPORTED_ARCHS:
         raise ToolchainError(f"unsupported arch {arch!r}; expected one of {SUPPORTED_ARCHS}")
@@ -148,7 +169,7 @@ def compile_jit(
     if ptx is None:
         raise ToolchainError(f"compile for {arch} wrote no PTX into {out}")
     cubin = _fresh_artifact(out, before, f".{arch}.cubin")
-    report = inspect_ptx(ptx, arch, cubin)
+    report = inspect_ptx(ptx, arch, cubin, resources=resources)
     report.compile_seconds = seconds
     report.compiled = compiled
     return report
@@ -164,16 +185,27 @@ def _fresh_artifact(out: Path, before: dict[Path, int], suffix: str) -> Path | N
 
 
 # ------------------------------------------------------------------------------------------- inspecting
-def inspect_ptx(ptx_path: Path, arch: str, cubin_path: Path | None = None) -> CompileReport:
-    """Report registers, spills and key opcode counts for an existing PTX file (and optional cubin)."""
+def inspect_ptx(ptx_path: Path, arch: str, cubin_path: Path | None = None,
+                resources: bool = True) -> CompileReport:
+    """Report registers, spills and key opcode counts for an existing PTX file (and optional cubin).
+
+    The figures come from `ptxas -v` when a ptxas on PATH accepts the PTX, else from the cubin; a ptxas that
+    fails is not an error (its message is kept in `ptxas_log`). `resources=False` reads opcodes only.
+    """
     text = Path(ptx_path).read_text()
     entries = re.findall(r"^\.visible \.entry (\S+?)\(", text, flags=re.M)
     registers = spill = frame = None
-    log = ""
-    if shutil.which("ptxas"):
-        registers, spill, frame, log = run_ptxas(ptx_path, arch)
-    elif cubin_path is not None:
-        registers = cubin_register_count(cubin_path)
+    log, source = "", "none"
+    if resources and shutil.which("ptxas"):
+        try:
+            registers, spill, frame, log = run_ptxas(ptx_path, arch)
+            source = "ptxas"
+        except ToolchainError as err:
+            log = str(err)
+    if resources and source == "none" and cubin_path is not None:
+        registers, frame = cubin_resources(cubin_path)
+        spill = 0 if frame == 0 else None
+        source = "cubin" if registers is not None else "none"
     return CompileReport(
         arch=arch,
         ptx_path=Path(ptx_path),
@@ -185,6 +217,7 @@ def inspect_ptx(ptx_path: Path, arch: str, cubin_path: Path | None = None) -> Co
         kernel_name=entries[0] if entries else "",
         stack_frame_bytes=frame,
         ptxas_log=log,
+        resource_source=source,
     )
 
 
@@ -212,7 +245,10 @@ def run_ptxas(ptx_path: Path, arch: str) -> tuple[int, int, int, str]:
     With several entries the maxima are returned, since a spill anywhere is a spill.
     """
     cmd = ["ptxas", f"-arch={arch}", "-v", str(ptx_path), "-o", os.devnull]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as exc:              # on PATH but not runnable
+        raise ToolchainError(f"cannot run ptxas: {exc}") from exc
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise ToolchainError(f"ptxas failed on {ptx_path}:\n{log}")
@@ -223,13 +259,16 @@ def run_ptxas(ptx_path: Path, arch: str) -> tuple[int, int, int, str]:
     return max(regs), max(s for _, s in spills), max(f for f, _ in spills), log
 
 
-# ELF constants for reading a cubin without CUDA tools.
+# ELF constants for reading a cubin without CUDA tools: the `.nv.info` sections hold (format, attribute, size)
+# records; per-function attributes are SVAL records whose payload is (symbol index, value) as two u32.
+_EIATTR_FRAME_SIZE = 0x11
 _EIATTR_REGCOUNT = 0x2F
-_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
+_EIFMT_SVAL = 4
 
 
-def cubin_register_count(cubin_path: Path) -> int | None:
-    """Read the largest EIATTR_REGCOUNT from the `.nv.info*` sections of a 64-bit little-endian cubin."""
+def cubin_attributes(cubin_path: Path) -> dict[int, list[int]]:
+    """Every per-function (symbol, value) attribute of the `.nv.info*` sections of a 64-bit little-endian cubin,
+    as attribute id -> values (one per function)."""
     data = Path(cubin_path).read_bytes()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise ToolchainError(f"{cubin_path} is not a 64-bit ELF file")
@@ -242,7 +281,7 @@ def cubin_register_count(cubin_path: Path) -> int | None:
         start = str_off + sec[0]
         return data[start:data.index(b"\0", start)].decode()
 
-    counts = []
+    attrs: dict[int, list[int]] = {}
     for sec in sections:
         if not name(sec).startswith(".nv.info"):
             continue
@@ -250,12 +289,25 @@ def cubin_register_count(cubin_path: Path) -> int | None:
         while pos + 4 <= end:
             fmt, attr, size = data[pos], data[pos + 1], struct.unpack_from("<H", data, pos + 2)[0]
             if fmt == _EIFMT_SVAL:
-                if attr == _EIATTR_REGCOUNT and size >= 8:
-                    counts.append(struct.unpack_from("<I", data, pos + 8)[0])
+                if size == 8:
+                    attrs.setdefault(attr, []).append(struct.unpack_from("<I", data, pos + 8)[0])
                 pos += 4 + size
             else:  # NVAL/BVAL/HVAL carry at most two bytes in the header itself
                 pos += 4
-    return max(counts) if counts else None
+    return attrs
+
+
+def cubin_resources(cubin_path: Path) -> tuple[int | None, int | None]:
+    """(registers per thread, stack frame bytes) of the cubin's kernels (maxima), from EIATTR_REGCOUNT and
+    EIATTR_FRAME_SIZE; None where the attribute is absent."""
+    attrs = cubin_attributes(cubin_path)
+    regs, frames = attrs.get(_EIATTR_REGCOUNT), attrs.get(_EIATTR_FRAME_SIZE)
+    return (max(regs) if regs else None), (max(frames) if frames else None)
+
+
+def cubin_register_count(cubin_path: Path) -> int | None:
+    """The largest EIATTR_REGCOUNT of the cubin's kernels."""
+    return cubin_resources(cubin_path)[0]
 
 
 # ----------------------------------------------------------------------------------- generated sources

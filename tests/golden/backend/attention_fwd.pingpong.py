@@ -1,13 +1,13 @@
 """aref kernel `attention_fwd` for sm_90a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 384 threads, 83040 bytes of shared memory.
+Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 384 threads, 115840 bytes of shared memory.
 Warp groups:
   0 producer   TMA producer; 24 registers
   1 consumer0  MMA consumer (wgmma, softmax, TMA-store epilogue); 240 registers, 2 pipeline stages, wgmma depth 1
   2 consumer1  MMA consumer (wgmma, softmax, TMA-store epilogue); 240 registers, 2 pipeline stages, wgmma depth 1
 Channels (mbarrier rings; full/empty arrival counts):
-  kc: depth 2, [128×64 f16], tma 16384 B, producer -> consumer0, consumer1, full 1 / empty 2
-  vc: depth 2, [128×64 f16], tma 16384 B, producer -> consumer0, consumer1, full 1 / empty 2
+  kc: depth 3, [128×64 f16], tma 16384 B, producer -> consumer0, consumer1, full 1 / empty 2
+  vc: depth 3, [128×64 f16], tma 16384 B, producer -> consumer0, consumer1, full 1 / empty 2
   load_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer0, full 1 / empty 1
   load_1_x: depth 1, [64×64 f16], tma 8192 B, producer -> consumer1, full 1 / empty 1
 Ping-pong order on the tensor cores: consumer0 -> consumer1 (named barriers 1, 2)
@@ -21,7 +21,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref
@@ -39,16 +40,16 @@ SM_SCALE = 0.0
 class SharedStorage:
     """Every ring's mbarriers (full, empty per slot), then its tiles and the store staging tiles."""
 
-    kc_full: cute.struct.MemRange[cutlass.Int64, 2]
-    kc_empty: cute.struct.MemRange[cutlass.Int64, 2]
-    vc_full: cute.struct.MemRange[cutlass.Int64, 2]
-    vc_empty: cute.struct.MemRange[cutlass.Int64, 2]
+    kc_full: cute.struct.MemRange[cutlass.Int64, 3]
+    kc_empty: cute.struct.MemRange[cutlass.Int64, 3]
+    vc_full: cute.struct.MemRange[cutlass.Int64, 3]
+    vc_empty: cute.struct.MemRange[cutlass.Int64, 3]
     load_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     load_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
     load_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     load_1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
-    s_kc_K: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
-    s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
+    s_kc_K: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
+    s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
     s_load_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
     s_load_1_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
 
@@ -97,21 +98,21 @@ def producer(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_
         cute.copy(tma_Q, Q_tiles_1[None, 2 * pid_m + 1, 0, bh], load_1_x_Q_tma[None, 0], tma_bar_ptr=load_1_x_full)
         # ---- steady state: 2 iterations
         for j in cutlass.range(2, unroll=1):
-            kc_slot = j % 2
-            # aref-ir[producer#24] mbarrier_wait %kc.empty[%kc.slot] parity %kc.phase^1
-            cute.arch.mbarrier_wait(kc_empty + kc_slot, 1 - ((j // 2) % 2))
-            # aref-ir[producer#25] mbarrier_arrive_expect_tx %kc.full[%kc.slot] tx=16384B
+            kc_slot = j % 3
+            # aref-ir[producer#25] mbarrier_wait %kc.empty[%kc.slot] parity %kc.phase^1
+            cute.arch.mbarrier_wait(kc_empty + kc_slot, 1 - ((j // 3) % 2))
+            # aref-ir[producer#26] mbarrier_arrive_expect_tx %kc.full[%kc.slot] tx=16384B
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(kc_full + kc_slot, 16384)
-            # aref-ir[producer#26] tma_load %K[%bh, %j, %8] -> %kc.ring0[%kc.slot] bar %kc.full[%kc.slot] item %j tile=(128, 64)
+            # aref-ir[producer#27] tma_load %K[%bh, %j, %8] -> %kc.ring0[%kc.slot] bar %kc.full[%kc.slot] item %j tile=(128, 64)
             cute.copy(tma_K, K_tiles[None, j, 0, bh], kc_K_tma[None, kc_slot], tma_bar_ptr=kc_full + kc_slot)
-            vc_slot = j % 2
-            # aref-ir[producer#30] mbarrier_wait %vc.empty[%vc.slot] parity %vc.phase^1
-            cute.arch.mbarrier_wait(vc_empty + vc_slot, 1 - ((j // 2) % 2))
-            # aref-ir[producer#31] mbarrier_arrive_expect_tx %vc.full[%vc.slot] tx=16384B
+            vc_slot = j % 3
+            # aref-ir[producer#31] mbarrier_wait %vc.empty[%vc.slot] parity %vc.phase^1
+            cute.arch.mbarrier_wait(vc_empty + vc_slot, 1 - ((j // 3) % 2))
+            # aref-ir[producer#32] mbarrier_arrive_expect_tx %vc.full[%vc.slot] tx=16384B
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(vc_full + vc_slot, 16384)
-            # aref-ir[producer#32] tma_load %V[%bh, %j, %8] -> %vc.ring0[%vc.slot] bar %vc.full[%vc.slot] item %j tile=(128, 64)
+            # aref-ir[producer#33] tma_load %V[%bh, %j, %8] -> %vc.ring0[%vc.slot] bar %vc.full[%vc.slot] item %j tile=(128, 64)
             cute.copy(tma_V, V_tiles[None, j, 0, bh], vc_V_tma[None, vc_slot], tma_bar_ptr=vc_full + vc_slot)
 
 
@@ -140,7 +141,7 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
     o0 = cute.make_rmem_tensor(thr_mma1.partition_shape_C((64, 64)), cutlass.Float32)
     o0_rc = aref.rows_view(o0)
     s_f16_as_a = aref.as_operand_a(s_f16)
-    b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 2)))
+    b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 3)))
     row_sum_1 = cute.make_rmem_tensor(2, cutlass.Float32)
     staging = aref.recast_tile(s_load, s_O_consumer_layout, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
@@ -150,17 +151,17 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
     o0_f16 = cute.make_rmem_tensor(thr_mma1.partition_shape_C((64, 64)), cutlass.Float16)
     pid_m = block[0]
     bh = block[1]
-    # aref-ir[consumer0#9 consumer1#9] mbarrier_wait %load.x.full[%14] parity %14
+    # aref-ir[consumer0#9 consumer1#9] mbarrier_wait %load.x.full[%15] parity %15
     cute.arch.mbarrier_wait(load, 0)
     if cutlass.const_expr(GROUP == 2):  # only consumer1
         # aref-ir[consumer1#15] named_barrier_arrive id=1 threads=256
         cute.arch.barrier_arrive(barrier_id=1, number_of_threads=256)
     # ---- prologue: pipeline fill
-    # aref-ir[consumer0#18 consumer1#19] mbarrier_wait %kc.full[%21] parity %21
+    # aref-ir[consumer0#18 consumer1#19] mbarrier_wait %kc.full[%22] parity %22
     cute.arch.mbarrier_wait(kc_full, 0)
     # aref-ir[consumer0#21 consumer1#22] named_barrier_sync id=1 threads=256
     cute.arch.barrier(barrier_id=TURN, number_of_threads=256)
-    # aref-ir[consumer0#22 consumer1#23] %23 = mma_async %15, %22
+    # aref-ir[consumer0#22 consumer1#23] %24 = mma_async %16, %23
     aref.wgmma(mma0, s, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
     # aref-ir[consumer0#23 consumer1#24] named_barrier_arrive id=2 threads=256
     cute.arch.barrier_arrive(barrier_id=NEXT_TURN, number_of_threads=256)
@@ -183,27 +184,27 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
         for c in cutlass.range_constexpr(32):
             x = x + s_rc[r, c]
         row_sum[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
-    # aref-ir[consumer0#41 consumer1#42] mbarrier_arrive %kc.empty[%21] item %19
+    # aref-ir[consumer0#41 consumer1#42] mbarrier_arrive %kc.empty[%22] item %20
     aref.arrive_once(kc_empty, warp_in_group)
     s_f16.store(s.load().to(cutlass.Float16))
     o0.fill(0.0)
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        kc_slot = (j + 1) % 2
-        # aref-ir[consumer0#50 consumer1#51] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
-        cute.arch.mbarrier_wait(kc_full + kc_slot, ((j + 1) // 2) % 2)
-        # aref-ir[consumer0#53 consumer1#54] named_barrier_sync id=1 threads=256
+        kc_slot = (j + 1) % 3
+        # aref-ir[consumer0#51 consumer1#52] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
+        cute.arch.mbarrier_wait(kc_full + kc_slot, ((j + 1) // 3) % 2)
+        # aref-ir[consumer0#54 consumer1#55] named_barrier_sync id=1 threads=256
         cute.arch.barrier(barrier_id=TURN, number_of_threads=256)
-        # aref-ir[consumer0#54 consumer1#55] %51 = mma_async %15, %50
+        # aref-ir[consumer0#55 consumer1#56] %53 = mma_async %16, %52
         aref.wgmma(mma0, s, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
-        vc_slot = j % 2
-        # aref-ir[consumer0#58 consumer1#59] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
-        cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 2) % 2)
-        # aref-ir[consumer0#60 consumer1#61] %53 = mma_async %44, %v, %45
+        vc_slot = j % 3
+        # aref-ir[consumer0#59 consumer1#60] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
+        cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 3) % 2)
+        # aref-ir[consumer0#61 consumer1#62] %55 = mma_async %45, %v, %46
         aref.wgmma(mma1, o0, s_f16_as_a, b_vc_V_t[None, None, None, vc_slot], accumulate=True)
-        # aref-ir[consumer0#61 consumer1#62] named_barrier_arrive id=2 threads=256
+        # aref-ir[consumer0#62 consumer1#63] named_barrier_arrive id=2 threads=256
         cute.arch.barrier_arrive(barrier_id=NEXT_TURN, number_of_threads=256)
-        # aref-ir[consumer0#62 consumer1#64] mma_wait pending=1
+        # aref-ir[consumer0#63 consumer1#65] mma_wait pending=1
         warpgroup.wait_group(1)
         for r in cutlass.range_constexpr(2):
             x = -cutlass.Float32.inf
@@ -224,35 +225,35 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
             row_sum_1[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
         for r in cutlass.range_constexpr(2):
             row_sum[r] = (row_sum[r] * row_max[r]) + row_sum_1[r]
-        # aref-ir[consumer0#78 consumer1#79] mma_wait pending=0
+        # aref-ir[consumer0#79 consumer1#80] mma_wait pending=0
         warpgroup.wait_group(0)
         for r in cutlass.range_constexpr(2):
             for c in cutlass.range_constexpr(16):
                 o0_rc[r, c] = o0_rc[r, c] * row_max[r]
-        # aref-ir[consumer0#80 consumer1#81] mbarrier_arrive %kc.empty[%kc.slot.1] item %47
+        # aref-ir[consumer0#81 consumer1#82] mbarrier_arrive %kc.empty[%kc.slot.1] item %48
         aref.arrive_once(kc_empty + kc_slot, warp_in_group)
-        # aref-ir[consumer0#81 consumer1#82] mbarrier_arrive %vc.empty[%vc.slot.1] item %j.1
+        # aref-ir[consumer0#82 consumer1#83] mbarrier_arrive %vc.empty[%vc.slot.1] item %j.1
         aref.arrive_once(vc_empty + vc_slot, warp_in_group)
         # carry row into the next iteration
         row_max.store(row.load())
         s_f16.store(s.load().to(cutlass.Float16))
     # ---- epilogue: pipeline drain
-    # aref-ir[consumer0#89 consumer1#90] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
+    # aref-ir[consumer0#91 consumer1#92] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
     cute.arch.mbarrier_wait(vc_full + 1, 0)
-    # aref-ir[consumer0#91 consumer1#92] named_barrier_sync id=1 threads=256
+    # aref-ir[consumer0#93 consumer1#94] named_barrier_sync id=1 threads=256
     cute.arch.barrier(barrier_id=TURN, number_of_threads=256)
-    # aref-ir[consumer0#92 consumer1#93] %79 = mma_async %72, %v.1, %73
+    # aref-ir[consumer0#94 consumer1#95] %82 = mma_async %74, %v.1, %75
     aref.wgmma(mma1, o0, s_f16_as_a, b_vc_V_t[None, None, None, 1], accumulate=True)
-    # aref-ir[consumer0#93 consumer1#94] named_barrier_arrive id=2 threads=256
+    # aref-ir[consumer0#95 consumer1#96] named_barrier_arrive id=2 threads=256
     cute.arch.barrier_arrive(barrier_id=NEXT_TURN, number_of_threads=256)
-    # aref-ir[consumer0#94 consumer1#95] mma_wait pending=0
+    # aref-ir[consumer0#96 consumer1#97] mma_wait pending=0
     warpgroup.wait_group(0)
-    # aref-ir[consumer0#95 consumer1#96] mbarrier_arrive %vc.empty[%vc.slot.2] item %76
+    # aref-ir[consumer0#97 consumer1#98] mbarrier_arrive %vc.empty[%vc.slot.2] item %78
     aref.arrive_once(vc_empty + 1, warp_in_group)
     # ---- after the loop
-    # aref-ir[consumer0#99 consumer1#100] mbarrier_arrive %load.x.empty[%82] item %81
+    # aref-ir[consumer0#101 consumer1#102] mbarrier_arrive %load.x.empty[%85] item %84
     aref.arrive_once(load_x_empty, warp_in_group)
-    # aref-ir[consumer0#110 consumer1#113] store %O[%bh.1, %87, %91] = %90 tile=(64, 64)
+    # aref-ir[consumer0#112 consumer1#115] store %O[%bh.1, %90, %94] = %93 tile=(64, 64)
     for r in cutlass.range_constexpr(2):
         row_l_safe = aref.where(row_sum[r] == 0.0, 1.0, row_sum[r])
         inv_row = 1.0 / row_l_safe
@@ -262,7 +263,7 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
     aref.store_tile(mma1, o0_f16, staging, group_tidx, barrier_id=GROUP_BARRIER)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + TILE_OFFSET, 0, bh], warp_in_group)
     if cutlass.const_expr(GROUP == 1):  # only consumer0
-        # aref-ir[consumer0#111] named_barrier_sync id=1 threads=256
+        # aref-ir[consumer0#113] named_barrier_sync id=1 threads=256
         cute.arch.barrier(barrier_id=1, number_of_threads=256)
     # shared memory must outlive the TMA stores that read it
     aref.staging_free(warp_in_group)
@@ -307,8 +308,8 @@ def attention_fwd_kernel(
         cpasync.prefetch_descriptor(tma_V)
         cpasync.prefetch_descriptor(tma_store_O)
         with cute.arch.elect_one():
-            aref.init_ring(kc_full, kc_empty, 2, 1, 2)  # kc
-            aref.init_ring(vc_full, vc_empty, 2, 1, 2)  # vc
+            aref.init_ring(kc_full, kc_empty, 3, 1, 2)  # kc
+            aref.init_ring(vc_full, vc_empty, 3, 1, 2)  # vc
             aref.init_ring(load_x_full, load_x_empty, 1, 1, 1)  # load.x
             aref.init_ring(load_1_x_full, load_1_x_empty, 1, 1, 1)  # load_1.x
             cute.arch.mbarrier_init_fence()
@@ -323,12 +324,12 @@ def attention_fwd_kernel(
 
 
 @cute.jit
-def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
-    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid."""
+def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor, stream: CUstream):
+    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""
     mma0 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 128))
     mma1 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.MN, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 64), a_source=warpgroup.OperandSource.RMEM)
-    s_kc_K_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
-    s_vc_V_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
+    s_kc_K_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
+    s_vc_V_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
     s_load_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
     s_load_1_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
     s_O_consumer0_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 64), 1), (None, None, 0))
@@ -345,14 +346,16 @@ def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
         smem=SharedStorage.size_in_bytes(),
         # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)
         min_blocks_per_mp=1,
+        stream=stream,
     )
 
 
 def make_fake_args():
-    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""
+    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""
     return [
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # Q
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # K
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # V
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # O
+        make_fake_stream(),  # stream
     ]

@@ -1,6 +1,6 @@
 """aref kernel `attention_fwd` for sm_100a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 512 threads, 169328 bytes of shared memory, 512 columns of tensor memory.
+Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 512 threads, 202128 bytes of shared memory, 512 columns of tensor memory.
 Roles (warps; registers per thread):
   softmax2    warps 0-3   softmax warp group: softmax, TMA-store epilogue; 168 registers, 2 pipeline stages
   correction3 warps 4-7   correction warp group: accumulator rescaling in tensor memory; 128 registers, 2 pipeline stages
@@ -9,8 +9,8 @@ Roles (warps; registers per thread):
   mma1        warp 13     MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit; 48 registers, 2 pipeline stages
   (idle)      warps 14-15     complete the last warp group's register reallocation
 Channels (mbarrier rings; full/empty arrival counts):
-  kc: depth 2, [128×64 f16], TMA 16384 B, producer0 -> mma1, full 1 / empty 1
-  vc: depth 2, [128×64 f16], TMA 16384 B, producer0 -> mma1, full 1 / empty 1
+  kc: depth 3, [128×64 f16], TMA 16384 B, producer0 -> mma1, full 1 / empty 1
+  vc: depth 3, [128×64 f16], TMA 16384 B, producer0 -> mma1, full 1 / empty 1
   o0_x: depth 1, [tensor memory o0], tcgen05.commit, mma1 -> softmax2, full 1 / empty 1
   o0_1_x: depth 1, [tensor memory o0], tcgen05.commit, mma1 -> correction3, full 1 / empty 1
   o1_x: depth 1, [tensor memory o1], tcgen05.commit, mma1 -> correction3, full 1 / empty 1
@@ -39,7 +39,8 @@ import cutlass.cute as cute
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref
@@ -59,10 +60,10 @@ TMEM_COLUMNS = 512  # 384 used
 class SharedStorage:
     """Every ring's mbarriers (full, empty per slot), tensor memory's address, then the tiles."""
 
-    kc_full: cute.struct.MemRange[cutlass.Int64, 2]
-    kc_empty: cute.struct.MemRange[cutlass.Int64, 2]
-    vc_full: cute.struct.MemRange[cutlass.Int64, 2]
-    vc_empty: cute.struct.MemRange[cutlass.Int64, 2]
+    kc_full: cute.struct.MemRange[cutlass.Int64, 3]
+    kc_empty: cute.struct.MemRange[cutlass.Int64, 3]
+    vc_full: cute.struct.MemRange[cutlass.Int64, 3]
+    vc_empty: cute.struct.MemRange[cutlass.Int64, 3]
     o0_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     o0_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
     o0_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
@@ -92,8 +93,8 @@ class SharedStorage:
     mul_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     mul_1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
     tmem_holder: cutlass.Int32
-    s_kc_K: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
-    s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
+    s_kc_K: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
+    s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
     s_load_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
     s_load_1_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
     s_exp2_x_v0: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, 128], 1024]
@@ -146,21 +147,21 @@ def load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empt
     cute.copy(tma_Q, Q_tiles_1[None, 2 * pid_m + 1, 0, bh], load_1_x_Q_tma[None, 0], tma_bar_ptr=load_1_x_full)
     # ---- steady state: 2 iterations
     for j in cutlass.range(2, unroll=1):
-        kc_slot = j % 2
-        # aref-ir[producer0#24] mbarrier_wait %kc.empty[%kc.slot] parity %kc.phase^1
-        cute.arch.mbarrier_wait(kc_empty + kc_slot, 1 - ((j // 2) % 2))
-        # aref-ir[producer0#25] mbarrier_arrive_expect_tx %kc.full[%kc.slot] tx=16384B
+        kc_slot = j % 3
+        # aref-ir[producer0#25] mbarrier_wait %kc.empty[%kc.slot] parity %kc.phase^1
+        cute.arch.mbarrier_wait(kc_empty + kc_slot, 1 - ((j // 3) % 2))
+        # aref-ir[producer0#26] mbarrier_arrive_expect_tx %kc.full[%kc.slot] tx=16384B
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(kc_full + kc_slot, 16384)
-        # aref-ir[producer0#26] tma_load %K[%bh, %j, %8] -> %kc.ring0[%kc.slot] bar %kc.full[%kc.slot] item %j tile=(128, 64)
+        # aref-ir[producer0#27] tma_load %K[%bh, %j, %8] -> %kc.ring0[%kc.slot] bar %kc.full[%kc.slot] item %j tile=(128, 64)
         cute.copy(tma_K, K_tiles[None, j, 0, bh], kc_K_tma[None, kc_slot], tma_bar_ptr=kc_full + kc_slot)
-        vc_slot = j % 2
-        # aref-ir[producer0#30] mbarrier_wait %vc.empty[%vc.slot] parity %vc.phase^1
-        cute.arch.mbarrier_wait(vc_empty + vc_slot, 1 - ((j // 2) % 2))
-        # aref-ir[producer0#31] mbarrier_arrive_expect_tx %vc.full[%vc.slot] tx=16384B
+        vc_slot = j % 3
+        # aref-ir[producer0#31] mbarrier_wait %vc.empty[%vc.slot] parity %vc.phase^1
+        cute.arch.mbarrier_wait(vc_empty + vc_slot, 1 - ((j // 3) % 2))
+        # aref-ir[producer0#32] mbarrier_arrive_expect_tx %vc.full[%vc.slot] tx=16384B
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(vc_full + vc_slot, 16384)
-        # aref-ir[producer0#32] tma_load %V[%bh, %j, %8] -> %vc.ring0[%vc.slot] bar %vc.full[%vc.slot] item %j tile=(128, 64)
+        # aref-ir[producer0#33] tma_load %V[%bh, %j, %8] -> %vc.ring0[%vc.slot] bar %vc.full[%vc.slot] item %j tile=(128, 64)
         cute.copy(tma_V, V_tiles[None, j, 0, bh], vc_V_tma[None, vc_slot], tma_bar_ptr=vc_full + vc_slot)
 
 
@@ -184,178 +185,178 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     acc_mma_1_x = cute.make_tensor(tmem + 256, mma0.make_fragment_C(mma0.partition_shape_C((64, 128))).layout)
     thr_mma1 = mma1.get_slice(0)
     a_cast_x_v0 = mma1.make_fragment_A(thr_mma1.partition_A(s_cast_x_v0))
-    b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 2)))
+    b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 3)))
     acc_o0 = cute.make_tensor(tmem + 0, mma1.make_fragment_C(mma1.partition_shape_C((64, 64))).layout)
     a_cast_1_x_v0 = mma1.make_fragment_A(thr_mma1.partition_A(s_cast_1_x_v0))
     acc_o1 = cute.make_tensor(tmem + 64, mma1.make_fragment_C(mma1.partition_shape_C((64, 64))).layout)
     # aref-ir[mma1#1] tmem_alloc columns=512
     # 512 columns allocated by this warp before the roles started (kernel prologue)
-    # aref-ir[mma1#7] mbarrier_wait %load.x.full[%14] parity %14
+    # aref-ir[mma1#7] mbarrier_wait %load.x.full[%15] parity %15
     cute.arch.mbarrier_wait(load_x_full, 0)
-    # aref-ir[mma1#9] mbarrier_wait %load_1.x.full[%14] parity %14
+    # aref-ir[mma1#9] mbarrier_wait %load_1.x.full[%15] parity %15
     cute.arch.mbarrier_wait(load_1_x_full, 0)
     # ---- prologue: pipeline fill
-    # aref-ir[mma1#19] mbarrier_wait %o0_1.x.empty[%22] parity %23
+    # aref-ir[mma1#19] mbarrier_wait %o0_1.x.empty[%23] parity %24
     cute.arch.mbarrier_wait(o0_1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#20] slot_store %o0 -> %o0_1.x.ring0[%22] item %20
+    # aref-ir[mma1#20] slot_store %o0 -> %o0_1.x.ring0[%23] item %21
     # o0 starts at zero: the tensor core writes it (an MMA of two zero tiles)
     sm100.zero_fill(zmma0, zacc_o0, zeros_a0, zeros_b0)
-    # aref-ir[mma1#21] mma_commit %o0_1.x.full[%22] item %20
+    # aref-ir[mma1#21] mma_commit %o0_1.x.full[%23] item %21
     sm100.commit(o0_1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#22] mbarrier_wait %kc.full[%22] parity %22
+    # aref-ir[mma1#22] mbarrier_wait %kc.full[%23] parity %23
     cute.arch.mbarrier_wait(kc_full, 0)
-    # aref-ir[mma1#25] mbarrier_wait %mma.x.empty[%22] parity %23
+    # aref-ir[mma1#25] mbarrier_wait %mma.x.empty[%23] parity %24
     cute.arch.mbarrier_wait(mma_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#26] %25 = mma_async %15, %24 -> tmem mma_x
+    # aref-ir[mma1#26] %26 = mma_async %16, %25 -> tmem mma_x
     sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
-    # aref-ir[mma1#27] slot_store %25 -> %mma.x.ring0[%22] item %20
+    # aref-ir[mma1#27] slot_store %26 -> %mma.x.ring0[%23] item %21
     # in place: the MMA wrote mma_x (tensor memory), which holds mma.x
-    # aref-ir[mma1#28] mma_commit %mma.x.full[%22] item %20
+    # aref-ir[mma1#28] mma_commit %mma.x.full[%23] item %21
     sm100.commit(mma_x_full)  # tcgen05.commit
-    # aref-ir[mma1#29] mbarrier_wait %o1.x.empty[%22] parity %23
+    # aref-ir[mma1#29] mbarrier_wait %o1.x.empty[%23] parity %24
     cute.arch.mbarrier_wait(o1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#30] slot_store %o1 -> %o1.x.ring0[%22] item %20
+    # aref-ir[mma1#30] slot_store %o1 -> %o1.x.ring0[%23] item %21
     # o1 starts at zero: the tensor core writes it (an MMA of two zero tiles)
     sm100.zero_fill(zmma0, zacc_o1, zeros_a0, zeros_b0)
-    # aref-ir[mma1#31] mma_commit %o1.x.full[%22] item %20
+    # aref-ir[mma1#31] mma_commit %o1.x.full[%23] item %21
     sm100.commit(o1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#33] mbarrier_wait %mma_1.x.empty[%22] parity %23
+    # aref-ir[mma1#33] mbarrier_wait %mma_1.x.empty[%23] parity %24
     cute.arch.mbarrier_wait(mma_1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#34] %27 = mma_async %16, %26 -> tmem mma_1_x
+    # aref-ir[mma1#34] %28 = mma_async %17, %27 -> tmem mma_1_x
     sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
-    # aref-ir[mma1#35] slot_store %27 -> %mma_1.x.ring0[%22] item %20
+    # aref-ir[mma1#35] slot_store %28 -> %mma_1.x.ring0[%23] item %21
     # in place: the MMA wrote mma_1_x (tensor memory), which holds mma_1.x
-    # aref-ir[mma1#36] mma_commit %mma_1.x.full[%22] item %20
+    # aref-ir[mma1#36] mma_commit %mma_1.x.full[%23] item %21
     sm100.commit(mma_1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#37] mma_commit %kc.empty[%22] item %20
+    # aref-ir[mma1#37] mma_commit %kc.empty[%23] item %21
     sm100.commit(kc_empty)  # tcgen05.commit
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        vc_slot = j % 2
-        # aref-ir[mma1#44] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
-        cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 2) % 2)
+        vc_slot = j % 3
+        # aref-ir[mma1#45] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
+        cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 3) % 2)
         cast_x_slot = j % 2
-        # aref-ir[mma1#48] mbarrier_wait %cast.x.full[%cast.x.slot] parity %cast.x.phase
+        # aref-ir[mma1#50] mbarrier_wait %cast.x.full[%cast.x.slot] parity %cast.x.phase
         cute.arch.mbarrier_wait(cast_x_full + cast_x_slot, (j // 2) % 2)
         mul_x_slot = j % 1
-        # aref-ir[mma1#54] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
+        # aref-ir[mma1#56] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
         cute.arch.mbarrier_wait(mul_x_full + mul_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         o0_1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#60] mbarrier_wait %o0_1.x.empty[%o0_1.x.slot] parity %o0_1.x.phase^1
+        # aref-ir[mma1#62] mbarrier_wait %o0_1.x.empty[%o0_1.x.slot] parity %o0_1.x.phase^1
         cute.arch.mbarrier_wait(o0_1_x_empty + o0_1_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#61] %37 = mma_async %32, %v, %35 -> tmem o0
+        # aref-ir[mma1#63] %40 = mma_async %35, %v, %38 -> tmem o0
         sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, cast_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
-        # aref-ir[mma1#62] mma_commit %mul.x.empty[%mul.x.slot] item %j.1
+        # aref-ir[mma1#64] mma_commit %mul.x.empty[%mul.x.slot] item %j.1
         sm100.commit(mul_x_empty + mul_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#63] mma_commit %cast.x.empty[%cast.x.slot] item %j.1
+        # aref-ir[mma1#65] mma_commit %cast.x.empty[%cast.x.slot] item %j.1
         sm100.commit(cast_x_empty + cast_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#64] slot_store %37 -> %o0_1.x.ring0[%o0_1.x.slot] item %29
+        # aref-ir[mma1#66] slot_store %40 -> %o0_1.x.ring0[%o0_1.x.slot] item %30
         # in place: the MMA wrote o0 (tensor memory), which holds o0_1.x
-        # aref-ir[mma1#65] mma_commit %o0_1.x.full[%o0_1.x.slot] item %29
+        # aref-ir[mma1#67] mma_commit %o0_1.x.full[%o0_1.x.slot] item %30
         sm100.commit(o0_1_x_full + o0_1_x_slot)  # tcgen05.commit
-        kc_slot = (j + 1) % 2
-        # aref-ir[mma1#69] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
-        cute.arch.mbarrier_wait(kc_full + kc_slot, ((j + 1) // 2) % 2)
+        kc_slot = (j + 1) % 3
+        # aref-ir[mma1#71] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
+        cute.arch.mbarrier_wait(kc_full + kc_slot, ((j + 1) // 3) % 2)
         mma_x_slot = (j + 1) % 1
-        # aref-ir[mma1#75] mbarrier_wait %mma.x.empty[%mma.x.slot] parity %mma.x.phase^1
+        # aref-ir[mma1#77] mbarrier_wait %mma.x.empty[%mma.x.slot] parity %mma.x.phase^1
         cute.arch.mbarrier_wait(mma_x_empty + mma_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#76] %40 = mma_async %15, %39 -> tmem mma_x
+        # aref-ir[mma1#78] %43 = mma_async %16, %42 -> tmem mma_x
         sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
-        # aref-ir[mma1#77] slot_store %40 -> %mma.x.ring0[%mma.x.slot] item %29
+        # aref-ir[mma1#79] slot_store %43 -> %mma.x.ring0[%mma.x.slot] item %30
         # in place: the MMA wrote mma_x (tensor memory), which holds mma.x
-        # aref-ir[mma1#78] mma_commit %mma.x.full[%mma.x.slot] item %29
+        # aref-ir[mma1#80] mma_commit %mma.x.full[%mma.x.slot] item %30
         sm100.commit(mma_x_full + mma_x_slot)  # tcgen05.commit
         cast_1_x_slot = j % 2
-        # aref-ir[mma1#81] mbarrier_wait %cast_1.x.full[%cast_1.x.slot] parity %cast_1.x.phase
+        # aref-ir[mma1#83] mbarrier_wait %cast_1.x.full[%cast_1.x.slot] parity %cast_1.x.phase
         cute.arch.mbarrier_wait(cast_1_x_full + cast_1_x_slot, (j // 2) % 2)
         mul_1_x_slot = j % 1
-        # aref-ir[mma1#85] mbarrier_wait %mul_1.x.full[%mul_1.x.slot] parity %mul_1.x.phase
+        # aref-ir[mma1#87] mbarrier_wait %mul_1.x.full[%mul_1.x.slot] parity %mul_1.x.phase
         cute.arch.mbarrier_wait(mul_1_x_full + mul_1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         o1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#90] mbarrier_wait %o1.x.empty[%o1.x.slot] parity %o1.x.phase^1
+        # aref-ir[mma1#92] mbarrier_wait %o1.x.empty[%o1.x.slot] parity %o1.x.phase^1
         cute.arch.mbarrier_wait(o1_x_empty + o1_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#91] %43 = mma_async %41, %v, %42 -> tmem o1
+        # aref-ir[mma1#93] %46 = mma_async %44, %v, %45 -> tmem o1
         sm100.umma(mma1, acc_o1, a_cast_1_x_v0[None, None, None, cast_1_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
-        # aref-ir[mma1#92] mma_commit %mul_1.x.empty[%mul_1.x.slot] item %j.1
+        # aref-ir[mma1#94] mma_commit %mul_1.x.empty[%mul_1.x.slot] item %j.1
         sm100.commit(mul_1_x_empty + mul_1_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#93] mma_commit %cast_1.x.empty[%cast_1.x.slot] item %j.1
+        # aref-ir[mma1#95] mma_commit %cast_1.x.empty[%cast_1.x.slot] item %j.1
         sm100.commit(cast_1_x_empty + cast_1_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#94] mma_commit %vc.empty[%vc.slot.1] item %j.1
+        # aref-ir[mma1#96] mma_commit %vc.empty[%vc.slot.1] item %j.1
         sm100.commit(vc_empty + vc_slot)  # tcgen05.commit
-        # aref-ir[mma1#95] slot_store %43 -> %o1.x.ring0[%o1.x.slot] item %29
+        # aref-ir[mma1#97] slot_store %46 -> %o1.x.ring0[%o1.x.slot] item %30
         # in place: the MMA wrote o1 (tensor memory), which holds o1.x
-        # aref-ir[mma1#96] mma_commit %o1.x.full[%o1.x.slot] item %29
+        # aref-ir[mma1#98] mma_commit %o1.x.full[%o1.x.slot] item %30
         sm100.commit(o1_x_full + o1_x_slot)  # tcgen05.commit
         mma_1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#101] mbarrier_wait %mma_1.x.empty[%mma_1.x.slot] parity %mma_1.x.phase^1
+        # aref-ir[mma1#103] mbarrier_wait %mma_1.x.empty[%mma_1.x.slot] parity %mma_1.x.phase^1
         cute.arch.mbarrier_wait(mma_1_x_empty + mma_1_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#102] %45 = mma_async %16, %44 -> tmem mma_1_x
+        # aref-ir[mma1#104] %48 = mma_async %17, %47 -> tmem mma_1_x
         sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
-        # aref-ir[mma1#103] slot_store %45 -> %mma_1.x.ring0[%mma_1.x.slot] item %29
+        # aref-ir[mma1#105] slot_store %48 -> %mma_1.x.ring0[%mma_1.x.slot] item %30
         # in place: the MMA wrote mma_1_x (tensor memory), which holds mma_1.x
-        # aref-ir[mma1#104] mma_commit %mma_1.x.full[%mma_1.x.slot] item %29
+        # aref-ir[mma1#106] mma_commit %mma_1.x.full[%mma_1.x.slot] item %30
         sm100.commit(mma_1_x_full + mma_1_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#105] mma_commit %kc.empty[%kc.slot.1] item %29
+        # aref-ir[mma1#107] mma_commit %kc.empty[%kc.slot.1] item %30
         sm100.commit(kc_empty + kc_slot)  # tcgen05.commit
     # ---- epilogue: pipeline drain
-    # aref-ir[mma1#113] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
+    # aref-ir[mma1#116] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
     cute.arch.mbarrier_wait(vc_full + 1, 0)
-    # aref-ir[mma1#117] mbarrier_wait %cast.x.full[%cast.x.slot.1] parity %cast.x.phase.1
+    # aref-ir[mma1#121] mbarrier_wait %cast.x.full[%cast.x.slot.1] parity %cast.x.phase.1
     cute.arch.mbarrier_wait(cast_x_full + 1, 0)
-    # aref-ir[mma1#123] mbarrier_wait %mul.x.full[%mul.x.slot.1] parity %mul.x.phase.1
+    # aref-ir[mma1#127] mbarrier_wait %mul.x.full[%mul.x.slot.1] parity %mul.x.phase.1
     cute.arch.mbarrier_wait(mul_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#125] %55 = mma_async %51, %v.1, %54 -> tmem o0
+    # aref-ir[mma1#129] %60 = mma_async %56, %v.1, %59 -> tmem o0
     sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, 1], b_vc_V_t[None, None, None, 1], accumulate=True)
-    # aref-ir[mma1#126] mma_commit %mul.x.empty[%mul.x.slot.1] item %48
+    # aref-ir[mma1#130] mma_commit %mul.x.empty[%mul.x.slot.1] item %51
     sm100.commit(mul_x_empty)  # tcgen05.commit
-    # aref-ir[mma1#127] mma_commit %cast.x.empty[%cast.x.slot.1] item %48
+    # aref-ir[mma1#131] mma_commit %cast.x.empty[%cast.x.slot.1] item %51
     sm100.commit(cast_x_empty + 1)  # tcgen05.commit
-    # aref-ir[mma1#130] mbarrier_wait %cast_1.x.full[%cast_1.x.slot.1] parity %cast_1.x.phase.1
+    # aref-ir[mma1#134] mbarrier_wait %cast_1.x.full[%cast_1.x.slot.1] parity %cast_1.x.phase.1
     cute.arch.mbarrier_wait(cast_1_x_full + 1, 0)
-    # aref-ir[mma1#134] mbarrier_wait %mul_1.x.full[%mul_1.x.slot.1] parity %mul_1.x.phase.1
+    # aref-ir[mma1#138] mbarrier_wait %mul_1.x.full[%mul_1.x.slot.1] parity %mul_1.x.phase.1
     cute.arch.mbarrier_wait(mul_1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#136] %58 = mma_async %56, %v.1, %57 -> tmem o1
+    # aref-ir[mma1#140] %63 = mma_async %61, %v.1, %62 -> tmem o1
     sm100.umma(mma1, acc_o1, a_cast_1_x_v0[None, None, None, 1], b_vc_V_t[None, None, None, 1], accumulate=True)
-    # aref-ir[mma1#137] mma_commit %mul_1.x.empty[%mul_1.x.slot.1] item %48
+    # aref-ir[mma1#141] mma_commit %mul_1.x.empty[%mul_1.x.slot.1] item %51
     sm100.commit(mul_1_x_empty)  # tcgen05.commit
-    # aref-ir[mma1#138] mma_commit %cast_1.x.empty[%cast_1.x.slot.1] item %48
+    # aref-ir[mma1#142] mma_commit %cast_1.x.empty[%cast_1.x.slot.1] item %51
     sm100.commit(cast_1_x_empty + 1)  # tcgen05.commit
-    # aref-ir[mma1#139] mma_commit %vc.empty[%vc.slot.2] item %48
+    # aref-ir[mma1#143] mma_commit %vc.empty[%vc.slot.2] item %51
     sm100.commit(vc_empty + 1)  # tcgen05.commit
     # ---- after the loop
-    # aref-ir[mma1#145] mbarrier_wait %o0.x.empty[%62] parity %63
+    # aref-ir[mma1#149] mbarrier_wait %o0.x.empty[%67] parity %68
     cute.arch.mbarrier_wait(o0_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#146] slot_store %59 -> %o0.x.ring0[%62] item %61
+    # aref-ir[mma1#150] slot_store %64 -> %o0.x.ring0[%67] item %66
     # in place: the MMA wrote o0 (tensor memory), which holds o0.x
-    # aref-ir[mma1#147] mma_commit %o0.x.full[%62] item %61
+    # aref-ir[mma1#151] mma_commit %o0.x.full[%67] item %66
     sm100.commit(o0_x_full)  # tcgen05.commit
-    # aref-ir[mma1#148] mbarrier_wait %o1_1.x.empty[%62] parity %63
+    # aref-ir[mma1#152] mbarrier_wait %o1_1.x.empty[%67] parity %68
     cute.arch.mbarrier_wait(o1_1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#149] slot_store %60 -> %o1_1.x.ring0[%62] item %61
+    # aref-ir[mma1#153] slot_store %65 -> %o1_1.x.ring0[%67] item %66
     # in place: the MMA wrote o1 (tensor memory), which holds o1_1.x
-    # aref-ir[mma1#150] mma_commit %o1_1.x.full[%62] item %61
+    # aref-ir[mma1#154] mma_commit %o1_1.x.full[%67] item %66
     sm100.commit(o1_1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#151] mma_commit %load.x.empty[%62] item %61
+    # aref-ir[mma1#155] mma_commit %load.x.empty[%67] item %66
     sm100.commit(load_x_empty)  # tcgen05.commit
-    # aref-ir[mma1#152] mma_commit %load_1.x.empty[%62] item %61
+    # aref-ir[mma1#156] mma_commit %load_1.x.empty[%67] item %66
     sm100.commit(load_1_x_empty)  # tcgen05.commit
-    # aref-ir[mma1#153] named_barrier_sync id=1 threads=416
+    # aref-ir[mma1#157] named_barrier_sync id=1 threads=416
     cute.arch.barrier(barrier_id=1, number_of_threads=416)
-    # aref-ir[mma1#154] tmem_dealloc columns=512
+    # aref-ir[mma1#158] tmem_dealloc columns=512
     cute.arch.dealloc_tmem(tmem, 512)
 
 
@@ -389,7 +390,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     pid_m = block[0]
     bh = block[1]
     # ---- prologue: pipeline fill
-    # aref-ir[softmax2#13 softmax4#14] mbarrier_wait %mma.x.full[%70] parity %70
+    # aref-ir[softmax2#13 softmax4#14] mbarrier_wait %mma.x.full[%75] parity %75
     cute.arch.mbarrier_wait(own_mma_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
@@ -403,7 +404,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(64):
             s[r, c] = s[r, c] * 0.18033688011112042
-    # aref-ir[softmax2#19 softmax4#19] mbarrier_arrive %mma.x.empty[%70] item %68
+    # aref-ir[softmax2#19 softmax4#19] mbarrier_arrive %mma.x.empty[%75] item %73
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(own_mma_x_empty, warp_in_group)
@@ -412,25 +413,25 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
             s[r, c] = cute.math.exp2(s[r, c] - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(1):
         row[r] = cute.math.exp2(-cutlass.Float32.inf - row_max[r], fastmath=True)
-    # aref-ir[softmax2#27 softmax4#27] mbarrier_wait %exp2.x.empty[%70] parity %82
+    # aref-ir[softmax2#27 softmax4#27] mbarrier_wait %exp2.x.empty[%75] parity %87
     cute.arch.mbarrier_wait(exp2, 1)
-    # aref-ir[softmax2#28 softmax4#28] slot_store %81 -> %exp2.x.ring0[%70] item %68
+    # aref-ir[softmax2#28 softmax4#28] slot_store %86 -> %exp2.x.ring0[%75] item %73
     s_exp2[row64, 0] = row[0]
-    # aref-ir[softmax2#29 softmax4#29] mbarrier_arrive %exp2.x.full[%70] item %68 count=128
+    # aref-ir[softmax2#29 softmax4#29] mbarrier_arrive %exp2.x.full[%75] item %73 count=128
     cute.arch.mbarrier_arrive(exp2_x_full)  # every thread of the group: count 128
     for r in cutlass.range_constexpr(1):
         x = cutlass.Float32(0.0)
         for c in cutlass.range_constexpr(64):
             x = x + s[r, c]
         row[r] = sm100.row_sum(x, 64)  # threads t and t^16 hold one row
-    # aref-ir[softmax2#33 softmax4#33] mbarrier_wait %cast.x.empty[%70] parity %82
+    # aref-ir[softmax2#33 softmax4#33] mbarrier_wait %cast.x.empty[%75] parity %87
     cute.arch.mbarrier_wait(cast, 1)
-    # aref-ir[softmax2#34 softmax4#34] slot_store %85 -> %cast.x.ring0[%70] item %68
+    # aref-ir[softmax2#34 softmax4#34] slot_store %90 -> %cast.x.ring0[%75] item %73
     s_f16.store(s.load().to(cutlass.Float16))
     sm100.copy_rows(s_f16, sm100.smem_rows(s_cast[None, None, 0], 64, 128, tidx))
     # aref-ir[softmax2#35 softmax4#35] fence_proxy_async
     cute.arch.fence_proxy("async.shared", space="cta")
-    # aref-ir[softmax2#36 softmax4#36] mbarrier_arrive %cast.x.full[%70] item %68 count=128
+    # aref-ir[softmax2#36 softmax4#36] mbarrier_arrive %cast.x.full[%75] item %73 count=128
     cute.arch.mbarrier_arrive(cast_x_full)  # every thread of the group: count 128
     l0.fill(0.0)
     # ---- steady state: 1 iteration
@@ -452,7 +453,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
                 s[r, c] = s[r, c] * 0.18033688011112042
-        # aref-ir[softmax2#52 softmax4#52] mbarrier_arrive %mma.x.empty[%mma.x.slot.1] item %91
+        # aref-ir[softmax2#52 softmax4#52] mbarrier_arrive %mma.x.empty[%mma.x.slot.1] item %96
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(own_mma_x_empty + mma_x_slot, warp_in_group)
@@ -466,9 +467,9 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         exp2_x_slot = (j + 1) % 2
         # aref-ir[softmax2#63 softmax4#63] mbarrier_wait %exp2.x.empty[%exp2.x.slot] parity %exp2.x.phase^1
         cute.arch.mbarrier_wait(exp2 + exp2_x_slot, 1 - (((j + 1) // 2) % 2))
-        # aref-ir[softmax2#64 softmax4#64] slot_store %106 -> %exp2.x.ring0[%exp2.x.slot] item %91
+        # aref-ir[softmax2#64 softmax4#64] slot_store %111 -> %exp2.x.ring0[%exp2.x.slot] item %96
         s_exp2[row64, exp2_x_slot] = row_max[0]
-        # aref-ir[softmax2#65 softmax4#65] mbarrier_arrive %exp2.x.full[%exp2.x.slot] item %91 count=128
+        # aref-ir[softmax2#65 softmax4#65] mbarrier_arrive %exp2.x.full[%exp2.x.slot] item %96 count=128
         cute.arch.mbarrier_arrive(exp2_x_full + exp2_x_slot)  # every thread of the group: count 128
         for r in cutlass.range_constexpr(1):
             l0[r] = l0[r] * row_max[r]
@@ -480,12 +481,12 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         cast_x_slot = (j + 1) % 2
         # aref-ir[softmax2#72 softmax4#72] mbarrier_wait %cast.x.empty[%cast.x.slot.2] parity %cast.x.phase^1
         cute.arch.mbarrier_wait(cast + cast_x_slot, 1 - (((j + 1) // 2) % 2))
-        # aref-ir[softmax2#73 softmax4#73] slot_store %110 -> %cast.x.ring0[%cast.x.slot.2] item %91
+        # aref-ir[softmax2#73 softmax4#73] slot_store %115 -> %cast.x.ring0[%cast.x.slot.2] item %96
         s_f16.store(s.load().to(cutlass.Float16))
         sm100.copy_rows(s_f16, sm100.smem_rows(s_cast[None, None, cast_x_slot], 64, 128, tidx))
         # aref-ir[softmax2#74 softmax4#74] fence_proxy_async
         cute.arch.fence_proxy("async.shared", space="cta")
-        # aref-ir[softmax2#75 softmax4#75] mbarrier_arrive %cast.x.full[%cast.x.slot.2] item %91 count=128
+        # aref-ir[softmax2#75 softmax4#75] mbarrier_arrive %cast.x.full[%cast.x.slot.2] item %96 count=128
         cute.arch.mbarrier_arrive(cast_x_full + cast_x_slot)  # every thread of the group: count 128
         # carry row_max_1 into the next iteration
         row_max.store(row_max_1.load())
@@ -493,7 +494,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     for r in cutlass.range_constexpr(1):
         l0[r] = l0[r] + row[r]
     # ---- after the loop
-    # aref-ir[softmax2#90 softmax4#93] mbarrier_wait %o0.x.full[%126] parity %126
+    # aref-ir[softmax2#90 softmax4#93] mbarrier_wait %o0.x.full[%131] parity %131
     cute.arch.mbarrier_wait(o_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -502,11 +503,11 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * inv_row
-    # aref-ir[softmax2#93 softmax4#96] mbarrier_arrive %o0.x.empty[%126] item %125
+    # aref-ir[softmax2#93 softmax4#96] mbarrier_arrive %o0.x.empty[%131] item %130
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o_x_empty, warp_in_group)
-    # aref-ir[softmax2#96 softmax4#98] store %O[%bh.1, %123, %129] = %128 tile=(64, 64)
+    # aref-ir[softmax2#96 softmax4#98] store %O[%bh.1, %128, %134] = %133 tile=(64, 64)
     o0_f16.store(o0.load().to(cutlass.Float16))
     sm100.rows_to_smem(o0_f16, s_O_softmax, 64, 64, tidx, barrier_id=GROUP_BARRIER)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + TILE_OFFSET, 0, bh], warp_in_group)
@@ -517,15 +518,15 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
 
 
 @cute.jit
-def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty, o1_x_full, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty):
+def correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty, o0_1_x_full, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty):
     """correction warp group: accumulator rescaling in tensor memory: group 3 'correction3' (128 registers)."""
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
-    o0 = sm100.row_tile(64, 64, cutlass.Float32)
+    o1 = sm100.row_tile(64, 64, cutlass.Float32)
     tmem = cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, ptr_to_buffer_holding_addr=tmem_holder)
-    t_o0 = sm100.tmem_tile(tmem, 0, 64, 64)
-    row64 = sm100.coords(64, 32, tidx)[0][0]
     t_o1 = sm100.tmem_tile(tmem, 64, 64, 64)
+    row64 = sm100.coords(64, 32, tidx)[0][0]
+    t_o0 = sm100.tmem_tile(tmem, 0, 64, 64)
     # ---- prologue: pipeline fill
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
@@ -535,115 +536,115 @@ def correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0
         exp2_1_x_slot = j % 2
         # aref-ir[correction3#17] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
         cute.arch.mbarrier_wait(exp2_1_x_full + exp2_1_x_slot, (j // 2) % 2)
-        o0_1_x_slot = j % 1
-        # aref-ir[correction3#24] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
-        cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        for r in cutlass.range_constexpr(1):
-            row_exp2_x = s_exp2_x_v0[row64, exp2_x_slot]
-            for c in cutlass.range_constexpr(32):
-                o0[r, c] = o0[r, c] * row_exp2_x
-        # aref-ir[correction3#27] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(o0_1_x_empty + o0_1_x_slot, warp_in_group)
-        mul_x_slot = j % 1
-        # aref-ir[correction3#31] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
-        cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#32] slot_store %145 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
-        sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#33] tmem_store_fence
-        sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#34] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
-        cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#35] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(exp2_x_empty + exp2_x_slot, warp_in_group)
         o1_x_slot = j % 1
-        # aref-ir[correction3#39] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[correction3#24] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
+        sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
             row_exp2_1_x = s_exp2_1_x_v0[row64, exp2_1_x_slot]
             for c in cutlass.range_constexpr(32):
-                o0[r, c] = o0[r, c] * row_exp2_1_x
-        # aref-ir[correction3#42] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+                o1[r, c] = o1[r, c] * row_exp2_1_x
+        # aref-ir[correction3#27] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         mul_1_x_slot = j % 1
-        # aref-ir[correction3#46] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[correction3#31] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#47] slot_store %147 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
-        sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#48] tmem_store_fence
+        # aref-ir[correction3#32] slot_store %150 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
+        # aref-ir[correction3#33] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#49] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[correction3#34] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#50] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
+        # aref-ir[correction3#35] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_1_x_empty + exp2_1_x_slot, warp_in_group)
+        o0_1_x_slot = j % 1
+        # aref-ir[correction3#39] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
+        cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        sm100.tmem_load(t_o0, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
+        for r in cutlass.range_constexpr(1):
+            row_exp2_x = s_exp2_x_v0[row64, exp2_x_slot]
+            for c in cutlass.range_constexpr(32):
+                o1[r, c] = o1[r, c] * row_exp2_x
+        # aref-ir[correction3#42] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(o0_1_x_empty + o0_1_x_slot, warp_in_group)
+        mul_x_slot = j % 1
+        # aref-ir[correction3#46] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
+        cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        # aref-ir[correction3#47] slot_store %152 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
+        sm100.tmem_store(t_o0, o1, 64, 64, tidx)  # tcgen05.st
+        # aref-ir[correction3#48] tmem_store_fence
+        sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
+        # aref-ir[correction3#49] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
+        cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
+        # aref-ir[correction3#50] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(exp2_x_empty + exp2_x_slot, warp_in_group)
     # ---- epilogue: pipeline drain
     # aref-ir[correction3#58] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
     cute.arch.mbarrier_wait(exp2_x_full + 1, 0)
     # aref-ir[correction3#62] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
     cute.arch.mbarrier_wait(exp2_1_x_full + 1, 0)
-    # aref-ir[correction3#69] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
-    cute.arch.mbarrier_wait(o0_1_x_full, 1)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    for r in cutlass.range_constexpr(1):
-        row_exp2_x_1 = s_exp2_x_v0[row64, 1]
-        for c in cutlass.range_constexpr(32):
-            o0[r, c] = o0[r, c] * row_exp2_x_1
-    # aref-ir[correction3#72] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %150
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(o0_1_x_empty, warp_in_group)
-    # aref-ir[correction3#76] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
-    cute.arch.mbarrier_wait(mul_x_empty, 0)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#77] slot_store %158 -> %mul.x.ring0[%mul.x.slot.3] item %150
-    sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#78] tmem_store_fence
-    sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#79] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %150 count=128
-    cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#80] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %150
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(exp2_x_empty + 1, warp_in_group)
-    # aref-ir[correction3#84] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[correction3#69] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
+    sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
         row_exp2_1_x_1 = s_exp2_1_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
-            o0[r, c] = o0[r, c] * row_exp2_1_x_1
-    # aref-ir[correction3#87] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %150
+            o1[r, c] = o1[r, c] * row_exp2_1_x_1
+    # aref-ir[correction3#72] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %155
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
-    # aref-ir[correction3#91] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[correction3#76] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#92] slot_store %160 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %150
-    sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#93] tmem_store_fence
+    # aref-ir[correction3#77] slot_store %163 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %155
+    sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
+    # aref-ir[correction3#78] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#94] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %150 count=128
+    # aref-ir[correction3#79] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %155 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#95] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %150
+    # aref-ir[correction3#80] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %155
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(exp2_1_x_empty + 1, warp_in_group)
+    # aref-ir[correction3#84] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
+    cute.arch.mbarrier_wait(o0_1_x_full, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    sm100.tmem_load(t_o0, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
+    for r in cutlass.range_constexpr(1):
+        row_exp2_x_1 = s_exp2_x_v0[row64, 1]
+        for c in cutlass.range_constexpr(32):
+            o1[r, c] = o1[r, c] * row_exp2_x_1
+    # aref-ir[correction3#87] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %155
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(o0_1_x_empty, warp_in_group)
+    # aref-ir[correction3#91] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
+    cute.arch.mbarrier_wait(mul_x_empty, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    # aref-ir[correction3#92] slot_store %165 -> %mul.x.ring0[%mul.x.slot.3] item %155
+    sm100.tmem_store(t_o0, o1, 64, 64, tidx)  # tcgen05.st
+    # aref-ir[correction3#93] tmem_store_fence
+    sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
+    # aref-ir[correction3#94] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %155 count=128
+    cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
+    # aref-ir[correction3#95] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %155
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(exp2_x_empty + 1, warp_in_group)
     # ---- after the loop
     # aref-ir[correction3#96] named_barrier_arrive id=1 threads=416
     cute.arch.barrier_arrive(barrier_id=1, number_of_threads=416)
@@ -729,8 +730,8 @@ def attention_fwd_kernel(
         cpasync.prefetch_descriptor(tma_store_O)
         cpasync.prefetch_descriptor(tma_store_O_1)
         with cute.arch.elect_one():
-            aref.init_ring(kc_full, kc_empty, 2, 1, 1)  # kc
-            aref.init_ring(vc_full, vc_empty, 2, 1, 1)  # vc
+            aref.init_ring(kc_full, kc_empty, 3, 1, 1)  # kc
+            aref.init_ring(vc_full, vc_empty, 3, 1, 1)  # vc
             aref.init_ring(o0_x_full, o0_x_empty, 1, 1, 1)  # o0.x
             aref.init_ring(o0_1_x_full, o0_1_x_empty, 1, 1, 1)  # o0_1.x
             aref.init_ring(o1_x_full, o1_x_empty, 1, 1, 1)  # o1.x
@@ -755,7 +756,7 @@ def attention_fwd_kernel(
     if warp >= 0 and warp < 4:  # softmax2
         softmax(mma_x_full, tmem_holder, mma_x_empty, exp2_x_empty, s_exp2_x_v0, exp2_x_full, cast_x_empty, s_cast_x_v0, cast_x_full, o0_x_full, o0_x_empty, s_O_softmax2, tma_store_O, tma_store_O_gmem, K=128, K_1=0, GROUP_BARRIER=2, TILE_OFFSET=0)
     elif warp >= 4 and warp < 8:  # correction3
-        correction(exp2_x_full, exp2_1_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty, o1_x_full, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty)
+        correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty, o0_1_x_full, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty)
     elif warp >= 8 and warp < 12:  # softmax4
         softmax(mma_1_x_full, tmem_holder, mma_1_x_empty, exp2_1_x_empty, s_exp2_1_x_v0, exp2_1_x_full, cast_1_x_empty, s_cast_1_x_v0, cast_1_x_full, o1_1_x_full, o1_1_x_empty, s_O_softmax4, tma_store_O, tma_store_O_gmem, K=256, K_1=64, GROUP_BARRIER=4, TILE_OFFSET=1)
     elif warp == 12:  # producer0
@@ -767,13 +768,13 @@ def attention_fwd_kernel(
 
 
 @cute.jit
-def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
-    """Build the tcgen05 tilings, swizzled shared layouts and TMA atoms, then launch the grid."""
+def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor, stream: CUstream):
+    """Build the tcgen05 tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""
     mma0 = sm100_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, tcgen05.CtaGroup.ONE, (64, 128))
     mma1 = sm100_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.MN, cutlass.Float32, tcgen05.CtaGroup.ONE, (64, 64))
     zmma0 = sm100_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, tcgen05.CtaGroup.ONE, (64, 64))  # zero fills
-    s_kc_K_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
-    s_vc_V_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 2)
+    s_kc_K_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
+    s_vc_V_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
     s_load_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
     s_load_1_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
     s_exp2_x_v0_layout = cute.make_layout((64, 2))
@@ -796,14 +797,16 @@ def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor):
         smem=SharedStorage.size_in_bytes(),
         # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)
         min_blocks_per_mp=1,
+        stream=stream,
     )
 
 
 def make_fake_args():
-    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""
+    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""
     return [
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # Q
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # K
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # V
         make_fake_compact_tensor(cutlass.Float16, (256, 64, 2), stride_order=(1, 0, 2), assumed_align=16),  # O
+        make_fake_stream(),  # stream
     ]

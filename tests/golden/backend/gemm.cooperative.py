@@ -1,12 +1,12 @@
 """aref kernel `gemm` for sm_90a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: A 256×256 f16, B 256×256 f16, C 256×256 f16; grid (2, 2), 384 threads, 132144 bytes of shared memory.
+Problem: A 256×256 f16, B 256×256 f16, C 256×256 f16; grid (2, 2), 384 threads, 197712 bytes of shared memory.
 Warp groups:
   0 producer   TMA producer; 40 registers
   1 consumer0  MMA consumer (wgmma, TMA-store epilogue); 232 registers, 2 pipeline stages, wgmma depth 1
   2 consumer1  MMA consumer (wgmma, TMA-store epilogue); 232 registers, 2 pipeline stages, wgmma depth 1
 Channels (mbarrier rings; full/empty arrival counts):
-  ab: depth 3, [128×64 f16, 128×64 f16], tma 32768 B, producer -> consumer0, consumer1, full 1 / empty 2
+  ab: depth 5, [128×64 f16, 128×64 f16], tma 32768 B, producer -> consumer0, consumer1, full 1 / empty 2
 
 Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its
 group's role function and in the IR's order.
@@ -15,7 +15,8 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref
@@ -32,10 +33,10 @@ BK = 64
 class SharedStorage:
     """Every ring's mbarriers (full, empty per slot), then its tiles and the store staging tiles."""
 
-    ab_full: cute.struct.MemRange[cutlass.Int64, 3]
-    ab_empty: cute.struct.MemRange[cutlass.Int64, 3]
-    s_ab_A: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
-    s_ab_B: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
+    ab_full: cute.struct.MemRange[cutlass.Int64, 5]
+    ab_empty: cute.struct.MemRange[cutlass.Int64, 5]
+    s_ab_A: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 40960], 1024]
+    s_ab_B: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 40960], 1024]
     s_C_consumer0: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 8192], 1024]
     s_C_consumer1: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 8192], 1024]
 
@@ -62,9 +63,9 @@ def producer(ab_empty, ab_full, s_ab_A, tma_A, tma_A_gmem, s_ab_B, tma_B, tma_B_
         pid_n = block[1]
         # ---- steady state: 4 iterations
         for k in cutlass.range(4, unroll=1):
-            ab_slot = k % 3
+            ab_slot = k % 5
             # aref-ir[producer#11] mbarrier_wait %ab.empty[%ab.slot] parity %ab.phase^1
-            cute.arch.mbarrier_wait(ab_empty + ab_slot, 1 - ((k // 3) % 2))
+            cute.arch.mbarrier_wait(ab_empty + ab_slot, 1 - ((k // 5) % 2))
             # aref-ir[producer#12] mbarrier_arrive_expect_tx %ab.full[%ab.slot] tx=32768B
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(ab_full + ab_slot, 32768)
@@ -106,20 +107,20 @@ def consumer(ab_full, s_ab_A, mma0, s_ab_B, ab_empty, s_C_consumer, tma_store_C,
     warpgroup.wait_group(0)
     # ---- steady state: 3 iterations
     for k in cutlass.range(3, unroll=1):
-        ab_slot = (k + 1) % 3
+        ab_slot = (k + 1) % 5
         # aref-ir[consumer0#27 consumer1#27] mbarrier_wait %ab.full[%ab.slot.1] parity %ab.phase.1
-        cute.arch.mbarrier_wait(ab_full + ab_slot, ((k + 1) // 3) % 2)
+        cute.arch.mbarrier_wait(ab_full + ab_slot, ((k + 1) // 5) % 2)
         # aref-ir[consumer0#32 consumer1#32] %acc.4 = mma_async %a.r0.1, %18, %acc.3
         aref.wgmma(mma0, acc, a_ab_A_rows[None, None, None, ab_slot], b_ab_B[None, None, None, ab_slot], accumulate=True)
         # aref-ir[consumer0#34 consumer1#34] mma_wait pending=1
         warpgroup.wait_group(1)
         # aref-ir[consumer0#35 consumer1#35] mbarrier_arrive %ab.empty[%ab.slot.2] item %k.1
-        aref.arrive_once(ab_empty + (k % 3), warp_in_group)
+        aref.arrive_once(ab_empty + (k % 5), warp_in_group)
     # ---- epilogue: pipeline drain
     # aref-ir[consumer0#41 consumer1#41] mma_wait pending=0
     warpgroup.wait_group(0)
     # aref-ir[consumer0#42 consumer1#42] mbarrier_arrive %ab.empty[%ab.slot.3] item %21
-    aref.arrive_once(ab_empty, warp_in_group)
+    aref.arrive_once(ab_empty + 3, warp_in_group)
     # ---- after the loop
     # aref-ir[consumer0#48 consumer1#48] store %C[%27, %pid_n.1] = %23 tile=(64, 128)
     acc_f16.store(acc.load().to(cutlass.Float16))
@@ -156,7 +157,7 @@ def gemm_kernel(
         cpasync.prefetch_descriptor(tma_B)
         cpasync.prefetch_descriptor(tma_store_C)
         with cute.arch.elect_one():
-            aref.init_ring(ab_full, ab_empty, 3, 1, 2)  # ab
+            aref.init_ring(ab_full, ab_empty, 5, 1, 2)  # ab
             cute.arch.mbarrier_init_fence()
     # every role must see initialised barriers before its first wait or arrive
     cute.arch.sync_threads()
@@ -169,11 +170,11 @@ def gemm_kernel(
 
 
 @cute.jit
-def host(A: cute.Tensor, B: cute.Tensor, C: cute.Tensor):
-    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid."""
+def host(A: cute.Tensor, B: cute.Tensor, C: cute.Tensor, stream: CUstream):
+    """Build the wgmma tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""
     mma0 = sm90_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, OperandMajorMode.K, cutlass.Float32, (1, 1, 1), tiler_mn=(64, 128))
-    s_ab_A_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
-    s_ab_B_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
+    s_ab_A_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 5)
+    s_ab_B_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 5)
     s_C_consumer0_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 128), 1), (None, None, 0))
     s_C_consumer1_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 128), 1), (None, None, 0))
     tma_A, tma_A_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), A, cute.slice_(s_ab_A_layout, (None, None, 0)), (128, 64))
@@ -187,13 +188,15 @@ def host(A: cute.Tensor, B: cute.Tensor, C: cute.Tensor):
         smem=SharedStorage.size_in_bytes(),
         # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)
         min_blocks_per_mp=1,
+        stream=stream,
     )
 
 
 def make_fake_args():
-    """Fake tensors of this specialization (tiled modes first, batch modes last) for compiling."""
+    """Fake tensors of this specialization (tiled modes first, batch modes last) and a fake stream."""
     return [
         make_fake_compact_tensor(cutlass.Float16, (256, 256), stride_order=(1, 0), assumed_align=16),  # A
         make_fake_compact_tensor(cutlass.Float16, (256, 256), stride_order=(1, 0), assumed_align=16),  # B
         make_fake_compact_tensor(cutlass.Float16, (256, 256), stride_order=(1, 0), assumed_align=16),  # C
+        make_fake_stream(),  # stream
     ]

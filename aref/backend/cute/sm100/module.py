@@ -11,7 +11,7 @@ part in the register reallocation); tcgen05 tiled MMAs on the host.
 from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
-from aref.backend.cute.module import _fake_args, _grid3, _roles, dt
+from aref.backend.cute.module import _fake_args, _grid3, _roles, dt, stream_param
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
 from aref.backend.cute.sm100.role import Sm100RoleEmitter
@@ -22,7 +22,8 @@ import cutlass.cute as cute
 import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
-from cutlass.cute.runtime import make_fake_compact_tensor
+from cuda.bindings.driver import CUstream
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
 from cutlass.tensor_utils import LayoutEnum
 
 from aref.backend.cute import support as aref
@@ -203,9 +204,10 @@ def _host(plan: Sm100Plan) -> str:
     ws = plan.ws
     out = Lines()
     out("@cute.jit")
-    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}):")
+    stream = stream_param(plan)
+    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}, {stream}: CUstream):")
     out.depth += 1
-    out('"""Build the tcgen05 tilings, swizzled shared layouts and TMA atoms, then launch the grid."""')
+    out('"""Build the tcgen05 tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""')
     for i, c in enumerate(plan.mmas):
         src = ", tcgen05.OperandSource.TMEM" if c.a_source == "TMEM" else ""
         out(f"mma{i} = sm100_utils.make_trivial_tiled_mma({dt(c.a_dtype)}, {dt(c.b_dtype)}, {_major(c.a_major)}, "
@@ -247,5 +249,6 @@ def _host(plan: Sm100Plan) -> str:
     out("    smem=SharedStorage.size_in_bytes(),")
     out("    # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)")
     out("    min_blocks_per_mp=1,")
+    out(f"    stream={stream},")
     out(")")
     return out.text()

@@ -1,0 +1,160 @@
+"""`aref compare` (issue 12): the JSON document on every example and both architectures, the verdict, the
+pictures, model fidelity (the lowered optimal program reaches the solver's II in the timing model), and a
+command line that answers --help without importing torch, the CuTe DSL or OR-tools."""
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from aref.cli import main
+from example_paths import EXAMPLE_NAMES, ROOT, example_path
+
+ARCHS = ("sm_90a", "sm_100a")
+FIDELITY = 0.03
+# Where the lowered optimal program does not yet reach the solver's II, and why (bench/fidelity.py prints the
+# figures). Each entry must still be outside 3%: when a fix closes a gap, this list has to shrink with it.
+KNOWN_GAPS = {
+    ("gemm_reduce", "sm_100a"): "the MMA group also runs the row reduction: its own work and synchronization "
+                                "(~300 of 320 cycles) leave no slack for the TMA latency tail",
+    ("attention_fwd", "sm_100a"): "Blackwell lowering: the MMA warp waits for each MMA (mma_wait 0) and copies S "
+                                  "and O through the shared-/tensor-memory port, where the solver's graph has a "
+                                  "64-cycle tcgen05.commit and the tcgen05.ld/st paths",
+    ("attention_bwd", "sm_90a"): "the solver's model has no per-group occupancy: the group it gives the softmax, "
+                                 "dS, two shared-memory hand-offs, dQ's scaling and staging and three MMA waits "
+                                 "runs ~1400 cycles of its own per iteration, more than the II of 1280",
+    ("attention_bwd", "sm_100a"): "as on sm_90a, plus the Blackwell MMA-result copies of attention_fwd",
+}
+# ... and where the heuristic's program is faster in the timing model (the same causes)
+OPTIMAL_SLOWER = {("gemm_reduce", "sm_100a"), ("attention_bwd", "sm_100a")}
+
+_RESULTS: dict = {}
+
+
+def compare(capsys, name, arch, *extra):
+    key = (name, arch, extra)
+    if key not in _RESULTS:
+        code = main(["compare", example_path(name), "--arch", arch, "--json", *extra])
+        out, err = capsys.readouterr()
+        assert code == 0, out + err
+        _RESULTS[key] = json.loads(out)
+    return _RESULTS[key]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_compare_json_on_every_example(capsys, name, arch):
+    out = compare(capsys, name, arch)
+    assert out["kernel"] and out["arch"] == arch and out["lower_bound"] > 0
+    for mode in ("heuristic", "optimal"):
+        e = out[mode]
+        assert {"ii", "cycles_per_iter", "tc_utilization", "warp_groups", "groups", "stages", "channels",
+                "smem_bytes", "tmem_columns", "utilization", "tflops", "solve_seconds"} <= set(e), e
+        assert e["warp_groups"] == len(e["groups"]) > 1 and e["stages"] >= 1
+        assert all({"name", "role", "warps", "regs"} <= set(g) for g in e["groups"])
+        assert all(c["depth"] >= 1 and c["producer"] for c in e["channels"])
+        assert set(e["utilization"]) >= {"tc", "mufu", "fma", "tma"}
+        assert all(0.0 <= u <= 1.0 for u in e["utilization"].values())
+        assert e["tflops"] > 0 and e["cycles_per_iter"] > 0 and e["smem_bytes"] > 0
+    assert out["optimal"]["ii"] >= out["lower_bound"] and out["optimal"]["proven_optimal"] is True
+    if arch == "sm_100a":
+        assert out["optimal"]["tmem_columns"] > 0 or name in ("gemm", "dual_gemm", "gemm_reduce")
+    verdict = out["verdict"]
+    assert verdict and "\n" not in verdict and ("faster" in verdict or "both partitions" in verdict)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_optimal_never_slower_than_heuristic(capsys, name, arch):
+    out = compare(capsys, name, arch)
+    h, o = out["heuristic"]["cycles_per_iter"], out["optimal"]["cycles_per_iter"]
+    if (name, arch) in OPTIMAL_SLOWER:
+        assert o > h * (1 + FIDELITY), f"{name} on {arch} is no longer slower: remove it from OPTIMAL_SLOWER"
+        assert "heuristic is" in out["verdict"] and "faster" in out["verdict"]
+    else:
+        assert o <= h * (1 + 0.005), (h, o)           # equal up to the timing model's jitter
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_model_fidelity(capsys, name, arch):
+    """The simulated steady state of the lowered optimal program is within 3% of the solver's II."""
+    out = compare(capsys, name, arch)
+    fid = out["fidelity"]
+    assert fid["ii"] == out["optimal"]["ii"] and fid["cycles_per_iter"] == out["optimal"]["cycles_per_iter"]
+    if (name, arch) in KNOWN_GAPS:
+        assert not fid["within"], f"{name} on {arch} now holds: remove it from KNOWN_GAPS"
+    else:
+        assert fid["within"] and abs(fid["gap"]) <= FIDELITY, fid
+
+
+def test_trip_count_and_measurement_without_a_gpu(capsys):
+    import torch
+
+    from aref.cli_compare import inputs_trip_count
+    from aref.harness import load_example
+    ex = load_example(example_path("attention_fwd"))
+    inputs = ex.inputs("large")
+    assert inputs_trip_count(ex.kernel.specialize(**inputs), inputs) == inputs["K"].shape[1] // 128
+    if not torch.cuda.is_available():
+        assert compare(capsys, "gemm", "sm_90a")["measured"] is None     # the model's figures stand alone
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_measured_tflops_on_a_gpu(capsys):
+    out = compare(capsys, "gemm", "sm_90a")
+    assert out["measured"] and out["measured"]["heuristic"]["tflops"] > 0
+
+
+def test_verdict_names_the_cause(capsys):
+    out = compare(capsys, "attention_fwd", "sm_100a")
+    assert out["speedup"] > 1.2
+    assert out["verdict"].startswith(f"optimal is {out['speedup']:.2f}× faster")
+    assert "tensor core idle" in out["verdict"] and "while" in out["verdict"]
+
+
+def test_pictures_are_valid_images(capsys, tmp_path):
+    from PIL import Image
+    gantt, graph = tmp_path / "g.png", tmp_path / "d.svg"
+    out = compare(capsys, "attention_fwd", "sm_90a", "--gantt", str(gantt), "--graph", str(graph))
+    assert out["pictures"] == {"gantt": str(gantt), "graph": str(graph), "dot": str(tmp_path / "d.dot")}
+    with Image.open(gantt) as img:
+        assert img.format == "PNG" and img.width > 800 and img.height > 500
+        assert len(img.getcolors(maxcolors=1 << 16) or range(1 << 16)) > 8      # not a blank canvas
+    root = ET.parse(graph).getroot()
+    assert root.tag.endswith("svg") and os.path.getsize(graph) > 10_000
+    svg = graph.read_text()
+    for node in ("mma", "exp", "load"):                 # the solver's nodes are labelled
+        assert node in svg
+    dot = (tmp_path / "d.dot").read_text()
+    assert dot.startswith('digraph "attention_fwd"') and "->" in dot and "fillcolor" in dot
+
+
+def test_compare_table_and_text(capsys, tmp_path):
+    code = main(["compare", example_path("gemm"), "--arch", "sm_90a", "--size", "small", "--gantt",
+                 str(tmp_path / "g.svg"), "--text-gantt"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    for row in ("II (cycles)", "simulated cycles / iteration", "stages", "warp groups", "channels (depth)",
+                "shared memory", "tensor memory", "tensor core busy", "MUFU busy", "TFLOP/s", "solve / lowering"):
+        assert row in out, row
+    assert "verdict:" in out and "wrote gantt" in out
+    assert ET.parse(tmp_path / "g.svg").getroot().tag.endswith("svg")
+
+
+def _imports_after(argv):
+    code = ("import sys\nfrom aref.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'cutlass', 'ortools') if m in sys.modules]\nprint('HEAVY=' + ','.join(heavy))"
+            % (argv,))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr
+    return next(line for line in proc.stdout.splitlines() if line.startswith("HEAVY="))[len("HEAVY="):]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"], ["run", "--help"], ["solve", "--help"],
+                                  ["compile", "--help"]])
+def test_help_imports_neither_torch_nor_cutlass(argv):
+    assert _imports_after(argv) == ""
