@@ -22,7 +22,7 @@ def test_example_compiles_for_blackwell_without_spills(backend_cache, example, p
     assert result.arch == "sm_100a" and ".target sm_100a" in ptx
     assert result.spill_bytes == 0, result.ptxas_log
     for opcode in ("tcgen05.mma", "tcgen05.alloc", "tcgen05.dealloc", "tcgen05.relinquish_alloc_permit",
-                   "tcgen05.ld", "tcgen05.commit", "tcgen05.wait::ld", "cp.async.bulk.tensor",
+                   "tcgen05.ld", "tcgen05.commit", "tcgen05.wait::ld", "tcgen05.fence", "cp.async.bulk.tensor",
                    "mbarrier.try_wait.parity", "setmaxnreg"):
         assert ins[opcode] > 0, opcode
     assert ins["wgmma.mma_async"] == 0
