@@ -46,7 +46,7 @@ def check_resources(kernel, machine: Machine | None = None) -> list[str]:
     out = []
     smem = shared_memory_bytes(kernel)
     if smem > m.smem_per_block:
-        biggest = sorted(kernel.channels, key=lambda c: -c.depth * c.slot_bytes)[:3]
+        biggest = sorted((c for c in kernel.channels if not _in_tmem(c)), key=lambda c: -c.depth * c.slot_bytes)[:3]
         names = ", ".join(f"{c.name} ({c.depth} x {c.slot_bytes} B)" for c in biggest)
         out.append(f"shared memory: the channels need {smem} B but {m.name} gives a block {m.smem_per_block} B "
                    f"(largest: {names})")
