@@ -16,7 +16,7 @@ On top of the common lowering (`aref.lower`: slots, parities, TMA rings, registe
 from __future__ import annotations
 
 from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
-from aref.lower import VIEWS, _Lowering
+from aref.lower import VIEWS, _Lowering, _mma_origin
 from aref.subtile_sm100 import subtile_epilogues
 from aref.tmem import plan_tensor_memory
 from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
@@ -110,6 +110,17 @@ def from_mma(v, gp: GroupProgram, depth: int = 0) -> bool:
     if op.kind is OpKind.SELECT:
         return all(from_mma(x, gp, depth + 1) for x in op.operands[1:])
     return False
+
+
+def read_by_tensor_core(v, gp: GroupProgram, depth: int = 0) -> bool:
+    """Is the tensor-memory tile `v` (a slot_read) used only by this group's MMAs, through views? Then it is
+    an operand or accumulator taken where it lies: no tcgen05.ld moves it into registers."""
+    users = [op for op in gp.all_ops() if any(o is v for o in op.operands)]
+    if not users or depth > 16:
+        return False
+    return all(read_by_tensor_core(u.result, gp, depth + 1) if u.kind in VIEWS + (OpKind.SELECT,)
+               else u.kind is OpKind.MMA_ASYNC
+               for u in users)
 
 
 # ------------------------------------------------------------------------------ in-place rewrites
@@ -208,19 +219,6 @@ def _reads_mma_result(op: Op, prod, gp: GroupProgram) -> bool:
     if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and from_mma(op.operands[3], gp):
         return False
     return any(_mma_origin(v, prod) for v in op.operands)
-
-
-def _mma_origin(v, prod, depth: int = 0) -> bool:
-    op = prod.get(id(v))
-    if op is None or depth > 64:
-        return False
-    if op.kind is OpKind.MMA_ASYNC:
-        return True
-    if op.kind in VIEWS:
-        return _mma_origin(op.operands[0], prod, depth + 1)
-    if op.kind is OpKind.SELECT:
-        return any(_mma_origin(x, prod, depth + 1) for x in op.operands[1:])
-    return False
 
 
 # ------------------------------------------------------------------------------- allocation

@@ -160,7 +160,9 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
     * MMA / MMA_ASYNC: "tc", 2·M·N·K / tensor FLOP per clock of the A operand's dtype.
     * UNARY exp/exp2/log/log2/sqrt/rsqrt: "mufu", elements / MUFU ops per clock.
     * other elementwise, reductions, casts, compares, FULL/ARANGE on tiles: "fma", elements / FMA lanes.
-    * SLOT_STORE: "smem", bytes / shared-memory bytes per clock.
+    * SLOT_STORE: "smem", bytes / shared-memory bytes per clock; into tensor memory "tmem_st" at its rate
+      (nothing for an MMA result published where the MMA wrote it). SLOT_READ of tensor memory: "tmem_ld"
+      (a tcgen05.ld; the timing model charges nothing when only MMAs use the tile, `aref.sim.program`).
     * TMA_LOAD, LOAD into shared memory: "tma", a latency (the distribution's mean, or drawn from `rng`)
       plus bytes / TMA bytes per clock — the time until the data has landed. The copy engine itself is
       busy only for the transfer part: see `unit_busy`.

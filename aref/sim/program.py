@@ -56,7 +56,8 @@ class Instr:
         self.ring = None     # (chan, ring index) for slot ops and tma_load
         self.loop = loop
         self.target = 0      # LOOP_ENTER: pc after LOOP_END; LOOP_END: pc of the body's first op
-        self.tensor_pipe = False   # slot_store published by mma_commit: the tensor core wrote the slot
+        self.tensor_pipe = False   # slot_store published by mma_commit (the tensor core wrote the slot), or
+        #                            slot_read that only MMAs use (the tensor core reads the slot)
 
 
 class Prog:
@@ -204,10 +205,13 @@ def _op_texts(kernel: WSKernel) -> dict[int, str]:
 def _mark_tensor_pipe(gp, prog: list) -> None:
     """A slot_store into a tensor-memory ring of an MMA result (or a constant) by the group that issues the
     MMAs is written by the tensor core in place (`aref.ws`), not by tcgen05.st: no data moves, and only an
-    mma_commit publishes it."""
-    from aref.lower_sm100 import from_mma, tensor_core_group
+    mma_commit publishes it. A slot_read of tensor memory that only the group's MMAs use moves no data either
+    (the timing model charges it nothing)."""
+    from aref.lower_sm100 import from_mma, read_by_tensor_core, tensor_core_group
     if not tensor_core_group(gp):
         return
     for ins in prog:
         if ins.kind is OpKind.SLOT_STORE and ins.op.operands[0].type.tile.space.value == "tmem":
             ins.tensor_pipe = from_mma(ins.op.operands[3], gp)
+        elif ins.kind is OpKind.SLOT_READ and ins.op.operands[0].type.tile.space.value == "tmem":
+            ins.tensor_pipe = read_by_tensor_core(ins.op.result, gp)

@@ -151,6 +151,8 @@ class _Clock:
                 cur += self.m.async_issue_cycles
             else:
                 unit, cycles = op_cost(op, self.m, self.rng)
+                if k is OpKind.SLOT_READ and ins.tensor_pipe:
+                    unit, cycles = ISSUE, 0     # an MMA's operand in tensor memory: no tcgen05.ld
                 if k in SIGNALS:
                     cycles = min(cycles, self.m.async_issue_cycles)
                 if unit == ISSUE:
