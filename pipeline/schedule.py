@@ -386,8 +386,23 @@ def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:
 
 
 def _near_residue(op: Op, edges, residue) -> int:
-    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds."""
-    fed = [residue[v] for u, v, d in edges if u is op and d == 0 and residue.get(v) is not None]
+    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds, directly or
+    through other unanchored ops (a get read through a view issues with the view's anchored user, not at the
+    top of the step where it would wait for a producer that the solver lets run later)."""
+    succ: dict[Op, list[Op]] = {}
+    for u, v, d in edges:
+        if d == 0:
+            succ.setdefault(u, []).append(v)
+    fed, seen, stack = [], {op}, [op]
+    while stack:
+        for v in succ.get(stack.pop(), []):
+            if v in seen:
+                continue
+            seen.add(v)
+            if residue.get(v) is not None:
+                fed.append(residue[v])
+            else:
+                stack.append(v)
     return min(fed, default=0)
 
 

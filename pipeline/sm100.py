@@ -10,9 +10,12 @@ two-stage order instead of Hopper's T/C/U inside one warp group:
   * stage 1 (U): MMAs that read what another group computed from this iteration's T results (O += P·V, with
     P from the softmax group and O rescaled by the correction group).
 
-Within a step the group issues, per independent sub-tile, U of the previous iteration before T of this one
-(PV₀(j−1), QK₀(j), PV₁(j−1), QK₁(j)): each softmax group gets its next S as soon as its P has been consumed,
-and S may be written over P (the tensor core executes one thread's MMAs in issue order).
+Within a step, when P reaches the MMAs in tensor memory, the group issues per independent sub-tile U of the
+previous iteration before T of this one (PV₀(j−1), QK₀(j), PV₁(j−1), QK₁(j)): each softmax group gets its
+next S as soon as its P has been consumed, and S may be written over P (the tensor core executes one
+thread's MMAs in issue order). When P comes through shared memory nothing is written over it, and every T
+goes first (QK₀(j), QK₁(j), PV₀(j−1), PV₁(j−1)): the softmax groups have their next S while the MMA warp
+waits for P.
 
 Tensor-memory rings hold one item: a tile lives in one place of the 512 columns, written in place by the
 MMAs that accumulate into it and read back by `tcgen05.ld`.
@@ -69,10 +72,13 @@ def tensor_core_stages(gp, kernel: WSKernel, ops: list[Op], edges) -> dict[Op, i
 
 
 def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], edges):
-    """Step-order key of the MMA group: the independent sub-tile an op works for (in order of first
-    appearance), then the later stage first (U before T), then program order. Ops shared by the sub-tiles
-    (a loaded K or V tile, its release) go with the first sub-tile that uses them, and a release with the
-    last sub-tile that read the slot."""
+    """Step-order key of the MMA group. When a later-stage MMA takes its A operand from tensor memory that
+    another group wrote (P, which may then lie over S): the independent sub-tile an op works for (in order of
+    first appearance), then the later stage first (U before T), then program order — FA4's order, in which
+    P is consumed before S is written over it. Otherwise (P in shared memory) nothing lies over S, and every
+    sub-tile's T goes first: each softmax group has its next S while the MMA warp waits for P. Ops shared by
+    the sub-tiles (a loaded K or V tile, its release) go with the first sub-tile that uses them, and a release
+    with the last sub-tile that read the slot."""
     comp = subtiles(kernel)
     index = {op: i for i, op in enumerate(ops)}
     members: dict[object, int] = {}
@@ -100,9 +106,19 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
         ranks = [shared(s, seen + (op,)) for s in succ.get(op, []) if s not in seen]
         return min(ranks, default=len(ops))
 
-    def key(op):
-        return (shared(op), -stage[op], index[op])
-    return key
+    if not _operand_from_tensor_memory(gp, kernel, ops, stage):
+        return lambda op: (stage[op], shared(op), index[op])
+    return lambda op: (shared(op), -stage[op], index[op])
+
+
+def _operand_from_tensor_memory(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int]) -> bool:
+    """Does an MMA of the group's latest stage read its A operand (through views) from a tensor-memory channel
+    that another group fills?"""
+    computed = {id(c.value) for c in kernel.channels
+                if c.producer != gp.group.id and any(t.space is Space.TMEM for t in c.payload)}
+    from_tmem = _taken_from(ops, computed)
+    last = max(stage.values(), default=0)
+    return any(op.kind is OpKind.MMA and stage[op] == last and id(op.operands[0]) in from_tmem for op in ops)
 
 
 def subtiles(kernel: WSKernel) -> UnionFind:
@@ -166,12 +182,16 @@ def deepen_tmem_rings(kernel: WSKernel, need: dict[str, int]) -> bool:
 
 def _accumulates_on(gp, ch) -> bool:
     """Does an MMA of `gp` accumulate in place on a tile it takes from `ch`?"""
+    got = _taken_from(list(gp.all_ops()), {id(ch.value)})
+    return any(op.kind is OpKind.MMA and len(op.operands) > 2 and id(op.operands[2]) in got for op in gp.all_ops())
+
+
+def _taken_from(ops: list[Op], channels: set[int]) -> set[int]:
+    """Values (ids) of `ops` that are items got from the channels (ids of their values), or views of them."""
     got: set[int] = set()
-    for op in gp.all_ops():
-        if op.kind is OpKind.GET and op.operands[0] is ch.value:
+    for op in ops:
+        if op.kind is OpKind.GET and id(op.operands[0]) in channels:
             got |= {id(r) for r in op.results}
         elif op.kind in VIEWS and id(op.operands[0]) in got:
             got.add(id(op.result))
-        elif op.kind is OpKind.MMA and len(op.operands) > 2 and id(op.operands[2]) in got:
-            return True
-    return False
+    return got

@@ -20,13 +20,18 @@ def mma_group(ws):
     return next(gp for gp in ws.groups if gp.group.role in ("mma", "consumer") and gp.loop is not None)
 
 
-def test_mma_warp_issues_fa4s_order():
-    """Per sub-tile: P·V of the previous block (stage 1), then Q·Kᵀ of this one (stage 0); V is released after
-    the last P·V, K after the last Q·Kᵀ."""
-    ws = stage("attention_fwd", "pipelined")
+@pytest.mark.parametrize("overrides, order", [
+    ({"BM": 256, "D": 128}, [(1, 3), (0, 2), (1, 3), (0, 2)]),     # P in tensor memory: FA4's order
+    ({}, [(0, 2), (0, 2), (1, 3), (1, 3)]),                          # P in shared memory: every Q·Kᵀ first
+])
+def test_mma_warp_issue_order(overrides, order):
+    """With P in tensor memory (128-row sub-tiles), per sub-tile P·V of the previous block (stage 1), then
+    Q·Kᵀ of this one (stage 0), so S may be written over P; with P in shared memory every Q·Kᵀ goes first. V is
+    released after the last P·V, K after the last Q·Kᵀ."""
+    ws = stage("attention_fwd", "pipelined", **overrides)
     body = mma_group(ws).loop.body.ops
     mmas = [(op.stage, len(op.operands)) for op in body if op.kind is OpKind.MMA]
-    assert mmas == [(1, 3), (0, 2), (1, 3), (0, 2)]
+    assert mmas == order
     releases = [op for op in body if op.kind is OpKind.CONSUMED]
     names = [ws.channel_of(op.operands[0]).name for op in releases]
     last_pv = max(i for i, op in enumerate(body) if op.kind is OpKind.MMA and len(op.operands) == 3)
