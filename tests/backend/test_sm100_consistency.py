@@ -9,15 +9,11 @@ import pytest
 from aref.backend.cute import generate_source
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import EXAMPLES, PARTITIONS, sm100_ir
-from tests.backend.test_consistency import TAGGED, found
+from tests.backend.test_consistency import TAGGED
+from tests.backend.test_consistency import check as hopper_check
 
 SM100_TAGGED = TAGGED | {OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE}
 CASES = [(e, p) for e in EXAMPLES for p in PARTITIONS]
-
-
-def expected(ws):
-    return {gp.group.name: [(i, op.kind.value) for i, op in enumerate(gp.all_ops()) if op.kind in SM100_TAGGED]
-            for gp in ws.groups}
 
 
 def dispatch(source):
@@ -26,16 +22,7 @@ def dispatch(source):
 
 
 def check(ws, source):
-    problems = []
-    want, got, calls = expected(ws), found(source), dispatch(source)
-    for group, ops in want.items():
-        tags = got.get(group, [])
-        if [(i, k) for i, k, _ in tags] != ops:
-            problems.append(f"{group}: tags {[(i, k) for i, k, _ in tags]} != IR {ops}")
-        wrong = {f for _, _, f in tags if f != calls.get(group)}
-        if wrong:
-            problems.append(f"{group}: tags in {wrong}, but its warps call {calls.get(group)}")
-    return problems
+    return hopper_check(ws, source, SM100_TAGGED, dispatch)
 
 
 @pytest.mark.parametrize("example, partition", CASES, ids=[f"{e}-{p}" for e, p in CASES])

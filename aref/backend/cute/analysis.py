@@ -201,6 +201,45 @@ def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
 
 
 # ------------------------------------------------------------------------------------------------ plan
+def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: dict, skip=lambda ch: False) -> None:
+    """The shared-memory buffers of every channel's payloads (but those `skip` says live elsewhere), named after
+    the tensor a TMA payload comes from; a tile must be rank 1 or 2 and whole 8-row × 16-byte swizzle atoms."""
+    loads: dict[tuple[str, int], set[str]] = {}
+    for gp in ws.groups:
+        for op in gp.all_ops():
+            if op.kind is OpKind.TMA_LOAD:
+                loads.setdefault((op.attrs.channel, op.attrs.index), set()).add(by_value[id(op.operands[0])].name)
+    for cp in channels:
+        ch = cp.ch
+        if skip(ch):
+            continue
+        for j, t in enumerate(ch.payload):
+            if len(t.shape) not in (1, 2):
+                raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
+                                   f"rank 1 and 2", ch.loc)
+            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
+                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
+                                   f"swizzle atoms", ch.loc)
+            src = loads.get((ch.name, j), set())
+            suffix = next(iter(src)) if len(src) == 1 else str(j)
+            cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth,
+                                         f"channel {ch.name} payload {j}"))
+
+
+def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: list[TmaPlan]) -> None:
+    """The TMA atom of a `tma_load` (the global tensor tiled by its box into the channel's slot)."""
+    t = by_value[id(op.operands[0])]
+    box = tuple(op.attrs.tile_shape)
+    _set_tiled(t, len(box), op.loc)
+    _check_divisible(t, box, op.loc)
+    buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
+    if buf.tile.shape != box:
+        raise BackendError("internal: TMA box differs from the slot tile", op.loc)
+    if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
+        # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
+        _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
+
+
 def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> KernelPlan:
     """Check `ws` against what the Hopper templates support and lay out its resources.
 
@@ -230,43 +269,17 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
     staging: dict[int, BufferPlan] = {}
     scratch: dict[tuple, BufferPlan] = {}
 
-    # channel buffers: named after the tensor a TMA payload comes from
-    loads: dict[tuple[str, int], set[str]] = {}
-    for gp in ws.groups:
-        for op in gp.all_ops():
-            if op.kind is OpKind.TMA_LOAD:
-                loads.setdefault((op.attrs.channel, op.attrs.index), set()).add(by_value[id(op.operands[0])].name)
     for cp in channels:
-        ch = cp.ch
-        if ch.kind not in ("tma", "store"):
-            raise BackendError(f"channel '{ch.name}' of kind {ch.kind!r} is not supported", ch.loc)
-        for j, t in enumerate(ch.payload):
-            if len(t.shape) not in (1, 2):
-                raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
-                                   f"rank 1 and 2", ch.loc)
-            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
-                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
-                                   f"swizzle atoms", ch.loc)
-            src = loads.get((ch.name, j), set())
-            suffix = next(iter(src)) if len(src) == 1 else str(j)
-            cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth,
-                                         f"channel {ch.name} payload {j}"))
+        if cp.ch.kind not in ("tma", "store"):
+            raise BackendError(f"channel '{cp.ch.name}' of kind {cp.ch.kind!r} is not supported", cp.ch.loc)
+    plan_channel_buffers(ws, channels, by_value)
 
     for g in groups:
         gp = g.gp
         prod = producers_of(gp)
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
-                t = by_value[id(op.operands[0])]
-                box = tuple(op.attrs.tile_shape)
-                _set_tiled(t, len(box), op.loc)
-                _check_divisible(t, box, op.loc)
-                buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
-                if buf.tile.shape != box:
-                    raise BackendError("internal: TMA box differs from the slot tile", op.loc)
-                if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
-                    # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
-                    _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
+                plan_tma_load(op, by_value, channels, tmas)
             elif op.kind is OpKind.STORE:
                 t = by_value[id(op.operands[0])]
                 box = tuple(op.attrs.tile_shape)

@@ -311,11 +311,7 @@ def _docstring(plan: KernelPlan, roles) -> str:
     for cp in plan.channels:
         ch = cp.ch
         pay = ", ".join(f"{'×'.join(map(str, b.tile.shape))} {b.tile.dtype.value}" for b in cp.buffers)
-        names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
-        lines.append(f"  {cp.name}: depth {ch.depth}, [{pay}], {ch.kind}"
-                     + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
-                     + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
-                       f"full {ch.full_count} / empty {ch.empty_count}")
+        lines.append(channel_line(plan, cp, pay, ch.kind))
     if ws.pingpong:
         lines.append("Ping-pong order on the tensor cores: "
                      + " -> ".join(ws.groups[g].group.name for g in ws.pingpong)
@@ -329,6 +325,36 @@ def _docstring(plan: KernelPlan, roles) -> str:
     return "\n".join(lines)
 
 
+def channel_line(plan, cp, where: str, how: str) -> str:
+    """The docstring's line of one channel: depth, where its slots are, how they fill, who produces and
+    consumes, the arrival counts."""
+    ch = cp.ch
+    names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
+    return (f"  {cp.name}: depth {ch.depth}, [{where}], {how}" + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
+            + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
+              f"full {ch.full_count} / empty {ch.empty_count}")
+
+
+def constexpr_lines(ws) -> list[str]:
+    """The specialization's numeric constexprs as module constants."""
+    return [f"{ident(k).upper()} = {v!r}" for k, v in ws.constexprs.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def ring_fields(out: Lines, plan) -> None:
+    """The shared-storage fields of every ring's mbarriers (full, empty per slot)."""
+    for cp in plan.channels:
+        out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+        out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+
+
+def tile_fields(out: Lines, buffers) -> None:
+    """The shared-storage fields of tiles, each 1024-byte aligned (the largest swizzle's atom)."""
+    for b in buffers:
+        out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, "
+            f"{b.tile.numel * b.depth}], 1024]")
+
+
 def _constants(plan: KernelPlan) -> str:
     ws = plan.ws
     if plan.persistent:
@@ -337,10 +363,7 @@ def _constants(plan: KernelPlan) -> str:
     else:
         out = [f"GRID = {_grid3(ws.grid)}"]
     out.append(f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups")
-    for k, v in ws.constexprs.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(f"{ident(k).upper()} = {v!r}")
-    return "\n".join(out)
+    return "\n".join(out + constexpr_lines(ws))
 
 
 def _storage(plan: KernelPlan) -> str:
@@ -349,12 +372,8 @@ def _storage(plan: KernelPlan) -> str:
     with out.block("class SharedStorage:"):
         out('"""Every ring\'s mbarriers (full, empty per slot), then its tiles and the store staging tiles."""')
         out()
-        for cp in plan.channels:
-            out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
-            out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
-        for b in _smem_buffers(plan):
-            out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, "
-                f"{b.tile.numel * b.depth}], 1024]")
+        ring_fields(out, plan)
+        tile_fields(out, _smem_buffers(plan))
     return out.text()
 
 
@@ -379,33 +398,44 @@ def _kernel_params(plan: KernelPlan) -> list[str]:
     return out
 
 
-def _kernel(plan: KernelPlan, roles) -> str:
-    ws = plan.ws
-    out = Lines()
+def kernel_prologue(out: Lines, plan, params: list[str], warp_index: str, buffers) -> None:
+    """The kernel's signature and its first lines: the warp (group) index, the shared storage, every ring's
+    mbarrier pointers and the shared tiles as tensors."""
     out("@cute.kernel")
-    out(f"def {ident(ws.name)}_kernel(")
-    for p in _kernel_params(plan):
+    out(f"def {ident(plan.ws.name)}_kernel(")
+    for p in params:
         out(f"    {p},")
     out("):")
     out.depth += 1
-    out("warp_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() // 4)")
+    out(warp_index)
     out("storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)")
     for cp in plan.channels:
         out(f"{cp.name}_full = storage.{cp.name}_full.data_ptr()")
         out(f"{cp.name}_empty = storage.{cp.name}_empty.data_ptr()")
-    for b in _smem_buffers(plan):
+    for b in buffers:
         if len(b.tile.shape) == 2:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
         else:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout})")
+
+
+def init_rings(out: Lines, plan) -> None:
+    """Every ring's mbarriers initialised (by the one elected thread the caller is in)."""
+    for cp in plan.channels:
+        ch = cp.ch
+        out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
+            f"{ch.empty_count})  # {ch.name}")
+
+
+def _kernel(plan: KernelPlan, roles) -> str:
+    out = Lines()
+    kernel_prologue(out, plan, _kernel_params(plan),
+                    "warp_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() // 4)", _smem_buffers(plan))
     with out.block("if cute.arch.warp_idx() == 0:"):
         for t in plan.tmas:
             out(f"cpasync.prefetch_descriptor({t.name})")
         with out.block("with cute.arch.elect_one():"):
-            for cp in plan.channels:
-                ch = cp.ch
-                out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
-                    f"{ch.empty_count})  # {ch.name}")
+            init_rings(out, plan)
             out("cute.arch.mbarrier_init_fence()")
     out("# every role must see initialised barriers before its first wait or arrive")
     out("cute.arch.sync_threads()")
@@ -470,6 +500,12 @@ def _host(plan: KernelPlan) -> str:
         args += [t.name, f"{t.name}_gmem"]
     args += [f"mma{i}" for i in range(len(plan.mmas))]
     args += [b.layout for b in _smem_buffers(plan)] + [plan.staging_by_name(s).layout for s in plan.aliases]
+    launch(out, ws, args, stream)
+    return out.text()
+
+
+def launch(out: Lines, ws, args: list[str], stream: str) -> None:
+    """The host's launch of the kernel with `args`: the grid, one CTA per SM, on `stream`."""
     out(f"{ident(ws.name)}_kernel(")
     out(f"    {', '.join(args)},")
     out(").launch(")
@@ -480,7 +516,6 @@ def _host(plan: KernelPlan) -> str:
     out("    min_blocks_per_mp=1,")
     out(f"    stream={stream},")
     out(")")
-    return out.text()
 
 
 def _fake_args(plan: KernelPlan) -> str:

@@ -166,23 +166,23 @@ def load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empt
 
 
 @cute.jit
-def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, mma_x_full, o1_x_empty, o1_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, mul_x_empty, cast_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, mul_1_x_empty, cast_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty):
+def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty):
     """MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit: group 1 'mma1' (48 registers)."""
     # aref-ir[mma1#0] setmaxnreg dec 48
     cute.arch.setmaxregister_decrease(48)
     tidx, _, _ = cute.arch.thread_idx()
-    thr_zmma0 = zmma0.get_slice(0)
-    zeros_a0 = zmma0.make_fragment_A(thr_zmma0.partition_A(aref.row_block(s_zero, 64, 16, 0)))[None, None, None, 0]
-    zeros_b0 = zmma0.make_fragment_B(thr_zmma0.partition_B(aref.row_block(s_zero, 64, 16, 0)))[None, None, None, 0]
-    tmem = cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, ptr_to_buffer_holding_addr=tmem_holder)
-    zacc_o0 = cute.make_tensor(tmem + 0, zmma0.make_fragment_C(zmma0.partition_shape_C((64, 64))).layout)
     thr_mma0 = mma0.get_slice(0)
     a_load_x_Q = mma0.make_fragment_A(thr_mma0.partition_A(s_load_x_Q))
     b_kc_K = mma0.make_fragment_B(thr_mma0.partition_B(s_kc_K))
+    tmem = cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, ptr_to_buffer_holding_addr=tmem_holder)
     acc_mma_x = cute.make_tensor(tmem + 128, mma0.make_fragment_C(mma0.partition_shape_C((64, 128))).layout)
-    zacc_o1 = cute.make_tensor(tmem + 64, zmma0.make_fragment_C(zmma0.partition_shape_C((64, 64))).layout)
     a_load_1_x_Q = mma0.make_fragment_A(thr_mma0.partition_A(s_load_1_x_Q))
     acc_mma_1_x = cute.make_tensor(tmem + 256, mma0.make_fragment_C(mma0.partition_shape_C((64, 128))).layout)
+    thr_zmma0 = zmma0.get_slice(0)
+    zeros_a0 = zmma0.make_fragment_A(thr_zmma0.partition_A(aref.row_block(s_zero, 64, 16, 0)))[None, None, None, 0]
+    zeros_b0 = zmma0.make_fragment_B(thr_zmma0.partition_B(aref.row_block(s_zero, 64, 16, 0)))[None, None, None, 0]
+    zacc_o0 = cute.make_tensor(tmem + 0, zmma0.make_fragment_C(zmma0.partition_shape_C((64, 64))).layout)
+    zacc_o1 = cute.make_tensor(tmem + 64, zmma0.make_fragment_C(zmma0.partition_shape_C((64, 64))).layout)
     thr_mma1 = mma1.get_slice(0)
     a_cast_x_v0 = mma1.make_fragment_A(thr_mma1.partition_A(s_cast_x_v0))
     b_vc_V_t = mma1.make_fragment_B(thr_mma1.partition_B(aref.transposed(s_vc_V, 128, 64, 3)))
@@ -196,118 +196,118 @@ def mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0
     # aref-ir[mma1#9] mbarrier_wait %load_1.x.full[%15] parity %15
     cute.arch.mbarrier_wait(load_1_x_full, 0)
     # ---- prologue: pipeline fill
-    # aref-ir[mma1#19] mbarrier_wait %o0_1.x.empty[%23] parity %24
-    cute.arch.mbarrier_wait(o0_1_x_empty, 1)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#20] slot_store %o0 -> %o0_1.x.ring0[%23] item %21
-    # o0 starts at zero: the tensor core writes it (an MMA of two zero tiles)
-    sm100.zero_fill(zmma0, zacc_o0, zeros_a0, zeros_b0)
-    # aref-ir[mma1#21] mma_commit %o0_1.x.full[%23] item %21
-    sm100.commit(o0_1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#22] mbarrier_wait %kc.full[%23] parity %23
+    # aref-ir[mma1#18] mbarrier_wait %kc.full[%23] parity %23
     cute.arch.mbarrier_wait(kc_full, 0)
-    # aref-ir[mma1#25] mbarrier_wait %mma.x.empty[%23] parity %24
+    # aref-ir[mma1#22] mbarrier_wait %mma.x.empty[%23] parity %25
     cute.arch.mbarrier_wait(mma_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#26] %26 = mma_async %16, %25 -> tmem mma_x
+    # aref-ir[mma1#23] %26 = mma_async %16, %24 -> tmem mma_x
     sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
-    # aref-ir[mma1#27] slot_store %26 -> %mma.x.ring0[%23] item %21
+    # aref-ir[mma1#24] slot_store %26 -> %mma.x.ring0[%23] item %21
     # in place: the MMA wrote mma_x (tensor memory), which holds mma.x
-    # aref-ir[mma1#28] mma_commit %mma.x.full[%23] item %21
+    # aref-ir[mma1#25] mma_commit %mma.x.full[%23] item %21
     sm100.commit(mma_x_full)  # tcgen05.commit
-    # aref-ir[mma1#29] mbarrier_wait %o1.x.empty[%23] parity %24
-    cute.arch.mbarrier_wait(o1_x_empty, 1)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#30] slot_store %o1 -> %o1.x.ring0[%23] item %21
-    # o1 starts at zero: the tensor core writes it (an MMA of two zero tiles)
-    sm100.zero_fill(zmma0, zacc_o1, zeros_a0, zeros_b0)
-    # aref-ir[mma1#31] mma_commit %o1.x.full[%23] item %21
-    sm100.commit(o1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#33] mbarrier_wait %mma_1.x.empty[%23] parity %24
+    # aref-ir[mma1#27] mbarrier_wait %mma_1.x.empty[%23] parity %25
     cute.arch.mbarrier_wait(mma_1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#34] %28 = mma_async %17, %27 -> tmem mma_1_x
+    # aref-ir[mma1#28] %28 = mma_async %17, %27 -> tmem mma_1_x
     sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, 0], accumulate=False)
-    # aref-ir[mma1#35] slot_store %28 -> %mma_1.x.ring0[%23] item %21
+    # aref-ir[mma1#29] slot_store %28 -> %mma_1.x.ring0[%23] item %21
     # in place: the MMA wrote mma_1_x (tensor memory), which holds mma_1.x
-    # aref-ir[mma1#36] mma_commit %mma_1.x.full[%23] item %21
+    # aref-ir[mma1#30] mma_commit %mma_1.x.full[%23] item %21
     sm100.commit(mma_1_x_full)  # tcgen05.commit
-    # aref-ir[mma1#37] mma_commit %kc.empty[%23] item %21
+    # aref-ir[mma1#31] mma_commit %kc.empty[%23] item %21
     sm100.commit(kc_empty)  # tcgen05.commit
+    # aref-ir[mma1#32] mbarrier_wait %o0_1.x.empty[%23] parity %25
+    cute.arch.mbarrier_wait(o0_1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    # aref-ir[mma1#33] slot_store %o0 -> %o0_1.x.ring0[%23] item %21
+    # o0 starts at zero: the tensor core writes it (an MMA of two zero tiles)
+    sm100.zero_fill(zmma0, zacc_o0, zeros_a0, zeros_b0)
+    # aref-ir[mma1#34] mma_commit %o0_1.x.full[%23] item %21
+    sm100.commit(o0_1_x_full)  # tcgen05.commit
+    # aref-ir[mma1#35] mbarrier_wait %o1.x.empty[%23] parity %25
+    cute.arch.mbarrier_wait(o1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    # aref-ir[mma1#36] slot_store %o1 -> %o1.x.ring0[%23] item %21
+    # o1 starts at zero: the tensor core writes it (an MMA of two zero tiles)
+    sm100.zero_fill(zmma0, zacc_o1, zeros_a0, zeros_b0)
+    # aref-ir[mma1#37] mma_commit %o1.x.full[%23] item %21
+    sm100.commit(o1_x_full)  # tcgen05.commit
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
+        kc_slot = (j + 1) % 3
+        # aref-ir[mma1#45] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
+        cute.arch.mbarrier_wait(kc_full + kc_slot, ((j + 1) // 3) % 2)
+        mma_x_slot = (j + 1) % 1
+        # aref-ir[mma1#53] mbarrier_wait %mma.x.empty[%mma.x.slot] parity %mma.x.phase^1
+        cute.arch.mbarrier_wait(mma_x_empty + mma_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        # aref-ir[mma1#54] %37 = mma_async %16, %34 -> tmem mma_x
+        sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
+        # aref-ir[mma1#55] slot_store %37 -> %mma.x.ring0[%mma.x.slot] item %30
+        # in place: the MMA wrote mma_x (tensor memory), which holds mma.x
+        # aref-ir[mma1#56] mma_commit %mma.x.full[%mma.x.slot] item %30
+        sm100.commit(mma_x_full + mma_x_slot)  # tcgen05.commit
+        mma_1_x_slot = (j + 1) % 1
+        # aref-ir[mma1#61] mbarrier_wait %mma_1.x.empty[%mma_1.x.slot] parity %mma_1.x.phase^1
+        cute.arch.mbarrier_wait(mma_1_x_empty + mma_1_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        # aref-ir[mma1#62] %39 = mma_async %17, %38 -> tmem mma_1_x
+        sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
+        # aref-ir[mma1#63] slot_store %39 -> %mma_1.x.ring0[%mma_1.x.slot] item %30
+        # in place: the MMA wrote mma_1_x (tensor memory), which holds mma_1.x
+        # aref-ir[mma1#64] mma_commit %mma_1.x.full[%mma_1.x.slot] item %30
+        sm100.commit(mma_1_x_full + mma_1_x_slot)  # tcgen05.commit
+        # aref-ir[mma1#65] mma_commit %kc.empty[%kc.slot.1] item %30
+        sm100.commit(kc_empty + kc_slot)  # tcgen05.commit
         vc_slot = j % 3
-        # aref-ir[mma1#45] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
+        # aref-ir[mma1#69] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
         cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 3) % 2)
         cast_x_slot = j % 2
-        # aref-ir[mma1#50] mbarrier_wait %cast.x.full[%cast.x.slot] parity %cast.x.phase
+        # aref-ir[mma1#74] mbarrier_wait %cast.x.full[%cast.x.slot] parity %cast.x.phase
         cute.arch.mbarrier_wait(cast_x_full + cast_x_slot, (j // 2) % 2)
         mul_x_slot = j % 1
-        # aref-ir[mma1#56] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
+        # aref-ir[mma1#79] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
         cute.arch.mbarrier_wait(mul_x_full + mul_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         o0_1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#62] mbarrier_wait %o0_1.x.empty[%o0_1.x.slot] parity %o0_1.x.phase^1
+        # aref-ir[mma1#84] mbarrier_wait %o0_1.x.empty[%o0_1.x.slot] parity %o0_1.x.phase^1
         cute.arch.mbarrier_wait(o0_1_x_empty + o0_1_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#63] %40 = mma_async %35, %v, %38 -> tmem o0
+        # aref-ir[mma1#85] %45 = mma_async %42, %v, %44 -> tmem o0
         sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, cast_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
-        # aref-ir[mma1#64] mma_commit %mul.x.empty[%mul.x.slot] item %j.1
-        sm100.commit(mul_x_empty + mul_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#65] mma_commit %cast.x.empty[%cast.x.slot] item %j.1
-        sm100.commit(cast_x_empty + cast_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#66] slot_store %40 -> %o0_1.x.ring0[%o0_1.x.slot] item %30
+        # aref-ir[mma1#86] slot_store %45 -> %o0_1.x.ring0[%o0_1.x.slot] item %30
         # in place: the MMA wrote o0 (tensor memory), which holds o0_1.x
-        # aref-ir[mma1#67] mma_commit %o0_1.x.full[%o0_1.x.slot] item %30
+        # aref-ir[mma1#87] mma_commit %o0_1.x.full[%o0_1.x.slot] item %30
         sm100.commit(o0_1_x_full + o0_1_x_slot)  # tcgen05.commit
-        kc_slot = (j + 1) % 3
-        # aref-ir[mma1#71] mbarrier_wait %kc.full[%kc.slot.1] parity %kc.phase.1
-        cute.arch.mbarrier_wait(kc_full + kc_slot, ((j + 1) // 3) % 2)
-        mma_x_slot = (j + 1) % 1
-        # aref-ir[mma1#77] mbarrier_wait %mma.x.empty[%mma.x.slot] parity %mma.x.phase^1
-        cute.arch.mbarrier_wait(mma_x_empty + mma_x_slot, 1 - (((j + 1) // 1) % 2))
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#78] %43 = mma_async %16, %42 -> tmem mma_x
-        sm100.umma(mma0, acc_mma_x, a_load_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
-        # aref-ir[mma1#79] slot_store %43 -> %mma.x.ring0[%mma.x.slot] item %30
-        # in place: the MMA wrote mma_x (tensor memory), which holds mma.x
-        # aref-ir[mma1#80] mma_commit %mma.x.full[%mma.x.slot] item %30
-        sm100.commit(mma_x_full + mma_x_slot)  # tcgen05.commit
+        # aref-ir[mma1#88] mma_commit %cast.x.empty[%cast.x.slot] item %j.1
+        sm100.commit(cast_x_empty + cast_x_slot)  # tcgen05.commit
+        # aref-ir[mma1#89] mma_commit %mul.x.empty[%mul.x.slot] item %j.1
+        sm100.commit(mul_x_empty + mul_x_slot)  # tcgen05.commit
         cast_1_x_slot = j % 2
-        # aref-ir[mma1#83] mbarrier_wait %cast_1.x.full[%cast_1.x.slot] parity %cast_1.x.phase
+        # aref-ir[mma1#92] mbarrier_wait %cast_1.x.full[%cast_1.x.slot] parity %cast_1.x.phase
         cute.arch.mbarrier_wait(cast_1_x_full + cast_1_x_slot, (j // 2) % 2)
         mul_1_x_slot = j % 1
-        # aref-ir[mma1#87] mbarrier_wait %mul_1.x.full[%mul_1.x.slot] parity %mul_1.x.phase
+        # aref-ir[mma1#96] mbarrier_wait %mul_1.x.full[%mul_1.x.slot] parity %mul_1.x.phase
         cute.arch.mbarrier_wait(mul_1_x_full + mul_1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         o1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#92] mbarrier_wait %o1.x.empty[%o1.x.slot] parity %o1.x.phase^1
+        # aref-ir[mma1#101] mbarrier_wait %o1.x.empty[%o1.x.slot] parity %o1.x.phase^1
         cute.arch.mbarrier_wait(o1_x_empty + o1_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#93] %46 = mma_async %44, %v, %45 -> tmem o1
+        # aref-ir[mma1#102] %48 = mma_async %46, %v, %47 -> tmem o1
         sm100.umma(mma1, acc_o1, a_cast_1_x_v0[None, None, None, cast_1_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
-        # aref-ir[mma1#94] mma_commit %mul_1.x.empty[%mul_1.x.slot] item %j.1
-        sm100.commit(mul_1_x_empty + mul_1_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#95] mma_commit %cast_1.x.empty[%cast_1.x.slot] item %j.1
-        sm100.commit(cast_1_x_empty + cast_1_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#96] mma_commit %vc.empty[%vc.slot.1] item %j.1
-        sm100.commit(vc_empty + vc_slot)  # tcgen05.commit
-        # aref-ir[mma1#97] slot_store %46 -> %o1.x.ring0[%o1.x.slot] item %30
+        # aref-ir[mma1#103] slot_store %48 -> %o1.x.ring0[%o1.x.slot] item %30
         # in place: the MMA wrote o1 (tensor memory), which holds o1.x
-        # aref-ir[mma1#98] mma_commit %o1.x.full[%o1.x.slot] item %30
+        # aref-ir[mma1#104] mma_commit %o1.x.full[%o1.x.slot] item %30
         sm100.commit(o1_x_full + o1_x_slot)  # tcgen05.commit
-        mma_1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#103] mbarrier_wait %mma_1.x.empty[%mma_1.x.slot] parity %mma_1.x.phase^1
-        cute.arch.mbarrier_wait(mma_1_x_empty + mma_1_x_slot, 1 - (((j + 1) // 1) % 2))
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#104] %48 = mma_async %17, %47 -> tmem mma_1_x
-        sm100.umma(mma0, acc_mma_1_x, a_load_1_x_Q[None, None, None, 0], b_kc_K[None, None, None, kc_slot], accumulate=False)
-        # aref-ir[mma1#105] slot_store %48 -> %mma_1.x.ring0[%mma_1.x.slot] item %30
-        # in place: the MMA wrote mma_1_x (tensor memory), which holds mma_1.x
-        # aref-ir[mma1#106] mma_commit %mma_1.x.full[%mma_1.x.slot] item %30
-        sm100.commit(mma_1_x_full + mma_1_x_slot)  # tcgen05.commit
-        # aref-ir[mma1#107] mma_commit %kc.empty[%kc.slot.1] item %30
-        sm100.commit(kc_empty + kc_slot)  # tcgen05.commit
+        # aref-ir[mma1#105] mma_commit %cast_1.x.empty[%cast_1.x.slot] item %j.1
+        sm100.commit(cast_1_x_empty + cast_1_x_slot)  # tcgen05.commit
+        # aref-ir[mma1#106] mma_commit %mul_1.x.empty[%mul_1.x.slot] item %j.1
+        sm100.commit(mul_1_x_empty + mul_1_x_slot)  # tcgen05.commit
+        # aref-ir[mma1#107] mma_commit %vc.empty[%vc.slot.1] item %j.1
+        sm100.commit(vc_empty + vc_slot)  # tcgen05.commit
     # ---- epilogue: pipeline drain
     # aref-ir[mma1#116] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
     cute.arch.mbarrier_wait(vc_full + 1, 0)
@@ -518,7 +518,7 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
 
 
 @cute.jit
-def correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty, o0_1_x_full, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty):
+def correction(exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty, exp2_x_full, o0_1_x_full, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty):
     """correction warp group: accumulator rescaling in tensor memory: group 3 'correction3' (128 registers)."""
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
@@ -530,14 +530,11 @@ def correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0
     # ---- prologue: pipeline fill
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        exp2_x_slot = j % 2
-        # aref-ir[correction3#13] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
-        cute.arch.mbarrier_wait(exp2_x_full + exp2_x_slot, (j // 2) % 2)
         exp2_1_x_slot = j % 2
-        # aref-ir[correction3#17] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
+        # aref-ir[correction3#13] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
         cute.arch.mbarrier_wait(exp2_1_x_full + exp2_1_x_slot, (j // 2) % 2)
         o1_x_slot = j % 1
-        # aref-ir[correction3#24] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[correction3#20] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -545,24 +542,27 @@ def correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0
             row_exp2_1_x = s_exp2_1_x_v0[row64, exp2_1_x_slot]
             for c in cutlass.range_constexpr(32):
                 o1[r, c] = o1[r, c] * row_exp2_1_x
-        # aref-ir[correction3#27] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+        # aref-ir[correction3#23] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         mul_1_x_slot = j % 1
-        # aref-ir[correction3#31] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[correction3#27] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#32] slot_store %150 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        # aref-ir[correction3#28] slot_store %149 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
         sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#33] tmem_store_fence
+        # aref-ir[correction3#29] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#34] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[correction3#30] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#35] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
+        # aref-ir[correction3#31] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_1_x_empty + exp2_1_x_slot, warp_in_group)
+        exp2_x_slot = j % 2
+        # aref-ir[correction3#34] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
+        cute.arch.mbarrier_wait(exp2_x_full + exp2_x_slot, (j // 2) % 2)
         o0_1_x_slot = j % 1
         # aref-ir[correction3#39] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
         cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
@@ -591,11 +591,9 @@ def correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_x_empty + exp2_x_slot, warp_in_group)
     # ---- epilogue: pipeline drain
-    # aref-ir[correction3#58] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
-    cute.arch.mbarrier_wait(exp2_x_full + 1, 0)
-    # aref-ir[correction3#62] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
+    # aref-ir[correction3#58] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
     cute.arch.mbarrier_wait(exp2_1_x_full + 1, 0)
-    # aref-ir[correction3#69] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[correction3#65] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -603,23 +601,25 @@ def correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0
         row_exp2_1_x_1 = s_exp2_1_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
             o1[r, c] = o1[r, c] * row_exp2_1_x_1
-    # aref-ir[correction3#72] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %155
+    # aref-ir[correction3#68] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %155
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
-    # aref-ir[correction3#76] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[correction3#72] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#77] slot_store %163 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %155
+    # aref-ir[correction3#73] slot_store %162 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %155
     sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#78] tmem_store_fence
+    # aref-ir[correction3#74] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#79] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %155 count=128
+    # aref-ir[correction3#75] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %155 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#80] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %155
+    # aref-ir[correction3#76] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %155
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(exp2_1_x_empty + 1, warp_in_group)
+    # aref-ir[correction3#79] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
+    cute.arch.mbarrier_wait(exp2_x_full + 1, 0)
     # aref-ir[correction3#84] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
     cute.arch.mbarrier_wait(o0_1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
@@ -711,7 +711,6 @@ def attention_fwd_kernel(
     cast_1_x_empty = storage.cast_1_x_empty.data_ptr()
     mul_1_x_full = storage.mul_1_x_full.data_ptr()
     mul_1_x_empty = storage.mul_1_x_empty.data_ptr()
-    tmem_holder = storage.tmem_holder.ptr
     s_kc_K = storage.s_kc_K.get_tensor(s_kc_K_layout.outer, swizzle=s_kc_K_layout.inner)
     s_vc_V = storage.s_vc_V.get_tensor(s_vc_V_layout.outer, swizzle=s_vc_V_layout.inner)
     s_load_x_Q = storage.s_load_x_Q.get_tensor(s_load_x_Q_layout.outer, swizzle=s_load_x_Q_layout.inner)
@@ -723,6 +722,7 @@ def attention_fwd_kernel(
     s_O_softmax2 = storage.s_O_softmax2.get_tensor(s_O_softmax2_layout.outer, swizzle=s_O_softmax2_layout.inner)
     s_O_softmax4 = storage.s_O_softmax4.get_tensor(s_O_softmax4_layout.outer, swizzle=s_O_softmax4_layout.inner)
     s_zero = storage.s_zero.get_tensor(s_zero_layout.outer, swizzle=s_zero_layout.inner)
+    tmem_holder = storage.tmem_holder.ptr
     if warp == 0:
         cpasync.prefetch_descriptor(tma_Q)
         cpasync.prefetch_descriptor(tma_K)
@@ -756,13 +756,13 @@ def attention_fwd_kernel(
     if warp >= 0 and warp < 4:  # softmax2
         softmax(mma_x_full, tmem_holder, mma_x_empty, exp2_x_empty, s_exp2_x_v0, exp2_x_full, cast_x_empty, s_cast_x_v0, cast_x_full, o0_x_full, o0_x_empty, s_O_softmax2, tma_store_O, tma_store_O_gmem, K=128, K_1=0, GROUP_BARRIER=2, TILE_OFFSET=0)
     elif warp >= 4 and warp < 8:  # correction3
-        correction(exp2_x_full, exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty, o0_1_x_full, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty)
+        correction(exp2_1_x_full, o1_x_full, tmem_holder, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty, exp2_x_full, o0_1_x_full, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty)
     elif warp >= 8 and warp < 12:  # softmax4
         softmax(mma_1_x_full, tmem_holder, mma_1_x_empty, exp2_1_x_empty, s_exp2_1_x_v0, exp2_1_x_full, cast_1_x_empty, s_cast_1_x_v0, cast_1_x_full, o1_1_x_full, o1_1_x_empty, s_O_softmax4, tma_store_O, tma_store_O_gmem, K=256, K_1=64, GROUP_BARRIER=4, TILE_OFFSET=1)
     elif warp == 12:  # producer0
         load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empty, load_1_x_full, s_load_1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem)
     elif warp == 13:  # mma1
-        mma(load_x_full, load_1_x_full, o0_1_x_empty, zmma0, s_zero, tmem_holder, o0_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, mma_x_full, o1_x_empty, o1_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, mul_x_empty, cast_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, mul_1_x_empty, cast_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty)
+        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty)
     else:  # idle warps of the last warp group: they only join its register reallocation
         cute.arch.setmaxregister_decrease(48)
 

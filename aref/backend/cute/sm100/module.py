@@ -11,7 +11,8 @@ part in the register reallocation); tcgen05 tiled MMAs on the host.
 from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
-from aref.backend.cute.module import _fake_args, _grid3, _roles, dt, stream_param
+from aref.backend.cute.module import (_fake_args, _grid3, _roles, channel_line, constexpr_lines, dt, init_rings,
+                                      kernel_prologue, launch, stream_param, tile_fields, ring_fields)
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
 from aref.backend.cute.sm100.role import Sm100RoleEmitter
@@ -65,10 +66,7 @@ def _doc(plan: Sm100Plan, roles) -> str:
         else:
             where = f"tensor memory {plan.tmem.ring_buffer[ch.name]}"
         how = "TMA" if ch.kind == "tma" else ("tcgen05.commit" if ch.full_count == 1 else "stores")
-        lines.append(f"  {cp.name}: depth {ch.depth}, [{where}], {how}"
-                     + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
-                     + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
-                       f"full {ch.full_count} / empty {ch.empty_count}")
+        lines.append(channel_line(plan, cp, where, how))
     if plan.tmem is not None:
         lines.append(f"Tensor memory ({plan.tmem.used} of {plan.tmem.columns} allocated columns, by "
                      f"{names[plan.tmem.allocator]}):")
@@ -84,9 +82,7 @@ def _constants(plan: Sm100Plan) -> str:
     ws = plan.ws
     out = [f"GRID = {_grid3(ws.grid)}",
            f"THREADS = {plan.warps * 32}  # {len(ws.groups)} roles in {plan.warps // 4} warp groups"]
-    for k, v in ws.constexprs.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(f"{ident(k).upper()} = {v!r}")
+    out += constexpr_lines(ws)
     if plan.tmem is not None:
         out.append(f"TMEM_COLUMNS = {plan.tmem.columns}  # {plan.tmem.used} used")
     return "\n".join(out)
@@ -106,15 +102,12 @@ def _storage(plan: Sm100Plan) -> str:
     with out.block("class SharedStorage:"):
         out('"""Every ring\'s mbarriers (full, empty per slot), tensor memory\'s address, then the tiles."""')
         out()
-        for cp in plan.channels:
-            out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
-            out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+        ring_fields(out, plan)
         for i in plan.mma_barriers:
             out(f"mma_done_{ident(plan.groups[i].gp.group.name)}: cute.struct.MemRange[cutlass.Int64, 1]")
         if plan.tmem is not None:
             out("tmem_holder: cutlass.Int32")
-        for b in _buffers(plan):
-            out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, {b.tile.numel * b.depth}], 1024]")
+        tile_fields(out, _buffers(plan))
     return out.text()
 
 
@@ -130,37 +123,19 @@ def _kernel_params(plan: Sm100Plan) -> list[str]:
 
 
 def _kernel(plan: Sm100Plan, roles) -> str:
-    ws = plan.ws
     out = Lines()
-    out("@cute.kernel")
-    out(f"def {ident(ws.name)}_kernel(")
-    for p in _kernel_params(plan):
-        out(f"    {p},")
-    out("):")
-    out.depth += 1
-    out("warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())")
-    out("storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)")
-    for cp in plan.channels:
-        out(f"{cp.name}_full = storage.{cp.name}_full.data_ptr()")
-        out(f"{cp.name}_empty = storage.{cp.name}_empty.data_ptr()")
+    kernel_prologue(out, plan, _kernel_params(plan), "warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())",
+                    _buffers(plan))
     for i in plan.mma_barriers:
         name = f"mma_done_{ident(plan.groups[i].gp.group.name)}"
         out(f"{name} = storage.{name}.data_ptr()")
     if plan.tmem is not None:
         out("tmem_holder = storage.tmem_holder.ptr")
-    for b in _buffers(plan):
-        if len(b.tile.shape) == 2:
-            out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
-        else:
-            out(f"{b.name} = storage.{b.name}.get_tensor({b.layout})")
     with out.block("if warp == 0:"):
         for t in plan.tmas:
             out(f"cpasync.prefetch_descriptor({t.name})")
         with out.block("with cute.arch.elect_one():"):
-            for cp in plan.channels:
-                ch = cp.ch
-                out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
-                    f"{ch.empty_count})  # {ch.name}")
+            init_rings(out, plan)
             for i in plan.mma_barriers:
                 out(f"cute.arch.mbarrier_init(mma_done_{ident(plan.groups[i].gp.group.name)}, 1)")
             out("cute.arch.mbarrier_init_fence()")
@@ -175,9 +150,6 @@ def _kernel(plan: Sm100Plan, roles) -> str:
     out("cute.arch.sync_threads()")
     first = True
     by_warp = sorted(plan.groups, key=lambda g: g.warp0)
-    for f in roles["functions"]:
-        for g in f["groups"]:
-            pass
     call = {g.index: f["calls"][g.index] for f in roles["functions"] for g in f["groups"]}
     for g in by_warp:
         kw = "if" if first else "elif"
@@ -241,14 +213,5 @@ def _host(plan: Sm100Plan) -> str:
         args += [t.name, f"{t.name}_gmem"]
     args += [f"mma{i}" for i in range(len(plan.mmas))] + [f"zmma{i}" for i in range(len(plan.zero_mmas))]
     args += [b.layout for b in _buffers(plan)]
-    out(f"{ident(ws.name)}_kernel(")
-    out(f"    {', '.join(args)},")
-    out(").launch(")
-    out("    grid=GRID,")
-    out("    block=(THREADS, 1, 1),")
-    out("    smem=SharedStorage.size_in_bytes(),")
-    out("    # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)")
-    out("    min_blocks_per_mp=1,")
-    out(f"    stream={stream},")
-    out(")")
+    launch(out, ws, args, stream)
     return out.text()

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, KernelPlan, SWIZZLE_ALIGN, TensorPlan,
                                         TmaPlan, _add_tma, _align, _check_divisible, _cuda_core_read, _items_per_tile,
-                                        _set_tiled, ident)
+                                        _set_tiled, ident, plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
-from aref.backend.cute.operands import producers_of, smem_operand
+from aref.backend.cute.operands import check_mma_dtypes, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.ws import WSKernel
 
@@ -132,25 +132,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
     tmas: list[TmaPlan] = []
     staging: dict[int, BufferPlan] = {}
     direct: dict[int, str] = {}
-    loads: dict[tuple[str, int], set[str]] = {}
-    for gp in ws.groups:
-        for op in gp.all_ops():
-            if op.kind is OpKind.TMA_LOAD:
-                loads.setdefault((op.attrs.channel, op.attrs.index), set()).add(by_value[id(op.operands[0])].name)
-    for cp in channels:
-        ch = cp.ch
-        if any(t.space is Space.TMEM for t in ch.payload):
-            continue                                   # lives in tensor memory (ws.tmem)
-        for j, t in enumerate(ch.payload):
-            if len(t.shape) not in (1, 2):
-                raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
-                                   f"rank 1 and 2", ch.loc)
-            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
-                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
-                                   f"swizzle atoms", ch.loc)
-            src = loads.get((ch.name, j), set())
-            suffix = next(iter(src)) if len(src) == 1 else str(j)
-            cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth, f"channel {ch.name} payload {j}"))
+    # tiles in tensor memory (ws.tmem) take no shared-memory buffer
+    plan_channel_buffers(ws, channels, by_value, skip=lambda ch: any(t.space is Space.TMEM for t in ch.payload))
     mmas: list[Tcgen05Config] = []
     mma_of: dict[int, int] = {}
     zero_mmas: list[tuple[int, int]] = []
@@ -159,13 +142,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         prod = producers_of(gp)
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
-                t = by_value[id(op.operands[0])]
-                box = tuple(op.attrs.tile_shape)
-                _set_tiled(t, len(box), op.loc)
-                _check_divisible(t, box, op.loc)
-                buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
-                if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
-                    _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
+                plan_tma_load(op, by_value, channels, tmas)
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value, channels, prod, tmas, staging, direct)
             elif op.kind is OpKind.MMA_ASYNC:
@@ -266,15 +243,7 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     a, b = op.operands[0], op.operands[1]
     m, k = a.type.shape
     n = b.type.shape[1]
-    for v, what in ((a, "A"), (b, "B")):
-        if v.type.dtype not in TCGEN05_DTYPES:
-            raise BackendError(f"tcgen05 operand {what} has dtype {v.type.dtype.value}; the tensor core takes "
-                               f"{', '.join(d.value for d in TCGEN05_DTYPES)}", op.loc,
-                               hint="cast the operand with .to(aref.float16) or .to(aref.bfloat16)")
-    fp8 = a.type.dtype.bits == 8
-    if (a.type.dtype.bits == 8) != (b.type.dtype.bits == 8) or (not fp8 and a.type.dtype != b.type.dtype):
-        raise BackendError(f"tcgen05 needs two equal 16-bit operand types or two fp8 types; got "
-                           f"{a.type.dtype.value} · {b.type.dtype.value}", op.loc)
+    fp8 = check_mma_dtypes(op, TCGEN05_DTYPES, "tcgen05")
     k_atom = 32 if fp8 else 16
     if m not in ROWS or k % k_atom or n % (16 if m == 128 else 8) or not 8 <= n <= 256:
         raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into tcgen05 (cta_group::1) instructions "
