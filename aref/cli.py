@@ -29,7 +29,7 @@ from aref.errors import ArefError, UsageError, error_json
 
 COMMANDS: dict[str, tuple] = {}   # name -> (help, add_arguments, handler)
 # modules whose import registers more commands (each must stay light to import: see the docstring)
-COMMAND_MODULES = ["aref.cli_solve", "aref.cli_compare"]
+COMMAND_MODULES = ["aref.cli_solve", "aref.cli_compare", "aref.cli_tune"]
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
@@ -246,7 +246,7 @@ def _run_sim(args, console: Console, example, inputs) -> int:
         ws = lower_to(kernel, "barrier", options_of(args))
     with progress(args, f"simulating {args.seeds} interleavings…"):
         report = sim.check(ws, inputs, example.reference, seeds=args.seeds, exhaustive=args.exhaustive,
-                           tolerance=getattr(example.module, "TOLERANCE", None))
+                           tolerance=example.tolerance(inputs))
     out = report.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "backend": "sim", "arch": args.arch,

@@ -53,13 +53,14 @@ def measure(kernel, inputs, options: CompileOptions) -> tuple[dict, object, obje
     """Lower with `options` and run the timing model: the compare entry of one partition."""
     from aref.machine import machine_for
     from aref.sim.resources import shared_memory_bytes, tensor_memory_columns
+    from aref.interpret import longest_cta
     from aref.sim.timing import simulate_timing
     t0 = time.perf_counter()
     ws = lower_to(kernel, "barrier", options)
     seconds = time.perf_counter() - t0
     m = machine_for(options.arch)
     tensors = {p.name: inputs[p.name] for p in ws.params}
-    report = simulate_timing(ws, tensors, m)
+    report = simulate_timing(ws, tensors, m, cta=longest_cta(kernel))   # run-time trip counts: the busiest CTA
     if report.violations:
         v = report.violations[0]
         raise ArefError(f"the {options.partition} partition does not run in the timing model: {v.kind} in "
@@ -114,8 +115,7 @@ def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dic
     if not torch.cuda.is_available():
         return None
     from aref.backend.cute import compile_barrier
-    from aref.backend.cute.analysis import plan_kernel
-    from aref.backend.cute.launch import Launcher, device_arch
+    from aref.backend.cute.launch import Launcher, device_arch, plan_of
     from aref.ir import OpKind
     from aref.machine import mma_flops
     tensors = {p.name: inputs[p.name].cuda() for p in kernel.params}
@@ -130,7 +130,7 @@ def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dic
     out = {}
     for mode, ws in lowered.items():
         try:
-            launcher = Launcher(ws, compile_barrier(ws, emit="cute"), plan_kernel(ws))
+            launcher = Launcher(ws, compile_barrier(ws, emit="cute"), plan_of(ws))
         except ArefError as err:
             out[mode] = {"error": err.message}
             continue
@@ -147,17 +147,11 @@ def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dic
 
 
 def inputs_trip_count(kernel, inputs) -> int:
-    """The loop's trip count on CTA 0: the pre-loop index math evaluated as the interpreter does."""
-    from aref.interpret import evaluate
-    from aref.ir import OpKind
-    if kernel.loop is None:
-        return 0
-    env: dict = {}
-    cta = tuple(0 for _ in kernel.grid)
-    for op in kernel.pre.ops:
-        if op.kind in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY):
-            env[id(op.result)] = evaluate(op, [env[id(v)] for v in op.operands], cta)
-    return int(env[id(kernel.loop.trip_count)])
+    """The loop's trip count, summed over the CTAs and divided by their number (run-time counts differ per
+    CTA), as the interpreter evaluates the pre-loop index math."""
+    from aref.interpret import trip_counts
+    counts = trip_counts(kernel)
+    return round(sum(counts.values()) / len(counts)) if counts else 0
 
 
 # --------------------------------------------------------------------------------------- verdict

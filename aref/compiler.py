@@ -4,12 +4,17 @@
 
 Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow); with
 `verify_each_stage` the matching verifier runs after every step. The CLI lists `STAGES` from here.
+
+A pass that crashes, or whose output the verifier rejects, raises `CompilerBugError` naming the pass (the
+compiler's bug, with the user's line only as context); a pass may still refuse a program with an
+`ArefError` that says what the user can change.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from aref.errors import ArefError
+from aref.guard import compiler_pass
 from aref.ir import Kernel
 from aref.printer import print_kernel
 from aref.verify import verify
@@ -52,7 +57,8 @@ class CompileOptions:
 
 def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
     if options.verify_each_stage:
-        verify(kernel)
+        with compiler_pass("the frontend (tracing)", kernel.loc, verifying=True):
+            verify(kernel)
     return kernel
 
 
@@ -61,21 +67,27 @@ def _partition(kernel: Kernel, options: CompileOptions):
     anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
-        kernel, part, anchors = optimal_partition(kernel, options)
-        expert = _matching_heuristic(kernel, part, options)
+        with compiler_pass("the optimal partitioner", kernel.loc):
+            kernel, part, anchors = optimal_partition(kernel, options)
+            expert = _matching_heuristic(kernel, part, options)
         if expert is not None:
             # the solver proved this assignment optimal and it is one the expert templates know (e.g. FA3
             # ping-pong): realize it with the expert structure rather than op by op from the modulo schedule
             kernel, part, anchors = expert[0], expert[1], None
+        name = "the optimal partitioner"
     else:
         from partition.heuristic import HeuristicOptions, heuristic_partition
-        kernel, part = heuristic_partition(kernel, options.arch,
-                                           HeuristicOptions(options.consumers, options.num_consumers))
+        with compiler_pass("the heuristic partitioner", kernel.loc):
+            kernel, part = heuristic_partition(kernel, options.arch,
+                                               HeuristicOptions(options.consumers, options.num_consumers))
+        name = "the heuristic partitioner"
     if options.verify_each_stage:
-        verify(kernel)
-    ws = distribute(kernel, part, options.arch)
+        with compiler_pass(name, kernel.loc, verifying=True):
+            verify(kernel)
+    with compiler_pass("loop distribution", kernel.loc):
+        ws = distribute(kernel, part, options.arch)
     ws.anchors = anchors
-    return _checked(ws, options)
+    return _checked(ws, options, "loop distribution")
 
 
 def _matching_heuristic(kernel: Kernel, part, options: CompileOptions):
@@ -104,18 +116,24 @@ def _matching_heuristic(kernel: Kernel, part, options: CompileOptions):
 
 def _pipeline(ws, options: CompileOptions):
     from pipeline import PipelineOptions, pipeline_kernel
-    return _checked(pipeline_kernel(ws, PipelineOptions(options.mma_depth, options.coarse)), options)
+    with compiler_pass("pipelining", ws.loc):
+        out = pipeline_kernel(ws, PipelineOptions(options.mma_depth, options.coarse))
+    return _checked(out, options, "pipelining")
 
 
 def _lower(ws, options: CompileOptions):
     from aref.lower import lower
-    return _checked(lower(ws), options)
+    with compiler_pass("aref lowering", ws.loc):
+        out = lower(ws)
+    return _checked(out, options, "aref lowering")
 
 
-def _checked(ws, options: CompileOptions):
+def _checked(ws, options: CompileOptions, pass_name: str):
+    """`ws` after the verifier of its level: a rejection is the bug of the pass that produced it."""
     if options.verify_each_stage:
         from aref.ws_verify import verify_ws
-        verify_ws(ws)
+        with compiler_pass(pass_name, ws.loc, verifying=True):
+            verify_ws(ws)
     return ws
 
 

@@ -17,7 +17,7 @@ import textwrap
 from dataclasses import dataclass
 
 from aref import frontend_rt, lang
-from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, SrcInfo
+from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, ChannelError, CompilerBugError, SrcInfo
 from aref.ir import ChannelAttrs, Kernel, Loop, Param, TensorType, Value
 from aref.trace import Tracer, tracing
 
@@ -314,7 +314,14 @@ def trace(fn, parsed: Parsed, tensors: dict[str, TensorType], constexprs: dict[s
     grid_shape = _grid(tracer, grid, kernel_loc)
     kernel = Kernel(parsed.name, params, dict(constexprs), grid_shape, tracer.pre, loop, tracer.post,
                     kernel_loc)
-    verify(kernel)
+    try:
+        verify(kernel)
+    except ChannelError:
+        raise              # the channel protocol is checked here, on the whole loop: the user's to fix
+    except ArefError as err:
+        # everything else the tracer checked as it built each op: a rejection here is the frontend's bug
+        raise CompilerBugError(f"traced IR that the verifier rejects: {err.message}", err.loc,
+                               pass_name="the frontend (tracing)") from err
     return kernel
 
 

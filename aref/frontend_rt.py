@@ -151,10 +151,14 @@ def loop_end(h: LoopHandle, scope: dict) -> dict[str, object]:
     start = len(yields) - sum(h.sizes.values())
     for before, after, cv in zip(h.inits, yields[start:], h.carried):
         if before.type != after.type:
+            same_data = (getattr(before.type, "shape", None) == getattr(after.type, "shape", None)
+                         and getattr(before.type, "dtype", None) == getattr(after.type, "dtype", None))
+            hint = (f"a loaded tile lives in shared memory and computed ones in registers: copy it into "
+                    f"registers before the loop (`{_name_of(h, cv)} = aref.load(...) * 1`)" if same_data else
+                    "cast inside the loop so the value keeps one dtype and shape")
             raise ArefTypeError(
                 f"'{_name_of(h, cv)}' is {before.type} before the loop but {after.type} at the end of an "
-                f"iteration; a carried value must keep its type", h.loc,
-                hint="cast inside the loop so the value keeps one dtype and shape")
+                f"iteration; a carried value must keep its type", h.loc, hint=hint)
     results = [Value(v.type, v.name) for v in h.carried]
     tracer.loop = Loop(iv=h.iv.value, trip_count=h.trip, inits=tuple(h.inits), carried=tuple(h.carried),
                        body=tracer.loop_state.body, yields=tuple(yields), results=tuple(results), loc=h.loc)

@@ -18,7 +18,7 @@ import sys
 import sysconfig
 import traceback
 
-from aref.errors import ArefError, CompilerBugError, SrcInfo, UserCodeError
+from aref.errors import ArefError, CompilerBugError, SrcInfo, UserCodeError, VerifyError
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT_DIRS = tuple(os.path.join(_ROOT, p) + os.sep for p in ("aref", "partition", "pipeline", "solve")) + (
@@ -40,6 +40,7 @@ PASSES = (
     ("aref.backend.cute", "the CuTe DSL backend"), ("solve", "the solver"), ("aref.harness", "the example harness"),
     ("aref.viz", "the pictures"), ("aref.cli", "the command line"), ("aref.compiler", "the compiler driver"),
 )
+ROW_SPLIT = "the cooperative row split"     # a rewrite inside the heuristic partitioner, named on its own
 # helpers every pass uses: a failure there is charged to the pass that called them
 _HELPERS = ("aref.ir", "aref.errors", "aref.guard", "aref.machine", "aref.printer", "aref.dtypes", "aref.ws")
 
@@ -130,3 +131,24 @@ def user_facing(method):
         except Exception as exc:  # noqa: BLE001 - the point of an entry point's guard
             raise as_aref_error(exc).with_traceback(None) from None
     return wrapper
+
+
+@contextlib.contextmanager
+def compiler_pass(name: str, context: SrcInfo | None = None, verifying: bool = False):
+    """Run one compiler pass — or, with `verifying`, the verifier on a pass's output — so that a failure that
+    is not a refusal of the user's program is a `CompilerBugError` of pass `name`, the user's line `context`
+    (or the one the verifier points at) shown only as context. Verifying, every `ArefError` is the pass's
+    bug (the user's program passed the same verifier before the pass); running the pass, a `VerifyError`
+    and any non-aref exception are, while other `ArefError`s (a channel too shallow for the schedule, a
+    consumer mode that does not apply) are refusals the user can act on and pass through."""
+    try:
+        yield
+    except CompilerBugError:
+        raise
+    except ArefError as err:
+        if not (verifying or isinstance(err, VerifyError)):
+            raise
+        raise CompilerBugError(f"produced IR that the verifier rejects: {err.message}", err.loc,
+                               pass_name=name) from err
+    except Exception as exc:  # noqa: BLE001 - any crash inside a pass is the compiler's
+        raise as_aref_error(exc, name, context) from exc

@@ -12,26 +12,9 @@ from collections import deque
 
 import torch
 
-from aref.dtypes import to_torch
-from aref.errors import ArefTypeError, ChannelError
-from aref.ir import Kernel, Op, OpKind, TileType, Value
-
-_UNARY = {
-    "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "abs": torch.abs, "neg": torch.neg,
-}
-_BINARY = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-    "maximum": torch.maximum, "minimum": torch.minimum,
-}
-_COMPARE = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
-_SCALAR = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "min": min, "max": max,
-    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-}
-
+from aref import ops
+from aref.errors import ChannelError
+from aref.ir import Kernel, Op, OpKind, ScalarType, Value
 
 def run_kernel(kernel: Kernel, tensors: dict[str, torch.Tensor]) -> None:
     """Run every CTA of the grid; stores write into `tensors` in place."""
@@ -61,21 +44,32 @@ def run_cta(kernel: Kernel, tensors: dict[str, torch.Tensor], cta: tuple[int, ..
     state.run(kernel.post.ops)
 
 
-def _as_tensor(x) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        return x.float() if x.dtype not in (torch.bool, torch.int32) else x
-    return torch.tensor(x, dtype=torch.float32 if isinstance(x, float) else torch.int32)
+def trip_counts(kernel: Kernel) -> dict[tuple[int, ...], int]:
+    """The loop's trip count in every CTA of the grid (a run-time count depends on the program ids: causal
+    block skipping, split-K), from the pre-loop scalar math evaluated as `run_cta` does."""
+    out: dict[tuple[int, ...], int] = {}
+    if kernel.loop is None:
+        return out
+    for cta in itertools.product(*(range(g) for g in kernel.grid)):
+        env: dict[int, object] = {}
+        for op in kernel.pre.ops:
+            if op.results and all(isinstance(r.type, ScalarType) for r in op.results) and all(
+                    id(v) in env for v in op.operands):
+                env[id(op.result)] = _round(evaluate(op, [env[id(v)] for v in op.operands], cta), op.result)
+        out[cta] = int(env[id(kernel.loop.trip_count)])
+    return out
 
 
-def _round(x: torch.Tensor, v: Value):
-    """Round a computed result to the dtype of its IR type."""
-    t = v.type
-    if isinstance(t, TileType):
-        x = x.to(to_torch(t.dtype))
-        if tuple(x.shape) != t.shape:
-            x = x.expand(t.shape).clone()
-        return x
-    return x.item() if isinstance(x, torch.Tensor) else x
+def longest_cta(kernel: Kernel) -> tuple[int, ...]:
+    """A CTA that runs the most loop iterations (the first CTA when the count does not depend on it)."""
+    counts = trip_counts(kernel)
+    first = tuple(0 for _ in kernel.grid)
+    return max(counts, key=lambda c: (counts[c], c == first)) if counts else first
+
+
+def _round(x, v: Value):
+    """Round a computed result to the type of `v` (the registry's rounding policy)."""
+    return ops.round_to(x, v.type)
 
 
 def box(tensor_shape, coords, tile_shape):
@@ -93,59 +87,10 @@ def box(tensor_shape, coords, tile_shape):
 def evaluate(op: Op, vals: list, cta: tuple[int, ...]):
     """The value of a compute or memory op (everything but channel ops) given its operand values.
 
-    Shared by the interpreter and the simulator, so both execute the same numerics.
+    The rule is the op's registry entry (`aref.ops`); the interpreter and the simulator both call this, so
+    they execute the same numerics.
     """
-    k, a = op.kind, op.attrs
-    if k is OpKind.CONST:
-        return a.value
-    if k is OpKind.PROGRAM_ID:
-        return cta[a.axis] if a.axis < len(cta) else 0
-    if k is OpKind.SCALAR_BINARY:
-        x, y = int(vals[0]), int(vals[1])
-        if y == 0 and a.fn in ("floordiv", "mod"):
-            raise ArefTypeError(f"integer {'division' if a.fn == 'floordiv' else 'modulo'} by zero in index math "
-                                f"(a runtime divisor is 0 in CTA {cta})", op.loc,
-                                hint="make sure the divisor cannot be 0 (program ids and the loop index start "
-                                     "at 0)")
-        return _SCALAR[a.fn](x, y)
-    if k is OpKind.LOAD:
-        return load_box(vals[0], [int(c) for c in vals[1:]], a.tile_shape)
-    if k is OpKind.STORE:
-        return store_box(vals[0], [int(c) for c in vals[1:-1]], vals[-1], a)
-    if k is OpKind.FULL:
-        return torch.full(a.shape, a.value, dtype=torch.float32)
-    if k is OpKind.ARANGE:
-        return torch.arange(a.n, dtype=torch.int32)
-    if k is OpKind.TRANSPOSE:
-        return vals[0].permute(a.perm)
-    if k is OpKind.EXPAND_DIMS:
-        return vals[0].unsqueeze(a.axis)
-    if k is OpKind.SLICE:
-        return vals[0].narrow(a.axis, a.start, a.size)
-    if k in (OpKind.MMA, OpKind.MMA_ASYNC):
-        prod = vals[0].float() @ vals[1].float()
-        return prod + vals[2] if len(vals) == 3 else prod
-    if k is OpKind.UNARY:
-        return _UNARY[a.fn](_as_tensor(vals[0]).float())
-    if k is OpKind.BINARY:
-        x, y = _as_tensor(vals[0]), _as_tensor(vals[1])
-        if op.result.type.dtype.is_float:
-            x, y = x.float(), y.float()
-        return _BINARY[a.fn](x, y)
-    if k is OpKind.COMPARE:
-        return _COMPARE[a.fn](_as_tensor(vals[0]), _as_tensor(vals[1]))
-    if k is OpKind.WHERE:
-        return torch.where(_as_tensor(vals[0]), _as_tensor(vals[1]).float(), _as_tensor(vals[2]).float())
-    if k is OpKind.REDUCE:
-        x = vals[0].float()
-        if a.fn == "sum":
-            return x.sum(dim=a.axis)
-        return x.amax(dim=a.axis) if a.fn == "max" else x.amin(dim=a.axis)
-    if k is OpKind.CAST:
-        return _as_tensor(vals[0]).float() if op.result.type.dtype.is_float else _as_tensor(vals[0])
-    if k is OpKind.SELECT:
-        return vals[1] if vals[0] else vals[2]
-    raise NotImplementedError(f"no value semantics for {k.value}")
+    return ops.interpret(op, vals, cta)
 
 
 def round_result(x, v: Value):

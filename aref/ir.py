@@ -224,13 +224,16 @@ class ProgramIdAttrs:
     axis: int
 
 
-SCALAR_FNS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
-SCALAR_PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")      # i32 × i32 -> i1 (pipeline guards)
-UNARY_FNS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "neg")
-BINARY_FNS = ("add", "sub", "mul", "div", "maximum", "minimum")
-COMPARE_FNS = ("lt", "le", "gt", "ge", "eq", "ne")
-REDUCE_FNS = ("max", "sum", "min")
 STORE_REDUCE = (None, "add")
+# The functions of each function-carrying kind are the op registry's (`aref.ops`): one entry per (kind, fn).
+_REGISTRY_NAMES = ("SCALAR_FNS", "SCALAR_PREDICATES", "UNARY_FNS", "BINARY_FNS", "COMPARE_FNS", "REDUCE_FNS")
+
+
+def __getattr__(name: str):
+    if name in _REGISTRY_NAMES:
+        import aref.ops
+        return getattr(aref.ops, name)
+    raise AttributeError(f"module 'aref.ir' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

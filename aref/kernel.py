@@ -9,6 +9,8 @@ from aref.ir import DType, Kernel
 from aref.trace import active, user_loc
 
 SUPPORTED_DEVICES = ("cpu", "cuda")
+# specializing (and tuning by the model) needs only shapes and dtypes: torch's meta tensors carry them for free
+SHAPE_DEVICES = (*SUPPORTED_DEVICES, "meta")
 
 
 class KernelFunction:
@@ -16,13 +18,23 @@ class KernelFunction:
     (keyword-only parameters): on CPU tensors it runs the reference interpreter.
 
     `specialize(*tensors, **constexprs)` returns the verified Tile IR for those argument shapes and dtypes.
+
+    With `configs` (a list of `aref.Config`, as Triton's `@triton.autotune`), launches on a GPU choose the
+    constants the caller did not pass and the compiler / launch options by autotuning (`aref.tune`), once
+    per `key` (the names of the tensors whose shapes and dtypes, and constants whose values, select a
+    tuning; None: all of them); `tune(...)` runs the tuner explicitly. The CPU interpreter uses the
+    signature's defaults (any configuration computes the same function).
     """
 
-    def __init__(self, fn, grid=None):
+    def __init__(self, fn, grid=None, configs=None, key=None, tune_options=None):
         if not inspect.isfunction(fn):
             raise TypeError("@aref_kernel decorates a function")
         self.fn = fn
         self.grid = grid
+        self.configs = list(configs) if configs is not None else None
+        self.key = list(key) if key is not None else None
+        self.tune_options = tune_options
+        self._tuned: dict = {}
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -49,7 +61,7 @@ class KernelFunction:
                                   hint=f"move the shared code into a plain Python function (no decorator) and "
                                        f"call that: it is traced inline")
 
-    def bind(self, args, kwargs):
+    def bind(self, args, kwargs, devices=SUPPORTED_DEVICES):
         """Split call arguments into tensors (by parameter name) and constexprs (with defaults)."""
         import torch
         loc = user_loc()
@@ -95,7 +107,7 @@ class KernelFunction:
                                     f"dtype, got {type(v).__name__}", loc,
                                     hint="tensors are positional parameters; keyword-only ones are constants")
             self._check_declared_type(name, v, loc)
-        self._check_devices(tensors, loc)
+        self._check_devices(tensors, loc, devices)
         return tensors, constexprs
 
     def _check_declared_type(self, name: str, value, loc) -> None:
@@ -115,9 +127,9 @@ class KernelFunction:
                                 f"(@{self.__name__}, {decl}) but got {value!r}", loc,
                                 hint=f"pass a {ann.__name__}")
 
-    def _check_devices(self, tensors: dict, loc) -> None:
+    def _check_devices(self, tensors: dict, loc, allowed=SUPPORTED_DEVICES) -> None:
         devices = {t.device.type for t in tensors.values()}
-        bad = sorted(devices - set(SUPPORTED_DEVICES))
+        bad = sorted(devices - set(allowed))
         if bad:
             names = [n for n, t in tensors.items() if t.device.type in bad]
             raise ArefTypeError(f"tensor {names[0]} is on device '{bad[0]}'; aref runs kernels on 'cpu' tensors "
@@ -155,35 +167,94 @@ class KernelFunction:
 
     @user_facing
     def specialize(self, *args, **kwargs) -> Kernel:
-        """Tile IR of this kernel for the given arguments (cached per shapes, dtypes and constants)."""
-        tensors, constexprs = self.bind(args, kwargs)
+        """Tile IR of this kernel for the given arguments (cached per shapes, dtypes and constants; meta
+        tensors do)."""
+        tensors, constexprs = self.bind(args, kwargs, SHAPE_DEVICES)
         return self._specialize(tensors, constexprs)
 
     @user_facing
     def __call__(self, *args, **kwargs):
         """Run on the given tensors. CPU tensors run the reference interpreter; outputs are written in place."""
         tensors, constexprs = self.bind(args, kwargs)
-        kernel = self._specialize(tensors, constexprs)
         if any(t.is_cuda for t in tensors.values()):
             # GPU: compile this specialization once through the CuTe DSL backend (cached), check the
             # arguments (device, dtype, shape, contiguity, alignment) and launch it on the tensors' device
             from aref.backend.cute.launch import launch
-            launch(kernel, tensors, user_loc())
+            if self.configs is None:
+                launch(self._specialize(tensors, constexprs), tensors, user_loc())
+                return
+            given = {k: v for k, v in kwargs.items() if k in self.parsed.constexpr_params}
+            cfg = self._tuned_config(tensors, given)
+            kernel = self._specialize(tensors, {**constexprs, **cfg.consts, **given})
+            from aref.tune_gpu import gpu_arch
+            launch(kernel, tensors, user_loc(), cfg.compile_options(gpu_arch() or "sm_90a"), cfg.persistent,
+                   cfg.ctas or 132)
             return
+        kernel = self._specialize(tensors, constexprs)
         from aref.interpret import run_kernel
         run_kernel(kernel, tensors)
+
+    def search_space(self) -> list:
+        """The tuning candidates: `configs`, or one derived from the constants' defaults."""
+        from aref.tune_space import default_space
+        return self.configs if self.configs is not None else default_space(
+            {k: v for k, v in self.parsed.constexpr_params.items() if v is not inspect.Parameter.empty})
+
+    @user_facing
+    def tune(self, *args, options=None, reference=None, tolerance=None, progress=None, **kwargs):
+        """Autotune for these arguments (tensors; constants passed here are held fixed) and return the
+        `aref.tune.TuneResult`. Without a GPU (or with meta / CPU tensors) the timing model ranks."""
+        from aref.tune import tune
+        tensors, _ = self.bind(args, kwargs, SHAPE_DEVICES)
+        given = {k: v for k, v in kwargs.items() if k in self.parsed.constexpr_params}
+        return tune(self, tensors, given, self.search_space(), options or self.tune_options, reference=reference,
+                    tolerance=tolerance, progress=progress)
+
+    def _tuned_config(self, tensors: dict, given: dict):
+        """The tuned configuration for a launch, from memory, the disk cache or a tuning run."""
+        names = self.key
+        memo = (tuple(sorted((n, tuple(t.shape), str(t.dtype)) for n, t in tensors.items()
+                             if names is None or n in names)),
+                tuple(sorted((n, repr(v)) for n, v in given.items() if names is None or n in names)))
+        cfg = self._tuned.get(memo)
+        if cfg is None:
+            from aref.tune import tune
+            result = tune(self, tensors, given, self.search_space(), self.tune_options)
+            if result.best is None:
+                reasons = "; ".join(sorted({c.reason for c in result.candidates if c.reason}))[:600]
+                raise ArefError(f"no tuning configuration of {self.__name__} compiles for these shapes: {reasons}",
+                                SrcInfo(self.fn.__code__.co_filename, self.fn.__code__.co_firstlineno),
+                                hint="add configurations that fit (smaller tiles or depths)")
+            cfg = self._tuned[memo] = result.best
+        return cfg
 
     def __repr__(self) -> str:
         return f"<aref kernel {self.__name__}>"
 
 
-def aref_kernel(fn=None, *, grid=None):
-    """Decorate a tile program: `@aref_kernel` or `@aref_kernel(grid=lambda A, C, BM, **_: (...))`.
+def aref_kernel(fn=None, *, grid=None, configs=None, key=None, tune_options=None):
+    """Decorate a tile program: `@aref_kernel`, `@aref_kernel(grid=lambda A, C, BM, **_: (...))`, or with
+    autotuning `@aref_kernel(configs=[aref.Config.of({"BN": 256}), ...], key=["A", "B"])`.
 
     Positional parameters are torch tensors; keyword-only parameters are compile-time constants. The grid
     is inferred from stores at `program_id` coordinates unless `grid` (a tuple, or a function of the
-    arguments) is given.
+    arguments) is given. `configs` / `key` / `tune_options` (an `aref.tune.TuneOptions`): see
+    `KernelFunction`.
     """
-    if fn is None:
-        return lambda f: KernelFunction(f, grid)
-    return KernelFunction(fn, grid)
+    def make(f):
+        return KernelFunction(f, grid, configs, key, tune_options)
+    return make if fn is None else make(fn)
+
+
+def autotune(configs=None, key=None, **options):
+    """`@aref.autotune(configs=[...], key=[...])` above `@aref_kernel`: the same as passing `configs` and
+    `key` to `aref_kernel`; keyword `options` are `aref.tune.TuneOptions` fields (top_k, reps, …)."""
+    def wrap(k):
+        kfn = k if isinstance(k, KernelFunction) else KernelFunction(k)
+        kfn.configs = list(configs) if configs is not None else None
+        kfn.key = list(key) if key is not None else None
+        if options:
+            from aref.tune import TuneOptions
+            kfn.tune_options = TuneOptions(**options)
+        return kfn
+    return wrap

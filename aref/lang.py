@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 
+from aref import ops
 from aref import typing_rules as rules
 from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import (ArangeAttrs, ArefType, CastAttrs, ChannelAttrs, ConstAttrs, DType, ExpandDimsAttrs,
@@ -24,9 +25,9 @@ float32 = DType.float32
 int32 = DType.int32
 
 __all__ = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float32", "int32", "Tile", "Scalar",
-           "TensorArg", "Channel", "program_id", "load", "store", "zeros", "full", "arange", "mma", "exp",
-           "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "maximum", "minimum", "where", "rowmax", "rowsum",
-           "rowmin", "channel", "range", "cast"]
+           "TensorArg", "Channel", "program_id", "load", "store", "zeros", "full", "arange", "mma",
+           "maximum", "minimum", "where", "rowmax", "rowsum", "rowmin", "channel", "range", "cast",
+           *(fn for fn in ops.UNARY_FNS if fn != "neg")]
 
 
 # ------------------------------------------------------------------------------------------- proxies
@@ -40,9 +41,10 @@ class _Proxy:
 
     def __bool__(self):
         raise ArefSyntaxError(
-            "a traced value has no Python truth value: `if`, `and`, `or` and `not` on tiles or runtime "
-            "scalars are not supported", user_loc(),
-            hint="use `aref.where(cond, a, b)` to select per element; branch only on compile-time constants")
+            "a traced value has no Python truth value: `if`, `and`, `or`, `not` and Python's `min`/`max` on "
+            "tiles or runtime scalars are not supported", user_loc(),
+            hint="use `aref.where(cond, a, b)` to select, `aref.minimum`/`aref.maximum` for min/max; branch "
+                 "only on compile-time constants")
 
     def __iter__(self):
         raise ArefSyntaxError(
@@ -71,6 +73,7 @@ class _Proxy:
     def __mod__(self, o): return _arith("mod", self, o)
     def __rmod__(self, o): return _arith("mod", o, self)
     def __neg__(self): return _unary("neg", self)
+    def __abs__(self): return _unary("abs", self)
     def __lt__(self, o): return _compare("lt", self, o)
     def __le__(self, o): return _compare("le", self, o)
     def __gt__(self, o): return _compare("gt", self, o)
@@ -108,8 +111,7 @@ class Tile(_Proxy):
     @property
     def T(self) -> "Tile":
         loc = user_loc()
-        t = rules.transpose_type(self.value.type, loc)
-        return _emit1(OpKind.TRANSPOSE, [self.value], t, TransposeAttrs((1, 0)), loc)
+        return _build(OpKind.TRANSPOSE, None, [self.value], TransposeAttrs((1, 0)), loc)
 
     def to(self, dtype: DType) -> "Tile":
         return cast(self, dtype)
@@ -135,8 +137,7 @@ class Tile(_Proxy):
         out, axis = self, 0
         for k in key:
             if k is None:
-                t = rules.expand_dims_type(out.value.type, axis, loc)
-                out = _emit1(OpKind.EXPAND_DIMS, [out.value], t, ExpandDimsAttrs(axis), loc)
+                out = _build(OpKind.EXPAND_DIMS, None, [out.value], ExpandDimsAttrs(axis), loc)
             axis += 1
         return out
 
@@ -182,6 +183,12 @@ class TensorArg:
 def _emit1(kind, operands, result_type, attrs, loc) -> Tile | Scalar:
     op = current().emit(kind, operands, [result_type], attrs, loc)
     return wrap(op.result)
+
+
+def _build(kind: OpKind, fn: str | None, operands: list[Value], attrs, loc) -> Tile | Scalar:
+    """Emit one op whose result type is its registry entry's type rule (dtype gates included)."""
+    (t,) = ops.result_types(kind, fn, [v.type for v in operands], attrs, loc)
+    return _emit1(kind, operands, t, attrs, loc)
 
 
 def wrap(v: Value) -> Tile | Scalar:
@@ -250,30 +257,23 @@ def _arith(fn: str, a, b):
             and not vb.type.dtype.is_float:
         if fn == "div":
             raise ArefTypeError("`/` on integer scalars", loc, hint="use `//` for integer division")
-        tracer = current()
-        key = (id(tracer.block), fn, id(va), id(vb))   # scalar index math repeats a lot: share it
-        if key not in tracer.consts:
-            tracer.consts[key] = _emit1(OpKind.SCALAR_BINARY, [va, vb], ScalarType(DType.int32), FnAttrs(fn),
-                                        loc).value
-        return Scalar(tracer.consts[key])
-    if fn in ("floordiv", "mod"):
-        raise ArefTypeError(f"`{'//' if fn == 'floordiv' else '%'}` is only supported on integer scalars", loc,
-                            hint="use it in index math on program ids and the loop index; on tiles, divide with "
-                                 "`/` on float tiles")
-    dtype = rules.binary_dtype(va.type, vb.type, loc)
-    if fn == "div" and not dtype.is_float:
-        raise ArefTypeError("`/` on integer tiles", loc, hint="cast to a float type first with `.to(...)`")
-    t = rules.elementwise([va.type, vb.type], dtype, loc)
-    return _emit1(OpKind.BINARY, [va, vb], t, FnAttrs(fn), loc)
+        return _scalar_op({"maximum": "max", "minimum": "min"}.get(fn, fn), va, vb, loc)
+    return _build(OpKind.BINARY, fn, [va, vb], FnAttrs(fn), loc)
+
+
+def _scalar_op(fn: str, va: Value, vb: Value, loc) -> Scalar:
+    tracer = current()
+    key = (id(tracer.block), fn, id(va), id(vb))   # scalar index math repeats a lot: share it
+    if key not in tracer.consts:
+        tracer.consts[key] = _build(OpKind.SCALAR_BINARY, fn, [va, vb], FnAttrs(fn), loc).value
+    return Scalar(tracer.consts[key])
 
 
 def _compare(fn: str, a, b):
     loc = user_loc()
     a, b = _check_operand(a, fn, loc), _check_operand(b, fn, loc)
     va, vb = _as_values([a, b], loc)
-    rules.binary_dtype(va.type, vb.type, loc)
-    t = rules.elementwise([va.type, vb.type], DType.bool_, loc)
-    return _emit1(OpKind.COMPARE, [va, vb], t, FnAttrs(fn), loc)
+    return _build(OpKind.COMPARE, fn, [va, vb], FnAttrs(fn), loc)
 
 
 def _unary(fn: str, x, loc=None):
@@ -282,11 +282,11 @@ def _unary(fn: str, x, loc=None):
     if not isinstance(x, _Proxy):
         raise ArefTypeError(f"aref.{fn} takes a tile; for Python numbers use the math module", loc,
                             hint="e.g. math.exp(x) for a Python number, aref.exp(tile) for a tile")
-    if fn not in ("neg", "abs") and not x.dtype.is_float:
-        raise ArefTypeError(f"aref.{fn} needs a float tile, got {x.dtype.name}", loc,
-                            hint="cast with `.to(aref.float32)`")
-    t = rules.elementwise([x.value.type], x.dtype, loc)
-    return _emit1(OpKind.UNARY, [x.value], t, FnAttrs(fn), loc)
+    if isinstance(x, Scalar) and x.dtype is DType.int32 and fn in ("neg", "abs"):
+        # integer index math stays scalar arithmetic (CTA-uniform): -x = 0 - x, |x| = max(x, 0 - x)
+        negated = _scalar_op("sub", _const(0, DType.int32, loc), x.value, loc)
+        return negated if fn == "neg" else _scalar_op("max", x.value, negated.value, loc)
+    return _build(OpKind.UNARY, fn, [x.value], FnAttrs(fn), loc)
 
 
 def _reduce(fn: str, x, axis: int, loc=None):
@@ -297,8 +297,9 @@ def _reduce(fn: str, x, axis: int, loc=None):
     if not isinstance(axis, int):
         raise ArefTypeError("the reduction axis must be a compile-time integer", loc,
                             hint="e.g. x.sum(1) for rows, x.sum(0) for columns")
-    t = rules.reduce_type(x.value.type, axis, loc)
-    return _emit1(OpKind.REDUCE, [x.value], t, FnAttrs(fn, axis % x.ndim), loc)
+    if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
+        rules.reduce_type(x.value.type, axis, loc)          # the out-of-range error
+    return _build(OpKind.REDUCE, fn, [x.value], FnAttrs(fn, axis % x.ndim), loc)
 
 
 # ----------------------------------------------------------------------------------- public functions
@@ -393,7 +394,7 @@ def full(shape, value: float, dtype: DType = float32) -> Tile:
     if not _is_number(value):
         raise ArefTypeError("aref.full needs a Python number as its fill value", loc,
                             hint="e.g. aref.full((BM,), -math.inf); to copy a tile, use it directly")
-    return _emit1(OpKind.FULL, [], TileType(shape, dtype, Space.RMEM), FullAttrs(shape, float(value), dtype), loc)
+    return _build(OpKind.FULL, None, [], FullAttrs(shape, float(value), dtype), loc)
 
 
 def zeros(shape, dtype: DType = float32) -> Tile:
@@ -407,7 +408,7 @@ def arange(n: int) -> Tile:
     if not isinstance(n, int) or n <= 0:
         raise ArefTypeError(f"aref.arange needs a positive compile-time integer, got {n!r}", loc,
                             hint="e.g. aref.arange(BN) with an integer constant BN ≥ 1")
-    return _emit1(OpKind.ARANGE, [], TileType((n,), DType.int32), ArangeAttrs(n), loc)
+    return _build(OpKind.ARANGE, None, [], ArangeAttrs(n), loc)
 
 
 def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
@@ -418,9 +419,8 @@ def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
         if not isinstance(x, Tile):
             raise ArefTypeError("aref.mma takes tiles", loc,
                                 hint="aref.mma(a, b, acc) with tiles a (M×K), b (K×N) and an optional acc (M×N)")
-    t = rules.mma_type(a.value.type, b.value.type, acc.value.type if acc is not None else None, loc)
     operands = [a.value, b.value] + ([acc.value] if acc is not None else [])
-    return _emit1(OpKind.MMA, operands, t, NoAttrs(), loc)
+    return _build(OpKind.MMA, None, operands, NoAttrs(), loc)
 
 
 def cast(x: Tile, dtype: DType) -> Tile:
@@ -435,17 +435,24 @@ def cast(x: Tile, dtype: DType) -> Tile:
                             hint="cast tiles with x.to(aref.float16); Python numbers mix in without a cast")
     if x.dtype == dtype:
         return x
-    t = rules.elementwise([x.value.type], dtype, loc)
-    return _emit1(OpKind.CAST, [x.value], t, CastAttrs(dtype), loc)
+    return _build(OpKind.CAST, None, [x.value], CastAttrs(dtype), loc)
 
 
-def exp(x): return _unary("exp", x, user_loc())
-def exp2(x): return _unary("exp2", x, user_loc())
-def log(x): return _unary("log", x, user_loc())
-def log2(x): return _unary("log2", x, user_loc())
-def sqrt(x): return _unary("sqrt", x, user_loc())
-def rsqrt(x): return _unary("rsqrt", x, user_loc())
-def abs(x): return _unary("abs", x, user_loc())
+def _unary_function(fn: str):
+    """The public function of a UNARY registry entry (`aref.exp`, ...)."""
+    def f(x):
+        return _unary(fn, x, user_loc())
+    f.__name__ = f.__qualname__ = fn
+    f.__doc__ = ops.lookup(OpKind.UNARY, fn).doc[:1].upper() + ops.lookup(OpKind.UNARY, fn).doc[1:] + "."
+    return f
+
+
+# one public function per UNARY entry that has a surface name (`neg` is the `-x` operator)
+UNARY_FUNCTIONS = tuple(fn for fn in ops.UNARY_FNS if ops.lookup(OpKind.UNARY, fn).surface == f"aref.{fn}")
+for _fn in UNARY_FUNCTIONS:
+    globals()[_fn] = _unary_function(_fn)
+exp, exp2, log, log2, sqrt, rsqrt, abs = (globals()[f] for f in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt",
+                                                                   "abs"))
 
 
 def maximum(a, b):
@@ -465,9 +472,7 @@ def where(cond, a, b):
         raise ArefTypeError("aref.where needs a boolean condition tile (from a comparison)", loc,
                             hint="e.g. aref.where(x > 0, x, 0.0)")
     va, vb = _as_values([a, b], loc)
-    dtype = rules.binary_dtype(va.type, vb.type, loc)
-    t = rules.elementwise([cond.value.type, va.type, vb.type], dtype, loc)
-    return _emit1(OpKind.WHERE, [cond.value, va, vb], t, NoAttrs(), loc)
+    return _build(OpKind.WHERE, None, [cond.value, va, vb], NoAttrs(), loc)
 
 
 def rowmax(x: Tile) -> Tile:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from aref.errors import ArefError, UNKNOWN_LOC
+from aref.errors import ArefError, CompilerBugError, UNKNOWN_LOC
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)
@@ -89,6 +89,9 @@ class _Lowering:
         self.loads: dict[int, Op] = {}
         self.cache: dict[tuple, Value] = {}
         self.consts: dict[int, int] = {}          # value id -> integer, for constant items
+        # value id -> the predicate its op runs under: slot and phase math on an item that a pipeline step
+        # computes only when its stage runs inherits that predicate (else it would read an undefined value)
+        self.pred_of: dict[int, Value | None] = {}
 
     def run(self) -> None:
         gp = self.gp
@@ -99,6 +102,8 @@ class _Lowering:
                         self.loads[id(r)] = op
                 if op.kind is OpKind.CONST and op.results[0].type == I32:
                     self.consts[id(op.result)] = int(op.attrs.value)
+                for r in op.results:
+                    self.pred_of[id(r)] = op.pred
         for _, block in gp.regions():
             block.ops = self.block(block.ops)
 
@@ -120,7 +125,9 @@ class _Lowering:
         key = (id(out), fn, id(a), b, name)
         if key not in self.cache:
             v = Value(I32, name)
-            out.append(Op(OpKind.SCALAR_BINARY, (a, self.const(b, out, loc)), (v,), FnAttrs(fn), loc))
+            pred = self.pred_of.get(id(a))
+            out.append(Op(OpKind.SCALAR_BINARY, (a, self.const(b, out, loc)), (v,), FnAttrs(fn), loc, pred=pred))
+            self.pred_of[id(v)] = pred
             self.cache[key] = v
         return self.cache[key]
 
@@ -142,7 +149,10 @@ class _Lowering:
         key = (id(out), "flip", id(phase))
         if key not in self.cache:
             flip = Value(I32, (phase.name or "phase") + "^1")
-            out.append(Op(OpKind.SCALAR_BINARY, (self.const(1, out, loc), phase), (flip,), FnAttrs("sub"), loc))
+            pred = self.pred_of.get(id(phase))
+            out.append(Op(OpKind.SCALAR_BINARY, (self.const(1, out, loc), phase), (flip,), FnAttrs("sub"), loc,
+                          pred=pred))
+            self.pred_of[id(flip)] = pred
             self.cache[key] = flip
         return self.cache[key]
 
@@ -189,7 +199,8 @@ class _Lowering:
             for j, t in enumerate(tiles):
                 load = self.loads.get(id(t))
                 if load is None:
-                    raise ArefError(f"internal: TMA channel '{ch.name}' publishes a tile that is not a load", op.loc)
+                    raise CompilerBugError(f"TMA channel '{ch.name}' publishes a tile that is not a load", op.loc,
+                                           pass_name="aref lowering")
                 self.emit(out, load, OpKind.TMA_LOAD, (*load.operands, ch.rings[j], slot, ch.full, item), (),
                           SlotAttrs(ch.name, j, load.attrs.tile_shape)).pred = op.pred
         else:
@@ -352,13 +363,29 @@ def _steady_waits(gp: GroupProgram, slot_readers) -> list[Op]:
 
 
 # ------------------------------------------------------------------------------ ping-pong, registers
+def _turns(gp: GroupProgram) -> tuple:
+    """What decides how many tensor-core turns a group takes at trip count N: one per region holding MMAs
+    (per iteration in the loop, whose steady state runs N − stages times)."""
+    return gp.stages, tuple(region for region, block in gp.regions()
+                            if any(op.kind is OpKind.MMA_ASYNC for op in block.ops))
+
+
 def _pingpong(kernel: WSKernel) -> None:
     """Ping-pong consumers take turns on the tensor core: each waits for its turn (named barrier) before
-    its first MMA of a section and passes the turn on after its last MMA issue."""
+    its first MMA of a section and passes the turn on after its last MMA issue.
+
+    Turns pass round-robin, so every group must take as many turns as the others at every trip count (the
+    same pipeline depth and MMAs in the same regions), and no group may wait for data from another ping-pong
+    group (which may be waiting for its turn). Otherwise the ordering — a performance hint, not needed for
+    correctness — is left out rather than emitted to deadlock."""
     order = list(kernel.pingpong)
     if len(order) < 2:
         return
     groups = {gp.group.id: gp for gp in kernel.groups}
+    feeds = any(ch.producer in order and set(ch.consumers) & (set(order) - {ch.producer}) for ch in kernel.channels)
+    if len({_turns(groups[g]) for g in order}) > 1 or feeds:
+        kernel.pingpong = ()                # unbalanced turns, or a group waiting on data of the group whose
+        return                              # turn it holds: either deadlocks
     threads = 2 * groups[order[0]].group.threads
     ids = {g: i + 1 for i, g in enumerate(order)}
     kernel.named_barriers = [NamedBarrier(ids[g], threads, f"tensor-core turn of {groups[g].group.name}")

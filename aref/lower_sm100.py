@@ -37,9 +37,11 @@ def lower_blackwell(ws: WSKernel) -> None:
         producer = ws.groups[ch.producer]
         if ch.kind == "store" and _in_tmem(ch) and tensor_core_group(producer):
             ch.full_count = 1                       # one tcgen05.commit publishes the slot
+    # before any group is lowered (its gets, puts and MMAs are still channel ops)
+    successors = {ch.name: _in_place_successors(ws, ch) for ch in ws.channels if _in_tmem(ch)}
     for gp in ws.groups:
         _release_before_publish(gp, ws)
-        _BlackwellLowering(ws, gp).run()
+        _BlackwellLowering(ws, gp, successors).run()
         for _, block in gp.regions():
             _wait_before_writing(block.ops)
         _insert_mma_waits(gp)
@@ -50,8 +52,9 @@ def lower_blackwell(ws: WSKernel) -> None:
 
 
 class _BlackwellLowering(_Lowering):
-    def __init__(self, kernel: WSKernel, gp: GroupProgram):
+    def __init__(self, kernel: WSKernel, gp: GroupProgram, successors: dict[str, list[Channel]]):
         super().__init__(kernel, gp)
+        self.successors = successors
         self.tensor_core = tensor_core_group(gp)
         self.mma_reads = {ch.name for ch in kernel.channels if self.tensor_core and _mma_reads_slot(gp, ch)}
 
@@ -59,6 +62,17 @@ class _BlackwellLowering(_Lowering):
         ch = self.chans[id(op.operands[0])]
         if not (self.tensor_core and ch.kind == "store" and _in_tmem(ch)
                 and all(from_mma(v, self.gp) for v in op.operands[2:])):
+            if ch.kind == "store" and _in_tmem(ch):
+                # the columns also hold the MMA result accumulated on this tile and handed on through `later`:
+                # its previous item must be released there too before CUDA cores overwrite them
+                item = op.operands[1]
+                for later in self.successors.get(ch.name, []):
+                    if self.gp.group.id in later.consumers:
+                        continue
+                    slot = self.slot(later, item, out, op.loc)
+                    flip = self.flipped(self.phase(later, item, out, op.loc), out, op.loc)
+                    self.emit(out, op, OpKind.MBAR_WAIT, (later.empty, slot, flip), (),
+                              BarrierAttrs(later.name, "empty"))
             super().put(op, out)
             return
         item, tiles = op.operands[1], op.operands[2:]
@@ -76,6 +90,30 @@ class _BlackwellLowering(_Lowering):
             return
         slot = self.slot(ch, op.operands[1], out, op.loc)
         self.emit(out, op, OpKind.MMA_COMMIT, (ch.empty, slot, op.operands[1]), (), BarrierAttrs(ch.name, "empty", 1))
+
+
+def _in_place_successors(ws: WSKernel, ch: Channel) -> list[Channel]:
+    """Tensor-memory rings sharing `ch`'s columns downstream: a tensor-core consumer's MMA accumulates in place
+    on the tile it gets from `ch` and puts the result into them. (A writer of `ch` that consumes them itself,
+    e.g. a correction group rescaling O, is ordered by its own release.)"""
+    out = []
+    for g in ch.consumers:
+        gp = ws.groups[g]
+        if not tensor_core_group(gp):
+            continue
+        ops = list(gp.all_ops())
+        vals = {id(r) for op in ops if op.kind is OpKind.GET and op.operands[0] is ch.value for r in op.results}
+        for op in ops:
+            if op.kind in VIEWS and id(op.operands[0]) in vals or (
+                    op.kind is OpKind.MMA and len(op.operands) > 2 and id(op.operands[2]) in vals):
+                vals.add(id(op.result))
+        chans = {id(c.value): c for c in ws.channels}
+        for op in ops:
+            if op.kind is OpKind.PUT and any(id(v) in vals for v in op.operands[2:]):
+                later = chans[id(op.operands[0])]
+                if later is not ch and _in_tmem(later) and later.region == ch.region and later not in out:
+                    out.append(later)
+    return out
 
 
 def _mma_reads_slot(gp: GroupProgram, ch: Channel) -> bool:
@@ -237,10 +275,31 @@ def _allocation(ws: WSKernel) -> None:
     for gp in users:
         if gp.group.id == plan.allocator:
             gp.pre.ops.insert(0, Op(OpKind.TMEM_ALLOC, (), (), cols, ws.loc))
+            if _unobserved_mma(gp):
+                gp.post.ops.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), ws.loc))
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
             gp.post.ops.append(Op(OpKind.TMEM_DEALLOC, (), (), cols, ws.loc))
         else:
             gp.post.ops.append(Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
+
+
+def _unobserved_mma(gp: GroupProgram) -> bool:
+    """Does the loop's last iteration issue an MMA whose result nothing reads after the loop (a carried state
+    the program drops)? Its completion reaches no other group, so the allocator waits for it before freeing
+    the columns it writes."""
+    lp = gp.loop
+    if lp is None:
+        return False
+    prod = {id(r): op for op in lp.body.ops for r in op.results}
+    used = {id(v) for region, block in gp.regions() if region in ("epilogue", "post")
+            for op in block.ops for v in op.operands}
+    for y, r in zip(lp.yields, lp.results):
+        op = prod.get(id(y))
+        while op is not None and op.kind is OpKind.SELECT:
+            op = prod.get(id(op.operands[1]))
+        if op is not None and op.kind is OpKind.MMA_ASYNC and id(r) not in used:
+            return True
+    return False
 
 
 def _uses_tmem(gp: GroupProgram, ws: WSKernel) -> bool:

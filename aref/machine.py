@@ -12,24 +12,29 @@ read and write paths (tcgen05.ld / tcgen05.st); "issue" marks ops that occupy on
 instruction stream (scalars, barrier ops, views) and is not a shared resource.
 
 Every figure carries its source. "Datasheet" figures are NVIDIA's published numbers; figures marked
-ASSUMPTION are order-of-magnitude choices of this model, to be calibrated on a GPU.
+ASSUMPTION are order-of-magnitude choices of this model. Where a GPU was measured, `calibrated` replaces the
+fitted figures with those of `aref/calibration/<arch>.json`, which `bench/calibrate.py` writes from a file of
+measurements (the datasheet machine stays available as `H100_DATASHEET`).
 """
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 
-from aref.ir import DType, Op, OpKind, RingType, Space, TileType
+from aref.ir import DType, Op, OpKind, RingType, TileType
+
+
+def __getattr__(name: str):
+    if name == "MUFU_FNS":        # the UNARY functions that run on the MUFU: the op registry's MUFU trait
+        from aref.ops import MUFU_FNS
+        return MUFU_FNS
+    raise AttributeError(f"module 'aref.machine' has no attribute {name!r}")
+
 
 SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem", "tmem_ld", "tmem_st")
 ISSUE = "issue"
-
-# UNARY functions that run on the MUFU (ex2, lg2, sqrt, rsqrt are MUFU instructions; exp/log are an FMA
-# scaling plus the MUFU op, whose throughput dominates).
-MUFU_FNS = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt"})
-# Ops that only rename or re-view data (no instruction cost worth modelling).
-_VIEW_KINDS = frozenset({OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.SLOT_READ, OpKind.SELECT,
-                         OpKind.CHANNEL, OpKind.GET})
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,25 @@ class Machine:
     tmem_columns: int = 0                  # 32-bit columns per lane; 0: no tensor memory
     tmem_bytes_per_clk: int = 0            # tcgen05.ld / tcgen05.st bandwidth per SM and direction
     mma_instr_issue_cycles: int = 0        # Blackwell: one warp issues each tcgen05.mma (0: a warp group's wgmma)
-    tma_bytes_per_clk: int = 64
+    tma_bytes_per_clk: int = 64            # the SM's copy engine: bytes per clock over all copies in flight
+    tma_copy_bytes_per_clk: int = 0        # one copy's bytes arrive at this rate after its latency (0: as above)
     tma_latency: tuple = (400, 550, 1200)  # (min, mode, max) cycles of a triangular distribution
     sync_cycles: int = 32                  # issue-to-effect of an mbarrier / named-barrier op
     async_issue_cycles: int = 16           # issuing warp group's own cost of an async MMA or TMA copy
+    # Sustained fraction of the datasheet tensor rate (clock throttling under load, issue gaps): 1.0 until a
+    # calibration measures it.
+    tensor_efficiency: float = 1.0
+    cta_overhead_cycles: int = 0           # per CTA, outside its Barrier IR: launch, setup, teardown
+    l2_bytes: int = 50 * 1024 * 1024       # L2 cache shared by all SMs
+    # Slow-down of TMA transfers per unit of L2 miss share (inputs larger than L2 stream from DRAM): 0 until
+    # a calibration measures it.
+    l2_miss_penalty: float = 0.0
+    calibration: str = ""                  # where the calibrated figures come from ("" for none)
+
+    @property
+    def tma_copy_rate(self) -> int:
+        """Bytes per clock at which one copy's data arrives (the engine's rate unless calibrated apart)."""
+        return self.tma_copy_bytes_per_clk or self.tma_bytes_per_clk
 
     def tma_latency_draw(self, rng: random.Random | None = None) -> int:
         """One TMA latency in cycles: the distribution's mean without `rng`, a draw with it."""
@@ -78,7 +98,7 @@ class Machine:
 # use (989.4e12 / (132 * 1830e6) = 4096); 16 SFU (MUFU) and 128 fp32 FMA lanes per SM per clock; 128 B/clk
 # shared memory; 64K 32-bit registers per SM, at most 255 per thread; PTX ISA setmaxnreg: 24..256 in steps
 # of 8; 227 KB of shared memory per block (CUDA programming guide, compute capability 9.0).
-H100 = Machine(
+H100_DATASHEET = Machine(
     name="H100", arch="sm_90a", sms=132, clock_ghz=1.83,
     tensor_flop_per_clk={DType.float16: 4096, DType.bfloat16: 4096,
                          DType.float8_e4m3: 8192, DType.float8_e5m2: 8192},
@@ -88,6 +108,7 @@ H100 = Machine(
     # ASSUMPTION: global-memory / L2 latency as commonly measured by microbenchmarks (several hundred cycles,
     # with a long tail under load).
     tma_latency=(400, 550, 1200),
+    l2_bytes=50 * 1024 * 1024,             # datasheet: 50 MB L2 (H100 SXM5)
 )
 
 # B200. Sources: the issue's figures (from NVIDIA's Blackwell datasheet: 2.25 PFLOP/s dense fp16 over 148 SMs
@@ -109,7 +130,50 @@ B200 = Machine(
     tma_latency=(400, 550, 1200),          # ASSUMPTION: as Hopper
 )
 
-MACHINES = {"sm_90a": H100, "sm_100a": B200}
+# Figures a calibration may set (bench/calibrate.py fits them): each a field of `Machine`.
+CALIBRATED_FIELDS = ("tensor_efficiency", "tma_bytes_per_clk", "tma_copy_bytes_per_clk", "tma_latency", "sync_cycles",
+                     "cta_overhead_cycles", "l2_miss_penalty")
+CALIBRATION_DIR = Path(__file__).parent / "calibration"
+
+
+def with_parameters(machine: Machine, params: dict, source: str = "") -> Machine:
+    """`machine` with the figures in `params` (names from `CALIBRATED_FIELDS`) replaced; integer fields are
+    rounded, `tma_latency` is a (min, mode, max) triple."""
+    kinds = {f.name: f.type for f in fields(Machine)}
+    changes = {}
+    for name, value in params.items():
+        if name not in CALIBRATED_FIELDS:
+            raise ValueError(f"{name!r} is not a calibrated machine figure; known: {', '.join(CALIBRATED_FIELDS)}")
+        if name == "tma_latency":
+            value = tuple(int(round(v)) for v in value)
+            if len(value) != 3 or not 0 < value[0] <= value[1] <= value[2]:
+                raise ValueError(f"tma_latency must be (min, mode, max) cycles, got {value}")
+        elif kinds[name] == "int":
+            value = int(round(value))
+            if value < (0 if name == "cta_overhead_cycles" else 1):
+                raise ValueError(f"{name} must be positive, got {value}")
+        else:
+            value = float(value)
+        changes[name] = value
+    return replace(machine, calibration=source or machine.calibration, **changes)
+
+
+def calibrated(machine: Machine, path: str | Path | None = None) -> Machine:
+    """`machine` with the fitted figures of its calibration file (`aref/calibration/<arch>.json`, or `path`);
+    unchanged when there is none. The file's "parameters" hold the figures, "source" the measurements."""
+    path = Path(path) if path is not None else CALIBRATION_DIR / f"{machine.arch}.json"
+    if not path.exists():
+        return machine
+    data = json.loads(path.read_text())
+    if data.get("machine", machine.name) != machine.name:
+        raise ValueError(f"{path} calibrates {data.get('machine')}, not {machine.name}")
+    return with_parameters(machine, data["parameters"], f"{path.name} ({data.get('source', 'unknown data')})")
+
+
+# The models as the datasheets give them, and as used: calibrated wherever a calibration file exists.
+DATASHEETS = {m.arch: m for m in (H100_DATASHEET, B200)}
+MACHINES = {arch: calibrated(m) for arch, m in DATASHEETS.items()}
+H100 = MACHINES["sm_90a"]
 
 
 def machine_for(arch: str) -> Machine:
@@ -163,60 +227,21 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
     * SLOT_STORE: "smem", bytes / shared-memory bytes per clock; into tensor memory "tmem_st" at its rate
       (nothing for an MMA result published where the MMA wrote it). SLOT_READ of tensor memory: "tmem_ld"
       (a tcgen05.ld; the timing model charges nothing when only MMAs use the tile, `aref.sim.program`).
-    * TMA_LOAD, LOAD into shared memory: "tma", a latency (the distribution's mean, or drawn from `rng`)
-      plus bytes / TMA bytes per clock — the time until the data has landed. The copy engine itself is
-      busy only for the transfer part: see `unit_busy`.
+    * TMA_LOAD, LOAD: "tma", a latency (the distribution's mean, or drawn from `rng`) plus bytes / the
+      copy's arrival rate — the time until the data has landed. The copy engine itself is busy only for
+      bytes / its own rate: see `unit_busy`.
     * STORE (a TMA store from registers): "tma", bytes / TMA bytes per clock (fire and forget).
     * views (TRANSPOSE, EXPAND_DIMS, SLOT_READ, SELECT), scalars and constants: "issue", 0 or 1 cycle.
     * barrier, fence, MMA-wait and register ops: "issue", `machine.sync_cycles` (any blocking comes on top).
     Cycles are at least 1 for every op that does work. Pure: same op, machine and rng state, same answer.
+    The unit and the formula are the op's registry entry's (`aref.ops`); the figures are this machine's.
     """
-    k = op.kind
-    if k in (OpKind.MMA, OpKind.MMA_ASYNC):
-        dtype = op.operands[0].type.dtype
-        flop = machine.tensor_flop_per_clk.get(dtype)
-        if flop is None:
-            raise ValueError(f"{machine.name} has no tensor-core rate for {dtype.value}")
-        return "tc", max(1, _ceil_div(mma_flops(op), flop))
-    if k is OpKind.UNARY:
-        n = _numel(op.result.type)
-        if op.attrs.fn in MUFU_FNS:
-            return "mufu", max(1, _ceil_div(n, machine.mufu_per_clk))
-        return "fma", max(1, _ceil_div(n, machine.fma_per_clk))
-    if k is OpKind.REDUCE:
-        return "fma", max(1, _ceil_div(_numel(op.operands[0].type), machine.fma_per_clk))
-    if k in (OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.FULL, OpKind.ARANGE):
-        if not isinstance(op.result.type, TileType):
-            return ISSUE, 1
-        return "fma", max(1, _ceil_div(_numel(op.result.type), machine.fma_per_clk))
-    if k is OpKind.SLOT_STORE and _in_tmem(op.operands[0]):
-        if op.operands[3].type.space is Space.TMEM:
-            return ISSUE, 0             # an MMA result published where the MMA wrote it (no data moves)
-        return "tmem_st", max(1, _ceil_div(op.operands[3].type.nbytes, machine.tmem_bytes_per_clk))
-    if k is OpKind.SLOT_READ and _in_tmem(op.operands[0]):
-        return "tmem_ld", max(1, _ceil_div(op.result.type.nbytes, machine.tmem_bytes_per_clk))
-    if k is OpKind.SLOT_STORE:
-        return "smem", max(1, _ceil_div(op.operands[3].type.nbytes, machine.smem_bytes_per_clk))
-    if k is OpKind.TMA_LOAD or (k is OpKind.LOAD and op.result.type.space.value == "smem"):
-        return "tma", machine.tma_latency_draw(rng) + _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk)
-    if k is OpKind.LOAD:            # a register load from global memory: latency plus the transfer
-        return "tma", machine.tma_latency_draw(rng) + _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk)
-    if k is OpKind.STORE:
-        return "tma", max(1, _ceil_div(tma_bytes(op), machine.tma_bytes_per_clk))
-    if k in _VIEW_KINDS:
-        return ISSUE, 0
-    if k in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY):
-        return ISSUE, 1
-    if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.FENCE_PROXY_ASYNC,
-             OpKind.TMEM_STORE_FENCE, OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC,
-             OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
-             OpKind.PUT, OpKind.CONSUMED):
-        return ISSUE, machine.sync_cycles
-    raise ValueError(f"no cost model for {k.value}")
-
-
-def _in_tmem(ring) -> bool:
-    return isinstance(ring.type, RingType) and ring.type.tile.space is Space.TMEM
+    from aref import ops
+    try:
+        ops.entry(op)
+    except KeyError:
+        raise ValueError(f"no cost model for {op.kind.value}") from None
+    return ops.cost(op, machine, rng)
 
 
 def mma_issue_cycles(op: Op, machine: Machine) -> int:

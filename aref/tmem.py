@@ -263,6 +263,8 @@ def _alias(ws, sets, root_buffer, rings) -> None:
             a, b = root_buffer[sets.find(src.rings[0])], root_buffer[sets.find(dst.rings[0])]
             if a is b or b.alias_of or a.alias_of or b.cols > a.cols or len(dst.consumers) != 1:
                 continue
+            if b.holds != (dst.name,):
+                continue        # an MMA accumulates on the tile in place and hands it on: it outlives dst's read
             if dst.consumers != (src.producer,) or not _reads_before_rewrite(ws.groups[src.producer], src, dst):
                 continue
             if any(x.alias_of == a.name for x in root_buffer.values()):

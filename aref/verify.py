@@ -3,10 +3,9 @@ channel protocol. It runs after tracing and between passes in tests; every failu
 """
 from __future__ import annotations
 
-from aref import typing_rules as rules
+from aref import ops
 from aref.errors import ChannelError, SrcInfo, VerifyError
-from aref.ir import (ATTRS_OF, ArefType, BINARY_FNS, COMPARE_FNS, DType, Kernel, Op, OpKind, REDUCE_FNS,
-                     SCALAR_FNS, SCALAR_PREDICATES, ScalarType, Space, TensorType, TileType, UNARY_FNS, Value)
+from aref.ir import ATTRS_OF, ArefType, DType, Kernel, Op, OpKind, ScalarType, TensorType, Value
 
 
 def verify(kernel: Kernel) -> None:
@@ -64,92 +63,27 @@ def _check_block(ops: list[Op], scope: set[int], region: str) -> None:
         scope.update(id(r) for r in op.results)
 
 
-def _fn(op: Op, allowed) -> str:
-    if op.attrs.fn not in allowed:
-        raise VerifyError(f"{op.kind.value} has unknown function '{op.attrs.fn}'", op.loc)
-    return op.attrs.fn
-
-
 def expected_result_types(op: Op):
-    """The result types an op must have given its operands and attributes (None: not checked here)."""
-    k, loc, a = op.kind, op.loc, op.attrs
-    ts = [v.type for v in op.operands]
-    i32 = ScalarType(DType.int32)
+    """The result types an op must have given its operands and attributes (None: not checked here).
+
+    The rule is the op registry's, the same one the language used to build the op (dtype gates included).
+    """
+    k, loc = op.kind, op.loc
     if k is OpKind.CONST:
-        return (op.results[0].type,) if isinstance(op.results[0].type, ScalarType) else (i32,)
-    if k is OpKind.PROGRAM_ID:
-        return (i32,)
-    if k is OpKind.SCALAR_BINARY:
-        _fn(op, SCALAR_FNS + SCALAR_PREDICATES)
-        if ts != [i32, i32]:
-            raise VerifyError(f"scalar {a.fn} needs two i32 operands", loc)
-        return (ScalarType(DType.bool_),) if a.fn in SCALAR_PREDICATES else (i32,)
-    if k is OpKind.SELECT:
-        if ts[0] != ScalarType(DType.bool_) or ts[1] != ts[2]:
-            raise VerifyError("select takes an i1 condition and two values of one type", loc)
-        return (ts[1],)
-    if k is OpKind.LOAD:
-        t = ts[0]
-        if not isinstance(t, TensorType) or any(x != i32 for x in ts[1:]):
-            raise VerifyError("load takes a tensor and i32 coordinates", loc)
-        return (rules.load_type(t.shape, t.dtype, a.tile_shape, len(ts) - 1, loc),)
-    if k is OpKind.STORE:
-        t, tile = ts[0], ts[-1]
-        if not isinstance(t, TensorType) or not isinstance(tile, TileType) or any(x != i32 for x in ts[1:-1]):
-            raise VerifyError("store takes a tensor, i32 coordinates and a tile", loc)
-        rules.load_type(t.shape, t.dtype, a.tile_shape, len(ts) - 2, loc)
-        if tile.shape != a.tile_shape or tile.dtype != t.dtype:
-            raise VerifyError(f"store of {tile} into {t} with tile shape {a.tile_shape}", loc)
-        return ()
-    if k is OpKind.FULL:
-        return (TileType(a.shape, a.dtype, Space.RMEM),)
-    if k is OpKind.ARANGE:
-        return (TileType((a.n,), DType.int32, Space.RMEM),)
-    if k is OpKind.TRANSPOSE:
-        return (rules.transpose_type(ts[0], loc),)
-    if k is OpKind.EXPAND_DIMS:
-        return (rules.expand_dims_type(ts[0], a.axis, loc),)
-    if k is OpKind.SLICE:
-        return (rules.slice_type(ts[0], a.axis, a.start, a.size, loc),)
-    if k is OpKind.MMA:
-        if len(ts) not in (2, 3):
-            raise VerifyError("mma takes a, b and an optional accumulator", loc)
-        return (rules.mma_type(ts[0], ts[1], ts[2] if len(ts) == 3 else None, loc),)
-    if k is OpKind.UNARY:
-        _fn(op, UNARY_FNS)
-        return (rules.elementwise(ts, ts[0].dtype, loc),)
-    if k in (OpKind.BINARY, OpKind.COMPARE):
-        _fn(op, BINARY_FNS if k is OpKind.BINARY else COMPARE_FNS)
-        dtype = rules.promote(ts[0].dtype, ts[1].dtype, loc)
-        return (rules.elementwise(ts, dtype if k is OpKind.BINARY else DType.bool_, loc),)
-    if k is OpKind.WHERE:
-        if ts[0].dtype is not DType.bool_:
-            raise VerifyError("where needs a boolean condition", loc)
-        return (rules.elementwise(ts, rules.promote(ts[1].dtype, ts[2].dtype, loc), loc),)
-    if k is OpKind.REDUCE:
-        _fn(op, REDUCE_FNS)
-        return (rules.reduce_type(ts[0], a.axis, loc),)
-    if k is OpKind.CAST:
-        return (rules.elementwise(ts, a.dtype, loc),)
-    if k is OpKind.CHANNEL:
-        t = op.results[0].type
-        if not isinstance(t, ArefType) or t.depth != a.depth or t.depth < 1:
-            raise VerifyError(f"channel '{a.name}' must have an aref type of depth {a.depth}", loc)
-        return (t,)
-    if k is OpKind.PUT:
-        ch = ts[0]
-        if not isinstance(ch, ArefType) or tuple(t.with_space(Space.SMEM) for t in ts[1:]) != ch.payload:
-            raise VerifyError(f"put payload {[str(t) for t in ts[1:]]} does not match {ch}", loc)
-        return ()
-    if k is OpKind.GET:
-        if not isinstance(ts[0], ArefType):
-            raise VerifyError("get takes a channel", loc)
-        return ts[0].payload
-    if k is OpKind.CONSUMED:
-        if not isinstance(ts[0], ArefType):
-            raise VerifyError("consumed takes a channel", loc)
-        return ()
-    return None
+        return (op.results[0].type,) if isinstance(op.results[0].type, ScalarType) else (ScalarType(DType.int32),)
+    fn = getattr(op.attrs, "fn", None)
+    try:
+        d = ops.lookup(k, fn)
+    except KeyError:
+        raise VerifyError(f"{k.value} has unknown function '{fn}'", loc) from None
+    if d.type_rule is None:
+        if k is OpKind.CHANNEL:
+            t = op.results[0].type
+            if not isinstance(t, ArefType) or t.depth != op.attrs.depth or t.depth < 1:
+                raise VerifyError(f"channel '{op.attrs.name}' must have an aref type of depth {op.attrs.depth}", loc)
+            return (t,)
+        return None
+    return d.type_rule([v.type for v in op.operands], op.attrs, loc)
 
 
 _VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)

@@ -75,3 +75,28 @@ def reference(Q, K, V, O, sm_scale: float = 0.0, **_):
         return {"O": torch.zeros_like(O)}
     p = torch.softmax(Q.float() @ K.float().transpose(1, 2) * scale, dim=-1)
     return {"O": (p @ V.float()).to(O.dtype)}
+
+
+def tolerance(Q, V, O, **_):
+    """What the hardware guarantees. P is rounded to the input dtype for the P·V tensor-core product (as
+    FlashAttention does) while the reference keeps it in fp32: each weight's relative rounding error u (2⁻¹¹
+    for fp16, 2⁻⁸ for bf16) moves an output row, a convex combination of V's rows, by at most u·max|V|; exp2
+    on the MUFU (2⁻²² relative) and the fp32 accumulations are far below that; O's own rounding adds 2u."""
+    from aref.precision import rounded_operand_tolerance
+    bound = float(V.float().abs().max()) if V.numel() else 0.0
+    return {"O": rounded_operand_tolerance(Q.dtype, O.dtype, bound)}
+
+
+def baseline(Q, K, V, O, sm_scale: float = 0.0, **_):
+    """torch's fused attention (SDPA, its default backend choice) on the same (BH, S, D) tensors, as a
+    function that runs it once (what `aref bench` times)."""
+    scale = sm_scale or 1.0 / math.sqrt(Q.shape[2])
+    return lambda: {"O": torch.nn.functional.scaled_dot_product_attention(Q, K, V, scale=scale)}
+
+
+# The autotuner's search space (K/V block, sub-tiles, ring depth); the last entry asks for the intra-warpgroup
+# overlap of softmax with the next MMA, which the backend does not generate yet (listed as pruned).
+CONFIGS = aref.configs({"BN": [64, 128], "SUBTILE": [1, 2], "STAGES": [2, 3]}) + [
+    aref.Config.of({"BN": 128, "SUBTILE": 1, "STAGES": 2}, softmax_overlap=True),
+]
+aref.autotune(configs=CONFIGS)(attention_fwd)

@@ -42,3 +42,38 @@ def example_inputs(size: str = "small", M: int | None = None, N: int | None = No
 
 def reference(A, B, C, **_):
     return {"C": (A.float() @ B.float().T).to(C.dtype)}
+
+
+def tolerance(A, B, C, **_):
+    """What the hardware guarantees. fp16 / bf16 inputs accumulate in fp32, so the kernel and the reference
+    differ by at most one unit of C's rounding (2·2⁻¹¹ relative for fp16). FP8 inputs accumulate in wgmma's
+    reduced-precision accumulator (about 14 bits, truncating per 32-product k-step): up to (K/32)·2⁻¹⁴ of C's
+    magnitude, 7.8e-3 at K = 4096 (an H100 measured 1.4e-3). See `aref.precision`."""
+    from aref.precision import matmul_tolerance
+    return {"C": matmul_tolerance(A.dtype, C.dtype, A.shape[1])}
+
+
+def baseline(A, B, C, **_):
+    """torch's kernel for the same product (cuBLAS for 16-bit inputs, `torch._scaled_mm` for fp8), as a
+    function that runs it once (what `aref bench` times)."""
+    if A.dtype == torch.float8_e4m3fn:
+        one = torch.ones((), device=A.device)
+        return lambda: {"C": torch._scaled_mm(A, B.T, scale_a=one, scale_b=one, out_dtype=C.dtype)}
+    return lambda: {"C": A @ B.T}
+
+
+# The autotuner's search space (`aref tune examples/gemm.py`; a launch on a GPU tunes over it, so the signature's
+# defaults, sized for the CPU tests, are not what runs there). On an H100 at 4096³ and 8192³ the 128×256×64
+# tile (two consumer warp groups of 64×256) measured 0.97–1.05× cuBLAS (bench/data/). The last entries ask for
+# kernel features the backend does not generate yet: the tuner lists them as pruned.
+CONFIGS = aref.configs({"BN": [128, 256], "BK": [64, 128], "STAGES": [3, 4]}, consumers=["auto", "plain"]) + [
+    aref.Config.of({"BN": 64, "BK": 64, "STAGES": 4}),
+    aref.Config.of({"BN": 64, "BK": 128, "STAGES": 4}),
+    aref.Config.of({"BM": 256, "BN": 128, "BK": 64, "STAGES": 3}),                # 128 rows per consumer
+    aref.Config.of({"BN": 128, "BK": 64, "STAGES": 4}, persistent=True),
+    aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, persistent=True),
+    aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, cluster=(2, 1)),           # TMA multicast over 2 CTAs
+    aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, persistent=True, raster=8, epilogue_overlap=True),
+    aref.Config.of({"BN": 256, "BK": 128, "STAGES": 3}, promote_every=4),          # fp8: fp32 every 4 k-steps
+]
+aref.autotune(configs=CONFIGS, key=["A", "B", "C"])(gemm)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from aref.ir import Kernel
 from aref.ws import WarpGroup
-from partition.model import Partition, REGISTERS_PER_SM, check_partition, needs_group
+from partition.model import (Partition, REGISTERS_PER_SM, check_partition, needs_group,
+                             one_producer_per_channel)
 
 
 def assignable_ops(kernel: Kernel) -> list:
@@ -17,7 +18,8 @@ def assignable_ops(kernel: Kernel) -> list:
 
 def custom_partition(kernel: Kernel, groups_of: list[int], warps: int = 4) -> Partition:
     """Place `assignable_ops(kernel)[i]` in group `groups_of[i]`; groups are numbered 0..max, each with
-    `warps` warps and an even share of the register file."""
+    `warps` warps and an even share of the register file. The puts of one user channel all go to the group
+    of its first put (a channel has one producer)."""
     ops = assignable_ops(kernel)
     if len(groups_of) != len(ops):
         raise ValueError(f"{len(ops)} ops to place, {len(groups_of)} groups given")
@@ -25,5 +27,6 @@ def custom_partition(kernel: Kernel, groups_of: list[int], warps: int = 4) -> Pa
     regs = min(240, REGISTERS_PER_SM // (n * warps * 32) // 8 * 8)
     groups = [WarpGroup(i, f"g{i}", "compute", warps, regs) for i in range(n)]
     part = Partition(groups, dict(zip(ops, groups_of)), "custom")
+    one_producer_per_channel(kernel, part.assign)
     check_partition(kernel, part)
     return part

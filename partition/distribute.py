@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aref.errors import ArefError
+from aref.errors import CompilerBugError
 from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, NoAttrs, Op,
                      OpKind, ScalarType, Space, Value)
 from aref.verify import expected_result_types
@@ -97,6 +97,7 @@ def distribute(kernel: Kernel, part: Partition, arch: str) -> WSKernel:
     """The partitioned level: one program per group, every crossing through an aref."""
     facts = _Facts(kernel, part)
     needs = {g.id: _demand(kernel, part, facts, g.id) for g in part.groups}
+    _release_unread_items(kernel, part, needs)
     user = _user_channels(kernel, part, facts, needs)
     tma_puts = {id(c.value) for c in user if c.kind == "tma"}
     crossings = _crossings(kernel, part, facts, needs, tma_puts, arch)
@@ -166,6 +167,20 @@ def _demand(kernel: Kernel, part: Partition, facts: _Facts, g: int) -> set:
             need_value(kernel.loop.iv)
     want |= {("carry", i) for i in carried}
     return want
+
+
+def _release_unread_items(kernel: Kernel, part: Partition, needs: dict[int, set]) -> None:
+    """A user channel whose tiles no group reads is still a FIFO its producer fills: someone must take and
+    release every item, or the producer waits forever for a free slot. Its producer does."""
+    if kernel.loop is None:
+        return
+    for ch_op in kernel.channels():
+        ops = [op for op in kernel.loop.body.ops if op.kind in (OpKind.PUT, OpKind.GET, OpKind.CONSUMED)
+               and op.operands[0] is ch_op.result]
+        taken = [op for op in ops if op.kind is not OpKind.PUT]
+        puts = [op for op in ops if op.kind is OpKind.PUT]
+        if puts and taken and not any(op in want for want in needs.values() for op in taken):
+            needs[part.assign[puts[0]]].update(taken)
 
 
 # --------------------------------------------------------------------------------------- crossings
@@ -342,8 +357,8 @@ class _Builder:
             return self.m[id(v)]
         if v.type.__class__.__name__ in ("TensorType", "ArefType"):
             return v                       # kernel parameters and channels are shared by all groups
-        raise ArefError(f"internal: group {self.group.name} uses %{v.name or v.id} that it neither computes "
-                        f"nor receives")
+        raise CompilerBugError(f"group {self.group.name} uses %{v.name or v.id}, which it neither computes nor "
+                               f"receives", self.kernel.loc, pass_name="loop distribution")
 
     def clone(self, op: Op, out: list[Op], operands=None) -> Op:
         ops_ = tuple(self.val(v) for v in op.operands) if operands is None else operands
@@ -381,16 +396,14 @@ class _Builder:
         return item
 
     def users_in(self, cr: _Crossing, region: str) -> list[Op]:
-        """Ops of `region` that read the crossing's values, directly or through views of them: a view reads
-        the slot it looks at, so the slot may be released only after the last reader of any view."""
+        """The group's ops in `region` that read the crossing's tiles, directly or through views of them
+        (a slice or transpose borrows the slot's buffer: its readers must run before the release too)."""
         ids = {id(v) for v in cr.values}
-        out = []
-        for op in self.region_ops(region):
-            if any(id(v) in ids for v in op.operands):
-                out.append(op)
-                if op.kind in VIEWS:
-                    ids.update(id(r) for r in op.results)
-        return out
+        for reg in ("pre", "loop", "post"):            # views may be taken in one region and read in a later one
+            for op in self.region_ops(reg):
+                if op.kind in VIEWS and id(op.operands[0]) in ids:
+                    ids.add(id(op.result))
+        return [op for op in self.region_ops(region) if any(id(v) in ids for v in op.operands)]
 
     def region_ops(self, region: str) -> list[Op]:
         block = {"pre": self.kernel.pre, "post": self.kernel.post}.get(region)

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value
-from partition.model import Partition, REPLICATED, UnionFind, check_partition, split_budget
+from partition.model import (Partition, UnionFind, check_partition, one_producer_per_channel, replicated,
+                             split_budget)
 
 CONSUMER_MODES = ("auto", "plain", "cooperative", "pingpong")
 
@@ -66,12 +68,23 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
             alias[id(c)] = y
             alias[id(r)] = y
 
+    puts: dict[int, list[Op]] = {}
+    for op in kernel.all_ops():
+        if op.kind is OpKind.PUT:
+            puts.setdefault(id(op.operands[0]), []).append(op)
+
     def source(v: Value, seen=0):
         if id(v) in alias and seen < 8:
             return source(alias[id(v)], seen + 1)
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.GET, OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY,
-                                     OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL):
+        if op is not None and op.kind is OpKind.GET and seen < 8:
+            # a tile computed by one sub-tile and handed to another through a user channel links them (loaded
+            # tiles are shared: their source is a load, which links nothing)
+            i = op.results.index(v) if v in op.results else 0
+            for p in puts.get(id(op.operands[0]), [])[:1]:
+                return source(p.operands[1 + i], seen + 1)
+        if op is None or op.kind in (OpKind.GET, OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL) or (
+                replicated(op) and op.kind not in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)):
             return None
         if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
             return source(op.operands[0], seen)
@@ -97,12 +110,13 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
         part = _blackwell(kernel)
     else:
         kernel, part = _hopper(kernel, options)
+    one_producer_per_channel(kernel, part.assign)
     check_partition(kernel, part)
     return kernel, part
 
 
 def _assignable(kernel: Kernel) -> list[Op]:
-    return [op for op in kernel.all_ops() if op.kind not in REPLICATED]
+    return [op for op in kernel.all_ops() if not replicated(op)]
 
 
 def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partition]:
@@ -180,7 +194,7 @@ def _blackwell(kernel: Kernel) -> Partition:
     fixed.append(("epilogue", "epilogue", epi_warps, 48 if epi_warps == 1 else 168))
     if has_correction:
         fixed.append(("correction", "correction", 4, 80))
-    names = [("softmax" if any(op.kind is OpKind.UNARY and op.attrs.fn in ("exp", "exp2") for op in c)
+    names = [("softmax" if any(ops_registry.has_trait(op, ops_registry.EXPONENTIAL) for op in c)
               else "compute") for c in comps]
     flexible = [(f"{n}{i}", n, 4) for i, n in enumerate(names)]
     groups = split_budget(fixed, flexible, cap=192)

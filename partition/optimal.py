@@ -18,13 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
+from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.ws import WarpGroup
-from partition.model import Partition, REPLICATED, UnionFind, check_registers, split_budget
+from partition.model import (MAX_GROUP_REGS, Partition, UnionFind, check_registers, one_producer_per_channel,
+                             replicated, split_budget)
 
-CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
+CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
@@ -85,8 +87,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if id(v) in yield_of:
             return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL,
-                                     OpKind.ARANGE):
+        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (replicated(op) and op.kind not in VIEWS
+                                                                      and op.kind is not OpKind.GET):
             return []
         if op.kind in VIEWS:
             return sources(op.operands[0], seen + 1)
@@ -101,7 +103,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # ---- CUDA-core clusters: fuse connected work, keeping accumulator rescales apart
     acc_feeder = {prod[id(op.operands[2])] for op in body if op.kind is OpKind.MMA and len(op.operands) == 3
                   and prod.get(id(op.operands[2])) in body and prod[id(op.operands[2])].kind in CUDA_CORE}
-    cuda = [op for op in body if op.kind in CUDA_CORE]
+    cuda = [op for op in body if op.kind in CUDA_CORE and not replicated(op)]
     sets = UnionFind(cuda)
 
     for op in cuda:
@@ -117,7 +119,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     if m.tmem_columns:
         memory["tmem"] = m.tmem_columns
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
-                        registers_per_thread=m.max_regs_per_thread, registers_per_sm=m.registers,
+                        registers_per_thread=min(m.max_regs_per_thread, MAX_GROUP_REGS),
+                        registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
                         base_registers=m.setmaxnreg_min, memory=memory, allow_transfers=allow_transfers)
     g = S.Graph(units, machine, name=kernel.name)
@@ -208,7 +211,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 from_mma = [v for o in ops for v in o.operands
                             if any(s.kind is OpKind.MMA for s, d in sources(v) if d == 0)]
                 regs = max([regs] + [_tile_registers(v.type) for v in from_mma])
-            is_exp = any(o.kind is OpKind.UNARY and o.attrs.fn in ("exp", "exp2") for o in ops)
+            is_exp = any(ops_registry.has_trait(o, ops_registry.EXPONENTIAL) for o in ops)
             is_max = op in holds_mma_tile and not is_exp
             kind = ("rescale" if op in acc_feeder else "max" if is_max else "exp" if is_exp
                     else "state" if m.tmem_columns and all(
@@ -371,6 +374,7 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
     _place_rest(kernel, assign, [WarpGroup(i, n, r, w, 0) for i, (n, r, w) in enumerate(specs)])
     if blackwell:
         _blackwell_one_warp_groups(kernel, assign, specs)
+    one_producer_per_channel(kernel, assign)
     groups = _budgets(specs, result, order)
     return Partition(groups, assign, "optimal")
 
@@ -442,8 +446,8 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
         if id(v) in carried_owner:
             return owner(carried_owner[id(v)], seen + 1)
         op = prod.get(id(v))
-        if op is None:
-            return None
+        if op is None or op.kind is OpKind.LOAD:
+            return None              # a loaded tile reaches whoever reads it: it draws no compute to the TMA group
         if op in assign:
             return assign[op]
         for x in op.operands:
@@ -454,7 +458,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
     for op in kernel.all_ops():
-        if op.kind in REPLICATED or op in assign:
+        if replicated(op) or op in assign:
             continue
         if op.kind is OpKind.LOAD:
             assign[op] = tma if tma is not None else fallback

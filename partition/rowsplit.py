@@ -8,17 +8,30 @@ like any other by the interpreter — and says which replica each rewritten op b
 A value is row-distributed when its axis 0 is the MMA's M dimension. Elementwise ops, row reductions,
 `x[:, None]`, casts and the accumulator chain keep it; a transpose, a reduction over rows or an MMA that takes
 it as the B operand mixes rows, and then the kernel cannot be split (`NotSplittable` names the op).
+
+Every op with a row extent is rewritten for the replica's block of rows [j·M/K, (j+1)·M/K): `full` and
+`arange` get the block's length — and `arange`, an index tile, the block's first row as offset, so it keeps
+its global values —, reductions, broadcasts and elementwise ops take their types from their operands, loads
+and channel tiles stay whole and are sliced where a replica reads them, and stores move their row coordinate.
+Tile work that is not row-distributed (index tiles of the columns, math on shared tiles) is recomputed by
+every replica rather than sent between them; side effects on such values happen once.
 """
 from __future__ import annotations
 
+from aref import ops as ops_registry
 from aref.errors import ArefError
-from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
+from aref.guard import ROW_SPLIT, compiler_pass
+from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
                      SliceAttrs, StoreAttrs, TileType, Value)
 from aref.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
 
-ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
+ELEMENTWISE = ops_registry.kinds_with(ops_registry.ELEMENTWISE, ops_registry.CUDA_CORE)   # registry: elementwise math
+# ops every replica shares whole (their users slice what they need), and side effects done once unless they
+# touch row-distributed values
+_SHARED = (OpKind.LOAD, OpKind.GET, OpKind.CONSUMED, OpKind.CHANNEL)
+_ONCE = (OpKind.STORE, OpKind.PUT)
 # M rows each Hopper consumer warp group needs at least (one wgmma m64 slab).
 MIN_ROWS = 64
 
@@ -126,10 +139,10 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
         return TileType((rows,) + t.shape[1:], t.dtype, t.space)
 
     def lookup(v: Value, j: int, out: list[Op], loc) -> Value:
-        if id(v) not in rd:
-            return v
         if id(v) in vmap[j]:
             return vmap[j][id(v)]
+        if id(v) not in rd:
+            return v
         key = (id(v), id(out))       # a shared source (a loaded or channel tile): slice it where it is used
         if key not in slices[j]:
             nv = Value(slice_type(v.type, 0, j * rows, rows, loc), f"{v.name}.r{j}" if v.name else None)
@@ -146,11 +159,16 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
     def rewrite(ops: list[Op]) -> list[Op]:
         out: list[Op] = []
         for op in ops:
-            # loads and channel gets stay whole (shared by all replicas); their users slice them
-            involved = op.kind not in (OpKind.LOAD, OpKind.GET) and any(
-                id(v) in rd for v in op.operands + op.results)
-            if not involved:
-                out.append(op)
+            involved = any(id(v) in rd for v in op.operands + op.results)
+            if op.kind in _SHARED or (op.kind in _ONCE and not involved) or not (
+                    involved or any(isinstance(r.type, TileType) for r in op.results)):
+                # loads and channel ops stay whole (every replica reads them), scalar index math is shared,
+                # and a side effect on values no replica owns happens once (replica 0's copy of them)
+                operands = tuple(lookup(v, 0, out, op.loc) for v in op.operands)
+                new = op if operands == op.operands else Op(op.kind, operands, op.results, op.attrs, op.loc)
+                out.append(new)
+                if new.kind in _ONCE:
+                    replica[new] = 0
                 continue
             for j in range(k):
                 if op.kind is OpKind.STORE:
@@ -158,18 +176,17 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
                                             const))
                     replica[out[-1]] = j
                     continue
+                # row-distributed work runs on the replica's row block; other tile work (index tiles of the
+                # columns, math on shared tiles) is recomputed by every replica rather than sent between them
                 operands = tuple(lookup(v, j, out, op.loc) for v in op.operands)
                 results = []
                 for r in op.results:
                     nv = Value(part_type(r.type) if id(r) in rd else r.type, r.name)
                     vmap[j][id(r)] = nv
                     results.append(nv)
-                attrs = op.attrs
-                if op.kind is OpKind.FULL:
-                    attrs = FullAttrs(results[0].type.shape, attrs.value, attrs.dtype)
-                new = Op(op.kind, operands, tuple(results), attrs, op.loc)
-                out.append(new)
-                replica[new] = j
+                for new in _replica_ops(op, operands, tuple(results), j, rows, out, const):
+                    out.append(new)
+                    replica[new] = j
         return out
 
     pre_ops = rewrite(kernel.pre.ops)
@@ -178,14 +195,14 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
         lp = kernel.loop
         inits, carried, yields_old, results = [], [], [], []
         for a, b, c, d in zip(lp.inits, lp.carried, lp.yields, lp.results):
-            if id(b) in rd:
+            if isinstance(b.type, TileType):          # every replica carries its own copy (its rows, if split)
                 for j in range(k):
                     inits.append(lookup(a, j, pre_ops, lp.loc))
-                    nb = Value(part_type(b.type), b.name)
+                    nb = Value(part_type(b.type) if id(b) in rd else b.type, b.name)
                     vmap[j][id(b)] = nb
                     carried.append(nb)
                     yields_old.append((c, j))
-                    nd = Value(part_type(d.type), d.name)
+                    nd = Value(part_type(d.type) if id(d) in rd else d.type, d.name)
                     vmap[j][id(d)] = nd
                     results.append(nd)
             else:
@@ -200,8 +217,25 @@ def row_split(kernel: Kernel, k: int) -> tuple[Kernel, dict[Op, int]]:
     post = Block(rewrite(kernel.post.ops))
     out = Kernel(kernel.name, kernel.params, kernel.constexprs, kernel.grid, Block(pre_ops), loop, post,
                  kernel.loc)
-    verify(out)
+    with compiler_pass(ROW_SPLIT, kernel.loc, verifying=True):
+        verify(out)
     return out, replica
+
+
+def _replica_ops(op: Op, operands: tuple, results: tuple, j: int, rows: int, out: list[Op], const) -> list[Op]:
+    """Replica j's ops for `op` on its row block [j·rows, (j+1)·rows). Ops whose attributes fix a row
+    extent get it cut to the block; an index tile also moves to the block's first row, so that
+    `arange(M)` in replica j holds j·rows … j·rows + rows − 1, the global rows it stands for."""
+    if op.kind is OpKind.FULL:
+        return [Op(op.kind, operands, results, FullAttrs(results[0].type.shape, op.attrs.value, op.attrs.dtype),
+                   op.loc)]
+    if op.kind is OpKind.ARANGE and results[0].type.shape[0] != op.attrs.n:
+        if j == 0:
+            return [Op(op.kind, operands, results, ArangeAttrs(rows), op.loc)]
+        base = Value(results[0].type, results[0].name)
+        local = Op(op.kind, operands, (base,), ArangeAttrs(rows), op.loc)
+        return [local, Op(OpKind.BINARY, (base, const(j * rows, out, op.loc)), results, FnAttrs("add"), op.loc)]
+    return [Op(op.kind, operands, results, op.attrs, op.loc)]
 
 
 def _split_store(op: Op, j: int, k: int, rows: int, lookup, out: list[Op], const) -> Op:

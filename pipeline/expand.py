@@ -16,7 +16,7 @@ which is also the loop's result.
 """
 from __future__ import annotations
 
-from aref.errors import ArefError
+from aref.errors import ArefError, CompilerBugError
 from aref.ir import Block, ConstAttrs, DType, FnAttrs, Loop, NoAttrs, Op, OpKind, ScalarType, Value
 from aref.ws import GroupProgram
 from pipeline.schedule import GroupSchedule
@@ -158,8 +158,8 @@ class _Expander:
                      for s in range(S + 1)}
         after = self.step(body, carried, set(range(S + 1)), iteration, {})
         if set(after) != set(keys):
-            raise ArefError(f"internal: pipeline state of group {gp.group.name} is not stable across steps",
-                            lp.loc)
+            raise CompilerBugError(f"the pipeline state of group {gp.group.name} is not stable across steps",
+                                   lp.loc, pass_name="pipelining")
         results = {k: Value(state[k].type, state[k].name) for k in keys}
         gp.loop = Loop(j, steady_n, tuple(state[k] for k in keys), tuple(carried[k] for k in keys),
                        Block(body), tuple(after[k] for k in keys), tuple(results[k] for k in keys), lp.loc)

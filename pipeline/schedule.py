@@ -19,13 +19,14 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from aref.errors import ArefError, ChannelError
+from aref import ops as ops_registry
+from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind
 from aref.ws import GroupProgram, WSKernel
 from pipeline import sm100
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
-CUDA_CORE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST)
+CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ def step_order(ops: list[Op], stage: dict[Op, int], edges, priority=None) -> lis
             if indeg[v] == 0:
                 heapq.heappush(heap, (key(v), index[v]))
     if len(out) != len(ops):
-        raise ArefError("internal: the schedule's same-step dependences form a cycle")
+        raise CompilerBugError("a pipeline step's same-step dependences form a cycle", ops[0].loc if ops else None,
+                               pass_name="pipelining")
     return out
 
 
@@ -159,13 +161,13 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
         tc_stage = sm100.tensor_core_stages(gp, kernel, ops, edges) if coarse and tensor_core else None
         stage = tc_stage or (_coarse_stages(ops, edges) if coarse else {op: 0 for op in ops})
         span = _held_span(gp, kernel, edges, stage)
-        fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
+        fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
         if fit >= depth or (fit >= 0 and not explicit):
             depth = max(0, min(depth, fit))
             break
     else:
-        ch, held = min(span, key=lambda x: x[0].depth - 1 - x[1])
-        need = held + depth + 1
+        ch, held = min(span, key=lambda x: slack_steps(x[0]) - x[1])
+        need = (held + depth + 1) * max(ch.items_per_iter, 1)
         raise ChannelError(
             f"channel '{ch.name}' (depth {ch.depth}) is too shallow for this schedule: its slots are held "
             f"{held} step(s) by the pipeline plus {depth} for MMAs in flight, which needs depth ≥ {need}",
@@ -213,6 +215,13 @@ def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges):
                 feeds.add(u)
                 changed = True
     return lambda op: (0 if op in feeds else 1, stage[op], index[op])
+
+
+def slack_steps(ch) -> int:
+    """Pipeline steps a slot may stay held after the step that fills it before the producer needs it again:
+    with m items per iteration in a ring of `depth`, an item's slot is refilled `depth // m` iterations later
+    (at the earliest), so a release may trail its put by `depth // m − 1` steps."""
+    return ch.depth // max(ch.items_per_iter, 1) - 1
 
 
 def _held_span(gp, kernel, edges, stage) -> list[tuple]:
@@ -303,12 +312,12 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     explicit = options.mma_depth is not None
     depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
     span = _held_span(gp, kernel, edges, stage)
-    fit = min((ch.depth - 1 - held for ch, held in span), default=depth)
+    fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
     if fit < 0 or (explicit and fit < depth):
-        ch, held = min(span, key=lambda x: x[0].depth - 1 - x[1])
+        ch, held = min(span, key=lambda x: slack_steps(x[0]) - x[1])
         raise ChannelError(f"channel '{ch.name}' (depth {ch.depth}) is too shallow for the solver's schedule, "
                            f"which holds its slots {held} step(s)", ch.loc,
-                           hint=f"use aref.channel(depth={held + depth + 1})")
+                           hint=f"use aref.channel(depth={(held + depth + 1) * max(ch.items_per_iter, 1)})")
     depth = max(0, min(depth, fit))
     _place_channel_ops(gp, edges, stage, depth)
     _propagate(edges, stage)
@@ -428,8 +437,49 @@ def required_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> di
                 # a TMA producer runs ahead freely (it only waits for free slots); a staged producer of
                 # register tiles must find the slot free when its later stage puts the next item
                 trail = 0 if ch.kind == "tma" else sched.stage[op] - put_stage.get(id(ch.value), sched.stage[op])
-                need[ch.name] = max(need.get(ch.name, 1), held + 1, trail + 1)
+                need[ch.name] = max(need.get(ch.name, 1), (max(held, trail) + 1) * max(ch.items_per_iter, 1))
     return need
+
+
+def delay_puts(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> list[tuple]:
+    """Fit a user channel's fixed depth by prefetching less: a slot is busy from the step that puts an item
+    to the step of its last release, so when a consumer releases more than `depth − 1` steps after the put
+    (a solver's schedule may stage a consumer late), the put — and what feeds it in its group — moves to a
+    later stage, no later than the earliest get of the item. Without this the producer would wait for a slot
+    that a consumer frees only after waiting on the producer (see `global_conflict`). Returns (channel,
+    depth it needs) for the user channels still too shallow."""
+    short = []
+    for ch in kernel.channels:
+        if not ch.user or ch.region != "loop" or ch.producer not in schedules:
+            continue
+        prod = next(gp for gp in kernel.groups if gp.group.id == ch.producer)
+        sched = schedules[ch.producer]
+        puts = [op for op in prod.loop.body.ops if op.kind is OpKind.PUT and op.operands[0] is ch.value]
+        gets, releases = [], []
+        for gp in kernel.groups:
+            if gp.group.id not in ch.consumers or gp.group.id not in schedules:
+                continue
+            for op in gp.loop.body.ops:
+                if op.kind in (OpKind.GET, OpKind.CONSUMED) and op.operands[0] is ch.value:
+                    (gets if op.kind is OpKind.GET else releases).append(schedules[gp.group.id].stage[op])
+        if not puts or not releases:
+            continue
+        late = max(releases) - slack_steps(ch) - min(sched.stage[p] for p in puts)
+        room = min(gets, default=0) - max(sched.stage[p] for p in puts)
+        if late > 0 and room > 0:
+            edges = body_edges(prod)
+            made = {id(r): op for op in prod.loop.body.ops for r in op.results}
+            for p in puts:
+                at = sched.stage[p] + min(late, room)
+                # the put and the loads it publishes move together (a TMA put issues their copies)
+                for op in [p] + [made[id(v)] for v in p.operands[1:] if id(v) in made
+                                 and made[id(v)].kind is OpKind.LOAD]:
+                    sched.stage[op] = max(sched.stage[op], at)
+            _propagate(edges, sched.stage)
+            sched.order = step_order(list(prod.loop.body.ops), sched.stage, edges)
+        if late > room:
+            short.append((ch, (slack_steps(ch) + 1 + late - max(room, 0)) * max(ch.items_per_iter, 1)))
+    return short
 
 
 def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_depth: int = 2) -> None:

@@ -133,5 +133,5 @@ def test_internal_failure_is_reported_as_a_compiler_bug(capsys, monkeypatch):
     monkeypatch.setattr(pipeline, "pipeline_kernel", None)      # aref's own call of it fails
     code, out, err = run_cli(capsys, ["ir", GEMM, "--stage", "pipelined", "--json"])
     obj = json.loads(out)
-    assert code == 1 and obj["kind"] == "compiler bug" and obj["pass"] == "the compiler driver"
+    assert code == 1 and obj["kind"] == "compiler bug" and obj["pass"] == "pipelining"
     assert "TypeError" in obj["error"] and "Traceback" not in err and "bug in aref" in obj["hint"]

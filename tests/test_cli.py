@@ -123,3 +123,15 @@ def test_solve_reports_infeasible_ranges_with_reasons():
                           "--json").stdout)
     assert out["ii"] > out["lower_bound"] and out["infeasible"]
     assert all(entry["reasons"] for entry in out["infeasible"])
+
+
+NEW_EXAMPLES = ["mlp", "attention_causal", "linear_attention", "gemm_epilogue", "splitk_gemm", "rowwise",
+                "rowwise.py:softmax", "batched_gemm"]
+
+
+@pytest.mark.parametrize("i,name", list(enumerate(NEW_EXAMPLES)))
+def test_run_sim_json_on_the_new_examples(i, name):
+    target = os.path.join(ROOT, "examples", name if ":" in name else f"{name}.py")
+    arch = ("sm_90a", "sm_100a")[i % 2]
+    out = json.loads(aref("run", target, "--backend", "sim", "--arch", arch, "--seeds", "2", "--json").stdout)
+    assert out["ok"] is True and out["deadlocks"] == 0 and out["interleavings"] == 2 and out["arch"] == arch

@@ -3,17 +3,7 @@ trip counts where pipelines usually break (0, 1, D, D+1, 2D+1 for a channel of d
 import pytest
 
 from aref.harness import load_example, run_interpreter
-from example_paths import EXAMPLE_NAMES, example_path, poison_outputs
-
-# example -> (the example_inputs argument that sets the loop's trip count, tile size along it, depth D)
-TRIP_KNOB = {
-    "gemm": ("K", 64, 3),
-    "dual_gemm": ("K", 64, 3),
-    "gemm_reduce": ("K", 64, 3),
-    "attention_fwd": ("Sk", 128, 2),
-    "attention_bwd": ("Sq", 64, 2),
-}
-
+from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, max_trip_count, poison_outputs, trip_inputs
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_example_default_inputs(name):
@@ -25,13 +15,12 @@ def test_example_default_inputs(name):
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 @pytest.mark.parametrize("trips", ["0", "1", "D", "D+1", "2D+1"])
 def test_trip_counts(name, trips):
-    knob, tile, depth = TRIP_KNOB[name]
+    depth = TRIP_KNOB[name][2]
     n = {"0": 0, "1": 1, "D": depth, "D+1": depth + 1, "2D+1": 2 * depth + 1}[trips]
     ex = load_example(example_path(name))
-    inputs = ex.inputs(**{knob: n * tile})
+    inputs = trip_inputs(ex, name, n)
     kernel = ex.kernel.specialize(**inputs)
-    assert int(next(op.attrs.value for op in kernel.pre.ops if op.results and op.result is
-                    kernel.loop.trip_count)) == n
+    assert max_trip_count(kernel) == n
     poison_outputs(ex, kernel, inputs)            # so that skipped stores fail at trip count 0
     report = run_interpreter(ex, inputs)
     assert report.ok, report.to_json()

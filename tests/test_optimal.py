@@ -26,9 +26,15 @@ def kinds(extraction, result):
     return {g: sorted(extraction.kind[n] for n in ops) for g, ops in result.groups.items()}
 
 
-def test_gemm_reaches_the_tensor_core_bound():
+def test_gemm_reaches_the_resource_bound():
+    """128×128×64 tiles: the II is the busier unit's work per iteration — on the calibrated H100 the copy
+    engine's two 16 KB loads (in 16-cycle quanta), not the tensor core's 512 cycles (as measured: this tile
+    runs at 0.67× cuBLAS, copy-bound)."""
+    from aref.machine import H100
     ex, r = solved("gemm", "sm_90a")
-    assert r.status == S.OPTIMAL and r.proven_optimal and r.ii == r.lower_bound == 512
+    copy = -(-(128 * 64 * 2) // H100.tma_bytes_per_clk)        # one 16 KB load on the copy engine
+    tma = 2 * 16 * -(-copy // 16)                               # two of them, in whole 16-cycle quanta
+    assert r.status == S.OPTIMAL and r.proven_optimal and r.ii == r.lower_bound == max(512, tma)
     assert sorted(kinds(ex, r).values()) == [["gemm"], ["tma", "tma"]]
 
 
@@ -78,7 +84,7 @@ def test_optimal_partition_simulates_like_the_reference(name, arch):
     ex = load_example(example_path(name))
     inputs = ex.inputs()
     ws = lower_to(ex.kernel.specialize(**inputs), "barrier",
-                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=60))
+                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=20))
     report = sim.check(ws, inputs, ex.reference_fn, seeds=10)
     assert report.ok, report.to_json()
 

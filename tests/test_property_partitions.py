@@ -1,50 +1,44 @@
-"""Hypothesis: random tile programs × random partitions (any assignment of ops to 1–4 warp groups),
-distributed, pipelined and lowered to mbarriers, run in the simulator equal to the interpreter, with no
-deadlock and no protocol violation."""
+"""Hypothesis: random tile programs (tests/random_programs.py) × every partition — the heuristic with every
+consumer organisation that applies, the optimal solver's, and random assignments of ops to 1–4 groups — ×
+{sm_90a, sm_100a}, distributed, pipelined and lowered to mbarriers: the simulator runs each under seeded
+random interleavings equal to the interpreter, and explores the interleavings of one CTA at the trip counts
+0, 1, D and D+1, with no deadlock and no protocol violation (`tests/program_matrix.py`). A larger run of the
+same check is `bench/random_sync.py`."""
+import random
+
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_module
 from aref.lower import lower
-from aref.ws_verify import verify_ws
 from partition.custom import assignable_ops, custom_partition
 from partition.distribute import distribute
 from pipeline import pipeline_kernel
-from random_programs import make_inputs, programs, write_module
+from program_matrix import run_matrix
+from random_programs import ARCHS, random_program
+
+# exploration budget per (configuration, trip count): bounded, to keep the suite's share to ~2 minutes
+MAX_STATES = 1500
 
 
-@st.composite
-def program_and_partition(draw):
-    p = draw(programs())
-    groups = draw(st.integers(1, 4))
-    return p, groups, draw(st.randoms(use_true_random=False))
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program_and_partition(), st.sampled_from(["sm_90a", "sm_100a"]))
-def test_random_partition_simulates_like_the_interpreter(tmp_path_factory, case, arch):
-    p, n_groups, rnd = case
-    mod = load_module(write_module(p, str(tmp_path_factory.getbasetemp())))
-    A, B, C, R = make_inputs(p)
-    kernel = mod.prog.specialize(A, B, C, R)
-    ops = assignable_ops(kernel)
-    part = custom_partition(kernel, [rnd.randrange(n_groups) for _ in ops])
-    ws = distribute(kernel, part, arch)
-    verify_ws(ws)
-    piped = pipeline_kernel(ws)
-    verify_ws(piped)
-    barrier = lower(piped)
-    verify_ws(barrier)
-    expected_C, expected_R = C.clone(), R.clone()
-    mod.prog(A, B, expected_C, expected_R)                   # the reference interpreter
-    report = sim.check(barrier, {"A": A, "B": B, "C": C, "R": R},
-                       lambda **_: {"C": expected_C, "R": expected_R}, seeds=3,
-                       tolerance={"C": (1e-4, 1e-4), "R": (1e-4, 1e-4)})
-    assert report.ok, report.to_json()
-    assert report.deadlocks == 0
+# programs drawn by seed (uniformly from the generator's distribution: a few examples see varied programs;
+# a failing seed is its reproducer, `random_program(seed)`)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 1 << 30), st.sampled_from(ARCHS))
+def test_random_program_is_race_free_under_every_partition(tmp_path_factory, seed, arch):
+    prog = random_program(seed, directory=str(tmp_path_factory.getbasetemp()))
+    result = run_matrix(prog, arch, random.Random(seed), seeds=2, max_states=MAX_STATES)
+    assert not result.failures, (prog.path, [(o.config, o.detail) for o in result.failures])
+    default = result.outcomes[0]               # the default compile path never refuses a valid program ...
+    # ... except, on sm_100a, one whose MMA results live in tensor memory at once beyond its 512 columns: the
+    # Blackwell lowering's plan aliases only P over S, not buffers with disjoint lifetimes (issue 11's open
+    # item; ~3 of 60 random programs), and refuses naming the tiles
+    over_tmem = arch == "sm_100a" and default.status == "refused" and default.detail.startswith(
+        "tensor memory: the tiles of")
+    assert default.status == "ok" or over_tmem, (prog.path, default.config, default.detail)
+    assert all(o.explored for o in result.outcomes if o.status == "ok")
 
 
 def test_heuristic_and_custom_single_group_agree():

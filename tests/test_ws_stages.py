@@ -7,11 +7,9 @@ from aref.errors import ArefError, ChannelError
 from aref.harness import compare, load_example
 from aref.ir import OpKind
 from aref.wsinterp import run_ws
-from example_paths import EXAMPLE_NAMES, example_path, poison_outputs, source_line
+from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, poison_outputs, source_line, trip_inputs
 
 ARCHS = ["sm_90a", "sm_100a"]
-TRIP_KNOB = {"gemm": ("K", 64, 3), "dual_gemm": ("K", 64, 3), "gemm_reduce": ("K", 64, 3),
-             "attention_fwd": ("Sk", 128, 2), "attention_bwd": ("Sq", 64, 2)}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -35,10 +33,10 @@ def _run_channels(ex, inputs, ws, seed):
 def test_pipelined_program_matches_reference_at_every_trip_count(name, config):
     """Channel-level execution of the pipelined program (prologue / steady / epilogue) at 0, 1, D, D+1, 2D+1."""
     arch, consumers = config
-    knob, tile, depth = TRIP_KNOB[name]
+    depth = TRIP_KNOB[name][2]
     ex = load_example(example_path(name))
     for n in (0, 1, depth, depth + 1, 2 * depth + 1):
-        inputs = ex.inputs(**{knob: n * tile})
+        inputs = trip_inputs(ex, name, n)
         kernel = ex.kernel.specialize(**inputs)
         poison_outputs(ex, kernel, inputs)              # so that skipped stores fail at trip count 0
         ws = lower_to(kernel, "pipelined", CompileOptions(arch=arch, consumers=consumers))

@@ -1,4 +1,5 @@
 """Machine figures, op costs from tile shapes, and the discrete-event timing model."""
+import json
 import random
 
 import pytest
@@ -6,7 +7,7 @@ from sim_kernels import gemm_ws
 
 from aref.errors import SrcInfo
 from aref.ir import DType, FnAttrs, MmaAttrs, NoAttrs, Op, OpKind, Space, TileType, Value
-from aref.machine import B200, H100, machine_for, op_cost, unit_busy
+from aref.machine import B200, CALIBRATION_DIR, H100, H100_DATASHEET, machine_for, op_cost, unit_busy
 from aref.sim.timing import simulate_timing
 
 
@@ -32,8 +33,11 @@ def test_machine_figures():
         assert (m.max_regs_per_thread, m.setmaxnreg_min, m.setmaxnreg_max, m.setmaxnreg_step) == (255, 24, 256, 8)
         assert m.smem_per_block == 227 * 1024
     assert (B200.tmem_lanes, B200.tmem_columns, H100.tmem_columns) == (128, 512, 0)
-    assert (H100.tma_bytes_per_clk, B200.tma_bytes_per_clk) == (64, 128)
-    assert H100.tma_latency == B200.tma_latency == (400, 550, 1200)
+    assert (H100_DATASHEET.tma_bytes_per_clk, B200.tma_bytes_per_clk) == (64, 128)
+    assert H100_DATASHEET.tma_latency == B200.tma_latency == (400, 550, 1200)
+    # the H100 in use is the datasheet model with the figures its calibration file fits (bench/calibrate.py)
+    fitted = json.loads((CALIBRATION_DIR / "sm_90a.json").read_text())["parameters"]
+    assert (H100.tma_bytes_per_clk, H100.tma_latency) == (fitted["tma_bytes_per_clk"], tuple(fitted["tma_latency"]))
     # the datasheet's 989.4 dense fp16 TFLOP/s follows from the per-SM figure
     assert abs(H100.sms * H100.clock_ghz * 1e9 * 4096 / 1e12 - 989.4) < 1
 
@@ -52,14 +56,21 @@ def test_op_costs_from_tile_shapes():
 def test_tma_cost_is_latency_plus_transfer_and_busy_is_transfer():
     kernel = gemm_ws(BM=128, BN=128, K=64)
     tma = next(op for op in kernel.groups[0].all_ops() if op.kind is OpKind.TMA_LOAD)
-    unit, cycles = op_cost(tma, H100)
-    # without a generator: the mean latency of the triangular (400, 550, 1200) distribution, 2150 / 3 ≈ 717
-    # cycles, plus the transfer of one 128×64 fp16 tile (16 KB) at 64 B per clock, 256 cycles
+    # the datasheet model, without a generator: the mean latency of the triangular (400, 550, 1200)
+    # distribution, 2150 / 3 ≈ 717 cycles, plus the transfer of one 128×64 fp16 tile (16 KB) at 64 B per clock
+    unit, cycles = op_cost(tma, H100_DATASHEET)
     assert (unit, cycles) == ("tma", 717 + 256)
-    assert unit_busy(tma, H100) == 256                   # the copy engine is busy for the transfer only
-    draws = [op_cost(tma, H100, random.Random(s))[1] - 256 for s in range(200)]
+    assert unit_busy(tma, H100_DATASHEET) == 256         # the copy engine is busy for the transfer only
+    draws = [op_cost(tma, H100_DATASHEET, random.Random(s))[1] - 256 for s in range(200)]
     assert len(set(draws)) > 50 and all(400 <= d <= 1200 for d in draws)
     assert abs(sum(draws) / len(draws) - 717) < 40     # the draws follow the distribution, not its bounds
+    # the calibrated model, worked out from its file: the copy's bytes arrive at one rate, the engine is busy
+    # at another
+    fitted = json.loads((CALIBRATION_DIR / "sm_90a.json").read_text())["parameters"]
+    lat = round(sum(fitted["tma_latency"]) / 3)
+    arrive = -(-16384 // fitted["tma_copy_bytes_per_clk"])
+    assert op_cost(tma, H100) == ("tma", lat + arrive) and arrive > 256
+    assert unit_busy(tma, H100) == -(-16384 // fitted["tma_bytes_per_clk"])
     assert op_cost(tma, H100, random.Random(3)) == op_cost(tma, H100, random.Random(3))    # pure
 
 
@@ -69,7 +80,7 @@ def _timing(depth, mma_depth, machine=H100, K=4096):
 
 
 def test_deeper_rings_approach_the_tensor_core_bound():
-    reports = {d: _timing(d, 1 if d > 1 else 0) for d in (1, 2, 4)}
+    reports = {d: _timing(d, 1 if d > 1 else 0, H100_DATASHEET) for d in (1, 2, 4)}
     per_iter = [reports[d].cycles_per_iter for d in (1, 2, 4)]
     assert per_iter == sorted(per_iter, reverse=True)
     mma_cycles = 2 * 128 * 128 * 64 // 4096            # 512: one 128×128×64 fp16 MMA at 4096 FLOP/clk

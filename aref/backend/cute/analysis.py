@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.layout import exchange_elements
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, is_transpose, mma_config,  # noqa: F401
-                                        producers_of, scratch_key, smem_operand)
+                                        producers_of, register_a, scratch_key, smem_operand, staged_source)
+from aref import ops
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.ws import Channel, GroupProgram, WSKernel
@@ -173,8 +175,8 @@ def classify(gp: GroupProgram) -> tuple[str, str]:
         does.append("TMA loads")
     if OpKind.MMA_ASYNC in kinds:
         does.append("wgmma")
-    math = {op.attrs.fn for op in gp.all_ops() if op.kind in (OpKind.UNARY, OpKind.REDUCE)}
-    if {"exp2", "max"} <= math or {"exp", "max"} <= math:
+    traits = set().union(*(ops.entry(op).traits for op in gp.all_ops()))
+    if {ops.EXPONENTIAL, ops.RUNNING_MAX} <= traits:
         does.append("softmax")
     elif OpKind.REDUCE in kinds:
         does.append("row reductions")
@@ -182,8 +184,8 @@ def classify(gp: GroupProgram) -> tuple[str, str]:
         does.append("shared-memory hand-off")
     if OpKind.STORE in kinds:
         does.append("TMA-store epilogue")
-    compute = kinds & {OpKind.BINARY, OpKind.UNARY, OpKind.REDUCE, OpKind.CAST, OpKind.MMA_ASYNC, OpKind.STORE,
-                       OpKind.SLOT_STORE, OpKind.SLOT_READ}
+    compute = kinds & (ops.kinds_with(ops.CUDA_CORE) | {OpKind.MMA_ASYNC, OpKind.STORE, OpKind.SLOT_STORE,
+                                                       OpKind.SLOT_READ})
     if OpKind.TMA_LOAD in kinds:
         if compute:
             raise BackendError(f"warp group '{gp.group.name}' both issues TMA loads and computes; the Hopper "
@@ -214,6 +216,11 @@ def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: di
         if skip(ch):
             continue
         for j, t in enumerate(ch.payload):
+            if t.dtype is DType.bool_:
+                raise BackendError(f"channel '{ch.name}' carries a boolean tile; the templates hand numeric "
+                                   f"tiles between warp groups", ch.loc,
+                                   hint="keep a comparison in the warp group that selects with it, or cast the mask "
+                                        "with `.to(aref.int32)`")
             if len(t.shape) not in (1, 2):
                 raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
                                    f"rank 1 and 2", ch.loc)
@@ -305,29 +312,41 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                 cfg = mma_config(op, prod)
                 if cfg not in mmas:
                     mmas.append(cfg)
-                a = op.operands[0]
-                if smem_operand(a, prod, op.loc) is None and is_transpose(a, prod):
-                    src = prod[id(a)].operands[0]          # the register tile before the transpose
-                    key = (g.index, scratch_key(gp, a, prod))
+                for v, which in ((op.operands[0], "A"), (op.operands[1], "B")):
+                    if smem_operand(v, prod, op.loc) is not None or which == "A" and register_a(v, prod):
+                        continue
+                    src, transposed = staged_source(v, prod)   # staged row-major through a scratch tile
+                    key = (g.index, scratch_key(gp, v, prod))
                     if key not in scratch:
-                        name = f"s_{ident(g.gp.group.name)}_{ident(src.name or 'tile')}_T{len(scratch)}"
+                        name = f"s_{ident(g.gp.group.name)}_{ident(src.name or 'tile')}_{'T' if transposed else 'S'}" \
+                               f"{len(scratch)}"
                         scratch[key] = BufferPlan(name, src.type.with_space(Space.SMEM), 1,
-                                                  f"{g.gp.group.name}'s transposed MMA operand")
+                                                  f"{g.gp.group.name}'s staged MMA operand {which}")
             elif op.kind is OpKind.SLOT_READ:
                 if _cuda_core_read(gp, op.result):
                     next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)
+        if g.role != "tma_producer":
+            n = exchange_elements(gp)
+            if n:       # cross-warp reductions and layout changes of register values (see `xthread`)
+                scratch[(g.index, ("exchange",))] = BufferPlan(
+                    f"s_{ident(g.gp.group.name)}_xchg", TileType((n,), DType.float32, Space.SMEM), 1,
+                    f"{g.gp.group.name}'s exchange tile")
     # register tiles need a wgmma C layout with their column count
     layout_n: dict[int, int] = {}
     for i, cfg in enumerate(mmas):
         layout_n.setdefault(cfg.n, i)
     for g in groups:
+        prod = producers_of(g.gp)
         for op in g.gp.all_ops():
+            smem_math = op.kind is OpKind.SLOT_STORE or (
+                op.kind is OpKind.SLOT_READ and g.index in _channel(channels, op.attrs.channel).cuda_core_readers)
+            if op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is Space.SMEM:
+                so = smem_operand(op.result, prod, op.loc)          # a slot tile CUDA cores read transposed
+                smem_math = g.index in _channel(channels, so.channel).cuda_core_readers
             for v in (*op.results, *op.operands):
                 t = v.type
-                smem_math = op.kind is OpKind.SLOT_STORE or (
-                    op.kind is OpKind.SLOT_READ and g.index in _channel(channels, op.attrs.channel).cuda_core_readers)
                 if isinstance(t, TileType) and len(t.shape) == 2 and t.shape[1] not in layout_n and t.shape[1] != 1 \
-                        and (t.space is Space.RMEM or smem_math):
+                        and t.shape[0] != 1 and (t.space is Space.RMEM or smem_math):
                     n = t.shape[1]
                     if n % 8 or not 8 <= n <= 256 or t.shape[0] % 64:
                         raise BackendError(f"register tile {t} cannot be held in a wgmma accumulator layout "

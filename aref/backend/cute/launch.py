@@ -22,7 +22,7 @@ TORCH_DTYPE_NAMES = {DType.float16: "float16", DType.bfloat16: "bfloat16", DType
                      DType.float8_e5m2: "float8_e5m2", DType.float32: "float32", DType.int32: "int32"}
 ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
 
-_LAUNCHERS: dict[int, "Launcher"] = {}       # id(Tile IR kernel) -> launcher (specializations are cached)
+_LAUNCHERS: dict[tuple, "Launcher"] = {}     # (id(Tile IR kernel), options, launch mode) -> launcher
 
 
 class Launcher:
@@ -56,14 +56,23 @@ class Launcher:
         self.compiled = report.compiled
 
     def __call__(self, tensors: dict) -> None:
+        self.bound(tensors)()
+
+    def bound(self, tensors: dict):
+        """A function that launches on `tensors` (on torch's current stream at this call), their DLPack views
+        made once: what a timing loop calls, so that it times the kernel and not the argument conversion."""
         import torch
 
         args = self.arguments(tensors)
         if self.compiled is None:
             self.compile(args)
         device = next(iter(tensors.values())).device
-        with torch.cuda.device(device):         # the launch uses the current device's context
-            self.compiled(*args, current_stream(device))
+        stream = current_stream(device)
+
+        def run() -> None:
+            with torch.cuda.device(device):     # the launch uses the current device's context
+                self.compiled(*args, stream)
+        return run
 
 
 def current_stream(device=None):
@@ -119,26 +128,40 @@ def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda:
                                 hint="pass a freshly allocated tensor or a clone")
 
 
-def plan_of(ws):
+def plan_of(ws, persistent: bool = False, ctas: int = 132):
     """The backend's plan of a Barrier IR kernel for its arch (the tensors' mode order the launch follows)."""
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import plan_kernel_sm100
-        return plan_kernel_sm100(ws)
+        return plan_kernel_sm100(ws, persistent, ctas)
     from aref.backend.cute.analysis import plan_kernel
-    return plan_kernel(ws)
+    return plan_kernel(ws, persistent, ctas)
 
 
-def launch(kernel, tensors: dict, loc: SrcInfo = UNKNOWN_LOC) -> None:
-    """Compile (once per specialization) and launch Tile IR `kernel` on the GPU holding `tensors`."""
-    launcher = _LAUNCHERS.get(id(kernel))
+def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas: int = 132) -> Launcher:
+    """The launcher of Tile IR `kernel` compiled for `arch` with `options` (a `CompileOptions`; default: the
+    compiler's defaults) and launch mode, made once per combination and kept."""
+    from aref.compiler import CompileOptions
+    options = options or CompileOptions(arch=arch)
+    key = (id(kernel), options, persistent, ctas if persistent else 0)
+    launcher = _LAUNCHERS.get(key)
     if launcher is None:
-        from aref.backend.cute import compile_barrier
-        from aref.compiler import CompileOptions, lower_to
+        from dataclasses import replace
 
-        arch = device_arch(tensors)
-        ws = lower_to(kernel, "barrier", CompileOptions(arch=arch))
-        result = compile_barrier(ws, emit="cute")
-        launcher = Launcher(ws, result, plan_of(ws))
-        _LAUNCHERS[id(kernel)] = launcher
+        from aref.backend.cute import compile_barrier
+        from aref.compiler import lower_to
+
+        ws = lower_to(kernel, "barrier", replace(options, arch=arch))
+        result = compile_barrier(ws, emit="cute", persistent=persistent, ctas=ctas)
+        launcher = Launcher(ws, result, plan_of(ws, persistent, ctas))
+        _LAUNCHERS[key] = launcher
+    return launcher
+
+
+def launch(kernel, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, options=None, persistent: bool = False,
+           ctas: int = 132) -> None:
+    """Compile (once per specialization, options and launch mode) and launch Tile IR `kernel` on the GPU
+    holding `tensors`; `options` and `persistent`/`ctas` as chosen by the autotuner (default: the compiler's
+    defaults, one CTA per tile)."""
+    launcher = launcher_for(kernel, device_arch(tensors), options, persistent, ctas)
     check_arguments(launcher.ws, tensors, loc)
     launcher(tensors)

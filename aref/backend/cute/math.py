@@ -1,40 +1,45 @@
-"""Register math of a role: liveness, register-tile storage, fused elementwise loops and row reductions.
+"""Register math of a role: liveness, register-tile storage, materialization and loop-carried values.
 
 `MathEmitter` is the half of `RoleEmitter` that deals with values living in registers. Elementwise ops are
 lazy when their single user is another elementwise op or a reduction in the same block (and nothing that
-could change their inputs — an MMA issue or a slot release — lies in between): the chain is then emitted
-as one expression inside the user's element loop. Everything else is materialized at its place in the IR,
-which keeps the schedule's overlap (softmax between two wgmma waits stays there).
+could change their inputs — an MMA issue or a slot release — lies in between), and always when they are
+cheap index math (`arange`, constants, program ids and what is computed from them alone: masks are
+recomputed where they are used, never stored). A lazy chain is emitted as one element expression inside
+its user's loop (`render.Renderer`). Everything else is materialized at its place in the IR, which keeps
+the schedule's overlap (softmax between two wgmma waits stays there). Reductions and layout changes that
+cross threads are `xthread.CrossThread`'s.
 """
 from __future__ import annotations
 
+from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
-from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, literal, paren, strip_parens
-from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.backend.cute.layout import ACC, fits, orientations, tile_layout
+from aref.backend.cute.render import Nest, Renderer, root_ctx
+from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, paren, strip_parens
+from aref.backend.cute.xthread import CrossThread
+from aref.ir import Op, OpKind, Space, TileType, Value
 
-ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.EXPAND_DIMS, OpKind.CAST)
+# kinds the renderer computes lazily inside their user's element loop (the registry's expression and view
+# emissions), and the users such a chain may be fused into
+LAZY = frozenset(k for k in OpKind if any(e.form in (ops.EXPR, ops.VIEWING) for d in ops.entries()
+                                          if d.kind is k for e in d.cute)) - {OpKind.CONST, OpKind.TRANSPOSE}
+ELEMENTWISE = tuple(sorted(LAZY - {OpKind.FULL, OpKind.ARANGE, OpKind.SLICE}, key=lambda k: k.value))
 FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
-BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
-          "maximum": "cute.arch.fmax({a}, {b})", "minimum": "cute.arch.fmin({a}, {b})"}
-UNARY = {"exp": "cute.math.exp({a}, fastmath=True)", "exp2": "cute.math.exp2({a}, fastmath=True)",
-         "log": "cute.math.log({a}, fastmath=True)", "log2": "cute.math.log2({a}, fastmath=True)",
-         "sqrt": "cute.math.sqrt({a}, fastmath=True)", "rsqrt": "cute.math.rsqrt({a}, fastmath=True)",
-         "abs": "cute.math.absf({a})", "neg": "(-{a})"}
+MAX_FUSED_LEAVES = 4           # stored tiles one fused expression may read (their registers stay live)
 REGISTER_OVERHEAD = 32          # addresses, descriptors, loop state of a consumer role (measured with ptxas)
-COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
-class MathEmitter:
+class MathEmitter(Renderer, CrossThread):
     def __init__(self):
         self.pos = 0
         self.in_loop = False
-        self.inflight: list[tuple[Buffer, ...]] = []   # registers each in-flight wgmma group writes or reads
+        self.inflight: list[tuple[Buffer, tuple[Buffer, ...]]] = []   # each in-flight wgmma: (writes, reads)
         self.holder: dict[str, Value] = {}         # buffer name -> the value it currently holds
         self.buffers: list[Buffer] = []
         self.carried_bufs: dict[str, Value] = {}   # in the loop body: carried buffer -> its yield value
         self.peak: tuple[int, list] = (0, [])
-        self.elem_pre: list[str] = []              # per-element temporaries of the loop being rendered
-        self.elem_cache: dict = {}
+        self.converted: dict[tuple, Buffer] = {}    # (buffer, value, layout) -> the value moved to that layout
+        self.region = "pre"
 
     # ----------------------------------------------------------------------------------------- liveness
     def analyse_uses(self) -> None:
@@ -92,18 +97,35 @@ class MathEmitter:
                     if (end, None) in ys:
                         ys.remove((end, None))
                         self.uses[id(self._root(y))] -= 1
-        self.fused: set[int] = set()
-        ops = list(gp.all_ops())
+        self.orient = orientations(gp)
+        all_ops = list(gp.all_ops())
         # 16-bit casts and transposes of register tiles are computed where they are needed (an MMA, a store,
         # the next iteration), so their sources stay live until then
-        self.deferred = {id(op.result) for op in ops if op.results and (
-            op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32
+        self.deferred = {id(op.result) for op in all_ops if op.results and (
+            op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
+            and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
-        position = {id(op): i + 1 for i, op in enumerate(ops)}
-        for op in ops:
-            if op.kind not in ELEMENTWISE or not op.results or not self.use_at.get(id(op.result)):
+        # cheap index math (arange, constants, program ids and what is computed from them alone) is
+        # recomputed at each use rather than stored
+        self.cheap: set[int] = set()
+        for op in all_ops:
+            if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
+                    not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):
+                self.cheap.update(id(r) for r in op.results if isinstance(r.type, TileType))
+        self.fused: set[int] = set(self.cheap)
+        position = {id(op): i + 1 for i, op in enumerate(all_ops)}
+        # a fused chain keeps every stored tile it reads live until its user: bound that, so a long
+        # accumulation (t = t + f(x_i), ...) is stored every few steps rather than holding every x_i
+        leaves: dict[int, int] = {}
+        for op in all_ops:
+            if op.kind not in ELEMENTWISE or not op.results:
                 continue
-            if op.kind is OpKind.CAST and op.result.type.dtype is not DType.float32:
+            n = sum(leaves.get(id(o), 1) if id(o) in self.fused else 1 for o in op.operands
+                    if isinstance(o.type, TileType) and id(o) not in self.cheap)
+            leaves[id(op.result)] = n
+            if n > MAX_FUSED_LEAVES or id(op.result) in self.cheap or not self.use_at.get(id(op.result)):
+                continue
+            if id(op.result) in self.deferred:
                 continue
             users = {id(u) for _, u in self.use_at[id(op.result)]}
             if len(users) != 1:                      # one user op (it may read the value twice: a*a)
@@ -111,7 +133,7 @@ class MathEmitter:
             p, user = self.use_at[id(op.result)][0]
             if user is None or user.kind not in FUSABLE_USERS or self.block_of[id(user)] != self.block_of[id(op)]:
                 continue
-            between = ops[position[id(op)]:position[id(user)] - 1]
+            between = all_ops[position[id(op)]:position[id(user)] - 1]
             if any(o.kind is OpKind.MMA_ASYNC or (o.kind is OpKind.MBAR_ARRIVE and o.attrs.which == "empty")
                    for o in between):
                 continue
@@ -137,61 +159,84 @@ class MathEmitter:
         self.use_at.setdefault(id(v), []).append((pos, op))
 
     def last_use(self, v: Value) -> int:
-        """The last position at which `v` is read, counting reads moved into fused users."""
-        v = self._root(v)
-        key = id(v)
-        if key in self._last:
-            return self._last[key]
-        last = self.def_at.get(key, 0)
-        for p, user in self.use_at.get(key, []):
-            if user is not None and user.results and (id(user.results[0]) in self.fused
-                                                      or id(user.results[0]) in self.deferred):
-                p = self.last_use(user.results[0])
-            last = max(last, p)
-        start, end = self.loop_span
-        if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
-            last = max(last, end)
-        self._last[key] = last
-        return last
+        """The last position at which `v` is read, counting reads moved into fused users (iterative: a
+        fused chain may be as long as the program)."""
+        root = self._root(v)
+        stack = [root]
+        while stack:
+            x = stack[-1]
+            if id(x) in self._last:
+                stack.pop()
+                continue
+            later = [self._root(u.results[0]) for _, u in self.use_at.get(id(x), [])
+                     if u is not None and u.results and (id(u.results[0]) in self.fused
+                                                         or id(u.results[0]) in self.deferred)]
+            todo = [u for u in later if id(u) not in self._last and u is not x]
+            if todo:
+                stack += todo
+                continue
+            key = id(x)
+            last = self.def_at.get(key, 0)
+            for p, user in self.use_at.get(key, []):
+                if user is not None and user.results and (id(user.results[0]) in self.fused
+                                                          or id(user.results[0]) in self.deferred):
+                    p = self._last.get(id(self._root(user.results[0])), p)
+                last = max(last, p)
+            start, end = self.loop_span
+            if self.def_at.get(key, 0) <= start and any(start < p <= end for p, _ in self.use_at.get(key, [])):
+                last = max(last, end)
+            self._last[key] = last
+            stack.pop()
+        return self._last[id(root)]
 
     # ------------------------------------------------------------------------------------------ storage
-    def _fits(self, buf: Buffer, t: TileType) -> bool:
-        return buf.shape == tuple(t.shape) and buf.dtype is t.dtype
+    def layout_of(self, v: Value) -> str:
+        return tile_layout(v.type, self.orient(v))
 
-    def new_buffer(self, v: Value, hint: str | None = None, prefer: Buffer | None = None) -> Buffer:
-        """Storage for `v`: `prefer` or a free buffer of the same shape, else a new register tensor."""
+    def _fits(self, buf: Buffer, t: TileType, layout: str) -> bool:
+        return buf.shape == tuple(t.shape) and buf.dtype is t.dtype and buf.layout == layout
+
+    def new_buffer(self, v: Value, hint: str | None = None, prefer: Buffer | None = None,
+                   layout: str | None = None) -> Buffer:
+        """Storage for `v`: `prefer` or a free buffer of the same shape and layout, else a new register tensor."""
         t = v.type
-        if t.dtype not in (DType.float32, DType.float16, DType.bfloat16):
-            raise BackendError(f"a {t.dtype.value} register tile cannot be stored; the templates keep float32 "
-                               f"accumulators and 16-bit MMA operands in registers", self.loc)
+        layout = layout or self.layout_of(v)
+        self.check_fits(t, layout)
         yield_of = self._yield_carried(v)
-        candidates = ([prefer] if prefer else []) + [b for b in self.buffers if self._fits(b, t)]
+        candidates = ([prefer] if prefer else []) + [b for b in self.buffers if self._fits(b, t, layout)]
         for b in candidates:
-            if b is None or not self._fits(b, t) or not self._free(b, in_place=b is prefer):
+            if b is None or not self._fits(b, t, layout) or not self._free(b, in_place=b is prefer):
                 continue
             if b.name in self.carried_bufs and self.carried_bufs[b.name] is not yield_of and b is not prefer:
                 continue
             self.holder[b.name] = v
             return b
-        name = self.names(hint or self.hint(v) or ("s" if len(t.shape) == 2 else "row"))
-        buf = self.alloc_buffer(name, t)
+        name = self.names(hint or self.hint(v) or ("s" if layout == ACC else layout))
+        buf = self.alloc_buffer(name, t, layout)
         self.buffers.append(buf)
         self.holder[name] = v
         return buf
 
-    def alloc_buffer(self, name: str, t: TileType) -> Buffer:
-        """Declare register storage `name` for tiles of type `t` (the architecture's register layout)."""
-        dt = f"cutlass.{CUTLASS_DTYPE[t.dtype]}"
-        if len(t.shape) == 2:
+    def check_fits(self, t: TileType, layout: str) -> None:
+        """Refuse a tile the architecture's register layout cannot hold as a `layout` value."""
+        if not fits(t, layout):
+            raise BackendError(f"register tile {t} cannot be held in the wgmma accumulator layout as a {layout} "
+                               f"value: rows must come in whole 64-row atoms and columns in groups of 8", self.loc,
+                               hint="use tile sizes that are multiples of 64 rows and 8 columns")
+
+    def alloc_buffer(self, name: str, t: TileType, layout: str) -> Buffer:
+        """Declare register storage `name` for `t` tiles held as `layout` (the architecture's register layout)."""
+        dt = f"cutlass.{CUTLASS_DTYPE.get(t.dtype, 'Boolean')}"
+        if layout == ACC:
             mma = self.layout_mma(t.shape[1])
             self.setup(f"{name} = cute.make_rmem_tensor({self.thr(mma)}.partition_shape_C({tuple(t.shape)}), {dt})")
-            buf = Buffer(name, tuple(t.shape), t.dtype, mma)
-            if t.dtype is DType.float32:
-                buf.rc = self.names.reserve(f"{name}_rc")
-                self.setup(f"{buf.rc} = aref.rows_view({name})")
+            buf = Buffer(name, tuple(t.shape), t.dtype, mma, layout=ACC)
+            buf.rc = self.names.reserve(f"{name}_rc")
+            self.setup(f"{buf.rc} = aref.rows_view({name})")
         else:
-            buf = Buffer(name, tuple(t.shape), t.dtype, "")
-            self.setup(f"{name} = cute.make_rmem_tensor({buf.rows}, {dt})")
+            buf = Buffer(name, tuple(t.shape), t.dtype, "", layout=layout)
+            n = buf.extents[0] if buf.extents else 1
+            self.setup(f"{name} = cute.make_rmem_tensor({n}, {dt})")
         return buf
 
     def _free(self, b: Buffer, in_place: bool = False) -> bool:
@@ -249,30 +294,44 @@ class MathEmitter:
                 f"(setmaxnreg): ptxas would spill", self.plan.ws.loc,
                 hint="the partition's register model must give this group more registers (or smaller tiles)")
 
-    def issued(self, *bufs: Buffer) -> None:
-        self.inflight.append(bufs)
+    def issued(self, writes: Buffer, *reads: Buffer) -> None:
+        self.inflight.append((writes, reads))
 
     def retire(self, pending: int) -> None:
         self.inflight = self.inflight[len(self.inflight) - pending:] if pending else []
 
     def busy(self, buf: Buffer) -> bool:
-        return any(buf in group for group in self.inflight)
+        """An in-flight wgmma writes or reads `buf`: it may not be overwritten."""
+        return any(buf == w or buf in r for w, r in self.inflight)
 
     def check_not_inflight(self, buf: Buffer) -> None:
-        if self.busy(buf):
+        """`buf` is about to be read: no in-flight wgmma may still write it (reading alongside is fine)."""
+        if any(buf == w for w, _ in self.inflight):
             raise BackendError(f"internal: register tile {buf.name} is read while a wgmma that writes it may "
                                f"still run (the Barrier IR's mma_wait does not cover it)", self.loc)
 
     # ---------------------------------------------------------------------------------- materialization
     def lazy_or_now(self, op: Op) -> None:
         """Fuse `op` into its user, or compute it here."""
-        if op.kind is OpKind.BINARY and op.attrs.fn == "mul" and any(
-                isinstance(self.env.get(id(o)), Zero) and self.env[id(o)].fill == 0.0 for o in op.operands):
-            self.env[id(op.result)] = Zero(op.result.type, 0.0)     # a zero-initialised state scaled: still 0
+        r = op.result
+        if not isinstance(r.type, TileType):                # CTA-uniform math on runtime scalars
+            from aref.backend.cute.render import SCALAR_CTX, Nest
+            args = [self.env[id(o)].expr for o in op.operands]
+            text = strip_parens(self.render_op(op, args, SCALAR_CTX, Nest([])))
+            if self.uses.get(id(r), 0) > 1:
+                name = self.names(r.name or "t")
+                self.out(f"{name} = {text}")
+                text = name
+            self.env[id(r)] = Scalar(text)
             return
-        self.env[id(op.result)] = ("lazy", op)
-        if id(op.result) not in self.fused and op.kind is not OpKind.EXPAND_DIMS:
-            self.materialize(op.result)
+        z = ops.entry(op).algebra.absorbing
+        if z is not None and any(isinstance(self.env.get(id(o)), Zero) and self.env[id(o)].fill == z
+                                 for o in op.operands):
+            self.env[id(r)] = Zero(r.type, z)               # a zero-initialised state scaled: still 0
+            return
+        self.env[id(r)] = ("lazy", op)
+        if id(r) not in self.fused and op.kind not in (OpKind.EXPAND_DIMS, OpKind.SLICE):
+            self.materialize(r)
 
     def materialize(self, v: Value) -> Buffer:
         """The register buffer holding `v`, emitting the code that computes it if needed."""
@@ -282,17 +341,20 @@ class MathEmitter:
         t = v.type
         if isinstance(c, Zero):
             buf = self.new_buffer(v)
-            self.out(f"{buf.name}.fill({literal(c.fill)})")
+            self.out(f"{buf.name}.fill({self.constant(c.fill, t.dtype)})")
         elif isinstance(c, tuple) and c[0] == "cast":
-            src = self.materialize(c[1].operands[0])
+            src = self.materialize(c[1].operands[0])      # a whole register tile converted at once
             self.check_not_inflight(src)
             buf = self.new_buffer(v, hint=f"{src.name}_{t.dtype.value}")
             self.out(f"{buf.name}.store({src.name}.load().to(cutlass.{CUTLASS_DTYPE[t.dtype]}))")
-        elif isinstance(c, tuple) and c[0] == "lazy":
+        elif isinstance(c, tuple) and c[0] in ("lazy", "cast"):
             buf = self.elementwise(v, c[1])
-        elif isinstance(c, SmemTile):
+        elif isinstance(c, SmemTile) and self.layout_of(v) == ACC and not c.transposed:
             buf = self.new_buffer(v)
             self.out(f"cute.autovec_copy({self.smem_view(c)}, {buf.name})")
+        elif isinstance(c, SmemTile):
+            buf = self.new_buffer(v)
+            self.compute_into(buf, v)
         else:
             raise BackendError(f"internal: cannot hold {v} in registers ({c!r})", self.loc)
         self.env[id(v)] = Reg(buf)
@@ -300,181 +362,55 @@ class MathEmitter:
 
     def elementwise(self, v: Value, op: Op) -> Buffer:
         t = v.type
+        layout = self.layout_of(v)
         prefer = None
         for o in self.leaves(op):
             oc = self.env.get(id(o))
-            if isinstance(oc, Reg) and self._fits(oc.buf, t) and self.last_use(o) <= self.pos:
+            if isinstance(oc, Reg) and self._fits(oc.buf, t, layout) and self.last_use(o) <= self.pos:
                 prefer = oc.buf                      # compute in place over an input that dies here
                 break
-        pre: list[str] = []
-        self.elem_pre, self.elem_cache = [], {}
-        body = self.render(v, pre, two_d=len(t.shape) == 2, top=True)
-        if prefer is not None and not self.elem_pre and not pre and strip_parens(body) in (
-                f"{prefer.rc}[r, c]", f"{prefer.name}[r]"):
+        nest, ctx = self.nest_for(layout, t), root_ctx(layout)
+        text = strip_parens(self.render(v, ctx, nest, top=True))
+        if prefer is not None and not any(nest.levels) and text == prefer.at("r", "c"):
             self.holder[prefer.name] = v                 # the value is the operand itself (x + 0): no code
             return prefer
         buf = self.new_buffer(v, hint=self.hint(v), prefer=prefer)
-        self.emit_loop_nest(buf, pre, f"{buf.rc if buf.is_tile else buf.name}[{'r, c' if buf.is_tile else 'r'}] = "
-                                      f"{strip_parens(body)}")
+        nest.levels[-1].append(f"{buf.at('r', 'c')} = {self.convert_to(text, buf.dtype)}")
+        self.emit_nest(nest)
         return buf
 
     def leaves(self, op: Op) -> list[Value]:
-        """The materialized inputs of a fused expression."""
-        out = []
-        for o in op.operands:
+        """The materialized inputs of a fused expression (iterative: chains may be long)."""
+        out, stack, seen = [], list(reversed(op.operands)), set()
+        while stack:
+            o = stack.pop()
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
             c = self.env.get(id(o))
-            if isinstance(c, tuple) and c[0] == "lazy":
-                out += self.leaves(c[1])
+            if isinstance(c, tuple) and c[0] in ("lazy", "cast"):
+                stack += reversed(c[1].operands)
             else:
                 out.append(o)
         return out
-
-    def emit_loop_nest(self, shape_of: Buffer, pre: list[str], stmt: str) -> None:
-        with self.out.block(f"for r in cutlass.range_constexpr({shape_of.rows}):"):
-            for line in pre:
-                self.out(line)
-            if shape_of.is_tile:
-                with self.out.block(f"for c in cutlass.range_constexpr({shape_of.cols}):"):
-                    for line in self.elem_pre:
-                        self.out(line)
-                    self.out(stmt)
-            else:
-                for line in self.elem_pre:
-                    self.out(line)
-                self.out(stmt)
-
-    def reduce(self, op: Op) -> None:
-        fn = op.attrs.fn
-        if fn not in ("max", "sum"):
-            raise BackendError(f"a row {fn} reduction; the templates reduce with max and sum", op.loc)
-        src = op.operands[0]
-        pre: list[str] = []
-        self.elem_pre, self.elem_cache = [], {}
-        expr = strip_parens(self.render(src, pre, two_d=True, top=False))
-        buf = self.new_buffer(op.result, hint=self.hint(op.result) or f"row_{fn}")
-        self.env[id(op.result)] = Reg(buf)
-        rows, cols = 2 * src.type.shape[0] // 64, src.type.shape[1] // 4
-        init = "-cutlass.Float32.inf" if fn == "max" else "cutlass.Float32(0.0)"
-        step = f"x = cute.arch.fmax(x, {expr})" if fn == "max" else f"x = x + {expr}"
-        with self.out.block(f"for r in cutlass.range_constexpr({rows}):"):
-            for line in pre:
-                self.out(line)
-            self.out(f"x = {init}")
-            with self.out.block(f"for c in cutlass.range_constexpr({cols}):"):
-                for line in self.elem_pre:
-                    self.out(line)
-                self.out(step)
-            self.out(f"{buf.name}[r] = aref.quad_{fn}(x)  # the other columns of the row live in the quad")
-
-    # ----------------------------------------------------------------------------------------- rendering
-    def depends(self, v: Value) -> int:
-        """0: scalar, 1: one value per row, 2: per element."""
-        c = self.env[id(v)]
-        if isinstance(c, Scalar):
-            return 0
-        if isinstance(c, (Reg, Zero, SmemTile)):
-            t = v.type
-            return 2 if len(t.shape) == 2 and t.shape[1] != 1 else 1
-        if isinstance(c, tuple) and c[0] == "lazy":
-            op = c[1]
-            if op.kind is OpKind.EXPAND_DIMS:
-                return 1
-            return max(self.depends(o) for o in op.operands)
-        return 2
-
-    def render(self, v: Value, pre: list[str], two_d: bool, top: bool = False) -> str:
-        """Source of `v` at element (r, c) (or row r), hoisting row-invariant parts into `pre`."""
-        c = self.env[id(v)]
-        if isinstance(c, Scalar):
-            return c.expr
-        if isinstance(c, Zero):
-            return literal(c.fill)
-        if isinstance(c, Reg):
-            self.check_not_inflight(c.buf)
-            return f"{c.buf.rc}[r, c]" if c.buf.is_tile else f"{c.buf.name}[r]"
-        if isinstance(c, SmemTile):
-            text = self.smem_element(c, v)
-            if two_d and self.depends(v) == 1:           # one shared-memory read per row, not per element
-                key = ("row", id(v))
-                if key not in self.elem_cache:
-                    name = self.names("row_" + (v.name or c.channel))
-                    pre.append(f"{name} = {text}")
-                    self.elem_cache[key] = name
-                return self.elem_cache[key]
-            return text
-        if isinstance(c, tuple) and c[0] == "cast":
-            raise BackendError("a 16-bit tile used in register math; compute in float32", self.loc)
-        op = c[1]
-        if len(self.use_at.get(id(v), [])) > 1 and not top:
-            key = ("elem", id(v))
-            if key not in self.elem_cache:
-                text = self.render_op(op, pre, two_d)
-                name = self.names("e_" + (v.name or "v"))
-                self.elem_pre.append(f"{name} = {strip_parens(text)}")
-                self.elem_cache[key] = name
-            return self.elem_cache[key]
-        if two_d and not top and self.depends(v) == 1 and op.kind is not OpKind.EXPAND_DIMS:
-            text = self.render_op(op, pre, two_d=False)
-            name = self.names("row_" + (v.name or "v"))
-            pre.append(f"{name} = {strip_parens(text)}")
-            return name
-        return self.render_op(op, pre, two_d)
-
-    def render_op(self, op: Op, pre: list[str], two_d: bool) -> str:
-        k = op.kind
-        args = [self.render(o, pre, two_d) for o in op.operands]
-        if k is OpKind.EXPAND_DIMS:
-            return args[0]
-        if k is OpKind.BINARY:
-            if op.attrs.fn == "div" and two_d and self.depends(op.operands[1]) == 1:
-                inv = self.names("inv_" + (op.operands[1].name or "row"))
-                pre.append(f"{inv} = 1.0 / {strip_parens(args[1])}")
-                return f"({args[0]} * {inv})"
-            if op.attrs.fn == "add" and "0.0" in args:      # a zero-initialised accumulator's first step
-                return args[1] if args[0] == "0.0" else args[0]
-            if op.attrs.fn == "mul" and "0.0" in args:
-                return "0.0"
-            if op.attrs.fn == "maximum" and "-cutlass.Float32.inf" in args:   # a running max's first step
-                return args[1] if args[0] == "-cutlass.Float32.inf" else args[0]
-            return BINARY[op.attrs.fn].format(a=args[0], b=args[1])
-        if k is OpKind.UNARY:
-            return UNARY[op.attrs.fn].format(a=strip_parens(args[0]))
-        if k is OpKind.COMPARE:
-            return f"({args[0]} {COMPARE[op.attrs.fn]} {args[1]})"
-        if k is OpKind.WHERE:
-            return f"aref.where({strip_parens(args[0])}, {args[1]}, {args[2]})"
-        if k is OpKind.CAST:
-            return f"cutlass.Float32({strip_parens(args[0])})"
-        raise BackendError(f"internal: cannot render {k.value}", op.loc)
-
-    def smem_element(self, s: SmemTile, v: Value) -> str:
-        """An element (or row value) of a slot tile, in the accumulator layout of this thread."""
-        if s.transposed:
-            raise BackendError("register math on a transposed shared-memory tile", self.loc)
-        if len(s.tile.shape) == 1 or s.tile.shape[-1] == 1:
-            rc = self.row_coords(s.tile.shape[0])
-            ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
-            row = f"{rc}[r, 0][0]" + (f" + {s.row0}" if s.row0 else "")
-            return f"{ring}[{row}, {strip_parens(s.slot.expr)}]"
-        return f"{self.smem_view(s, rows_view=True)}[r, c]"
 
     def smem_view(self, s: SmemTile, rows_view: bool = False) -> str:
         """This thread's part of a slot tile, partitioned like a wgmma accumulator (emitted before use)."""
         cp = self.plan.channel(s.channel)
         ring = cp.buffers[s.index]
-        rows, cols = s.tile.shape
+        rows, cols = ring.tile.shape
         base = self.arg(ring.name)
-        if rows != ring.tile.shape[0]:
-            base = f"aref.row_block({base}, {rows}, {cols}, {s.row0 // rows})"
-        part = f"{self.thr(self.layout_mma(cols))}.partition_C({base}[None, None, {strip_parens(s.slot.expr)}])"
+        if s.tile.shape[0] != rows and not s.transposed:
+            base = f"aref.row_block({base}, {s.tile.shape[0]}, {cols}, {s.row0 // s.tile.shape[0]})"
+        elif s.transposed:
+            if s.row0 or s.tile.shape != (cols, rows):
+                raise BackendError("register math on a row block of a transposed shared-memory tile", self.loc)
+            base = f"aref.transposed({base}, {rows}, {cols}, {ring.depth})"
+        n = s.tile.shape[1]
+        part = f"{self.thr(self.layout_mma(n))}.partition_C({base}[None, None, {strip_parens(s.slot.expr)}])"
         name = self.names(f"{ring.name[2:]}_part")
         self.out(f"{name} = {'aref.rows_view(' + part + ')' if rows_view else part}")
         return name
-
-    def row_coords(self, rows: int) -> str:
-        cols = min(self.plan.layout_n)
-        mma = self.layout_mma(cols)
-        return self.local(("rowc", rows), f"rows{rows}_coord", f"aref.row_coords({self.thr(mma)}, {rows}, {cols})")
 
     def before_release(self, channel: str) -> None:
         """Fused values never straddle a slot release (see `analyse_uses`), so nothing is pending here."""
@@ -544,13 +480,12 @@ class MathEmitter:
                         so.transposed, so.row0)
 
     def loop_exit(self, lp) -> None:
+        # tiles first: a yield computed from a carried scalar must read it before the scalar moves on
         for car, y in zip(lp.carried, lp.yields):
             c = self.env[id(car)]
             if id(car) in self.dead_carried:
                 continue
-            if id(car) in self.carried_vars:
-                self.out(f"{self.carried_vars[id(car)]} = {strip_parens(self.scalar(y).expr)}")
-            elif isinstance(c, tuple) and c[0] == "staged":
+            if isinstance(c, tuple) and c[0] == "staged":
                 yc = self.env[id(y)]
                 if yc[0] == "transpose":
                     self.stage(yc[1].operands[0], c[1])
@@ -562,6 +497,12 @@ class MathEmitter:
                     self.check_not_inflight(yb)
                     self.out(f"# carry {yb.name} into the next iteration")
                     self.out(f"{c.buf.name}.store({yb.name}.load())")
+        updates = [(self.carried_vars[id(car)], strip_parens(self.scalar(y).expr))
+                   for car, y in zip(lp.carried, lp.yields) if id(car) in self.carried_vars]
+        if len(updates) > 1:          # simultaneous: one carried scalar's update may read another's old value
+            self.out(f"{', '.join(n for n, _ in updates)} = {', '.join(e for _, e in updates)}")
+        for name, expr in updates[:1] if len(updates) == 1 else []:
+            self.out(f"{name} = {expr}")
         self.carried_bufs = {}
 
     def loop_results(self, lp, trip: Scalar) -> None:

@@ -1,8 +1,9 @@
 """Tracing MMA operands of the Barrier IR back to what holds them, and the wgmma configuration they need.
 
 A shared-memory operand is a channel slot seen through views (a transpose, a row block of a cooperative
-consumer); a register operand is a 16-bit tile in accumulator layout (the RS form), or the transpose of one,
-which the group stages through a shared scratch tile and reads back MN-major.
+consumer). A register operand is either a 16-bit A tile in accumulator layout (the RS form), or — any
+other register operand: B, a transposed tile, fp8 — staged by the group through a shared scratch tile
+(row-major, its own shape) and read back K-major as stored or MN-major through a transposed view.
 """
 from __future__ import annotations
 
@@ -96,46 +97,64 @@ def mma_config(op: Op, prod: dict[int, Op]) -> MmaConfig:
         raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into wgmma m64n{{8..256}}k{k_atom} "
                            f"instructions", op.loc, hint="use tile sizes that are multiples of 64 rows")
     sa, sb = smem_operand(a, prod, op.loc), smem_operand(b, prod, op.loc)
-    if sb is None:
-        raise BackendError("the B operand of a wgmma must come from shared memory (a channel slot)", op.loc,
-                           hint="publish the tile through an aref channel")
-    if sa is None:
-        if is_transpose(a, prod):
-            # staged through a shared scratch tile by the group itself and read back transposed (MN-major)
-            if a.type.dtype.bits != 16:
-                raise BackendError("a transposed register tile as wgmma operand must be 16-bit", op.loc)
-            return MmaConfig(a.type.dtype, b.type.dtype, "MN", "K" if sb.transposed else "MN", n, "SMEM")
-        if fp8:
-            raise BackendError("an fp8 A operand from registers needs a register permutation that the "
-                               "templates do not implement", op.loc)
+    # CuTe wants A as M×K and B as N×K. A slot tile used as stored is A: K-major, B: MN-major (the IR's B is
+    # K×N); transposed, the other way round. A register operand is staged row-major through a shared scratch
+    # tile (see `staged_source`) unless it is a 16-bit A read straight from registers (RS).
+    if sa is not None:
+        a_major = "MN" if sa.transposed else "K"
+    elif register_a(a, prod):
         a_major = "K"
     else:
-        a_major = "MN" if sa.transposed else "K"
-    # The IR's B is K×N; CuTe's B tensor is N×K. A slot tile used transposed is stored N×K (K-major).
-    b_major = "K" if sb.transposed else "MN"
+        a_major = "MN" if staged_source(a, prod)[1] else "K"
+    if sb is not None:
+        b_major = "K" if sb.transposed else "MN"
+    else:
+        b_major = "K" if staged_source(b, prod)[1] else "MN"
     if fp8 and (a_major != "K" or b_major != "K"):
-        raise BackendError("fp8 wgmma needs both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
-    return MmaConfig(a.type.dtype, b.type.dtype, a_major, b_major, n, "SMEM" if sa else "RMEM")
+        raise BackendError("fp8 wgmma needs both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc,
+                           hint="the tensor core reads fp8 operands K-major only: load B as an N×K tile and pass "
+                                "`b.T` (or transpose the register tile you feed it)")
+    return MmaConfig(a.type.dtype, b.type.dtype, a_major, b_major, n, "RMEM" if sa is None and register_a(a, prod)
+                     else "SMEM")
+
+
+def register_a(v: Value, prod) -> bool:
+    """A 16-bit register tile used as stored: the A operand of an RS wgmma (no staging)."""
+    return (v.type.space is not Space.SMEM and v.type.dtype.bits == 16 and not is_transpose(v, prod))
+
+
+def staged_source(v: Value, prod) -> tuple[Value, bool]:
+    """The register tile a staged wgmma operand is written from, row-major, and whether the operand is its
+    transpose (then the wgmma reads the scratch tile through a transposed, MN-major view)."""
+    op = prod.get(id(v))
+    while op is not None and op.kind in (OpKind.CAST, OpKind.SELECT) and is_transpose(v, prod):
+        op = prod.get(id(op.operands[0 if op.kind is OpKind.CAST else 1]))
+    if op is not None and op.kind is OpKind.TRANSPOSE:
+        return op.operands[0], True
+    return v, False
 
 
 def scratch_key(gp: GroupProgram, v: Value, prod) -> tuple:
-    """Which shared scratch tile holds the transposed register operand `v` (a transpose, or a loop-carried
-    one: its init, every iteration's yield and the loop's result share the carried value's tile)."""
+    """Which shared scratch tile holds the staged register operand `v`. One loop-carried state shares one
+    tile: its init, carried value, yield and result (and casts of them: `S.to(f16)` staged in the prologue
+    and in every iteration); so do tiles equal up to casts and transposition (`ds.to(f16)` written twice)."""
     lp = gp.loop
+    slot: dict[int, int] = {}
     if lp is not None:
-        for i, (c, r) in enumerate(zip(lp.carried, lp.results)):
-            if v is c or v is r:
-                return ("carried", i)
-    src = prod[id(v)].operands[0]
-    return _cast_key(src, prod)
+        for i, vals in enumerate(zip(lp.inits, lp.carried, lp.yields, lp.results)):
+            for x in vals:
+                slot[id(x)] = i
+        if id(v) in slot and id(v) not in {id(y) for y in lp.yields} | {id(x) for x in lp.inits}:
+            return ("carried", slot[id(v)])
 
+    def state(x: Value) -> tuple:
+        return ("carried", slot[id(x)]) if id(x) in slot else ("value", id(x))
 
-def _cast_key(v: Value, prod) -> tuple:
-    """Register tiles equal up to casts share one scratch tile (`ds.to(f16)` written twice in the IR)."""
-    op = prod.get(id(v))
+    src = staged_source(v, prod)[0]
+    op = prod.get(id(src))
     if op is not None and op.kind is OpKind.CAST:
-        return ("cast", id(op.operands[0]), op.attrs.dtype)
-    return ("value", id(v))
+        return ("cast",) + state(op.operands[0]) + (op.attrs.dtype,)
+    return state(src)
 
 
 def is_transpose(v: Value, prod) -> bool:

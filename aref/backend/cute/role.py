@@ -21,12 +21,13 @@ has retired — checked).
 from __future__ import annotations
 
 from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, producers_of,
-                                        smem_operand, CUTLASS_DTYPE)
+                                        register_a, smem_operand, staged_source, CUTLASS_DTYPE)
+from aref.backend.cute.layout import feeds_mma_only
 from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
 from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren,
                                       scalar_binary, strip_parens)
-from aref.ir import DType, Op, OpKind, TileType, Value
+from aref.ir import Op, OpKind, Space, TileType, Value
 from aref.printer import format_op
 
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
@@ -81,7 +82,7 @@ class RoleEmitter(MathEmitter):
         return self.frags[key]
 
     def thread_setup(self) -> None:
-        for n in ("tidx", "group_tidx", "warp_in_group", "block", "r", "c", "x"):
+        for n in ("tidx", "group_tidx", "warp_in_group", "block", "r", "c", "x", "i_"):
             self.names.reserve(n)
         self.setup("tidx, _, _ = cute.arch.thread_idx()")
         self.setup("group_tidx = tidx % aref.WARP_GROUP_THREADS")
@@ -108,6 +109,7 @@ class RoleEmitter(MathEmitter):
     def emit(self) -> tuple[Lines, Lines]:
         gp = self.gp
         for region, block in gp.regions():
+            self.region = region
             if region == "loop":
                 self.emit_loop()
                 continue
@@ -168,10 +170,7 @@ class RoleEmitter(MathEmitter):
 
     # ------------------------------------------------------------------------------------------ scalars
     def op_const(self, op: Op) -> None:
-        v = op.attrs.value
-        if isinstance(op.result.type, TileType):
-            raise BackendError("a constant tile", op.loc)
-        self.env[id(op.result)] = Scalar.const(v)
+        self.env[id(op.result)] = Scalar.const(op.attrs.value)      # the verifier keeps constants scalar
 
     def op_program_id(self, op: Op) -> None:
         name = self.names(op.result.name or f"pid{op.attrs.axis}")
@@ -192,9 +191,24 @@ class RoleEmitter(MathEmitter):
 
     def op_select(self, op: Op) -> None:
         p = self.scalar(op.operands[0])
-        if not p.static:
-            raise BackendError("a run-time select between pipeline states", op.loc)
-        self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
+        if p.static:
+            self.env[id(op.result)] = self.env[id(op.operands[1 if p.value else 2])]
+            return
+        a, b = (self.env[id(o)] for o in op.operands[1:])
+        cond = strip_parens(p.expr)
+        if isinstance(a, Scalar) and isinstance(b, Scalar):
+            self.env[id(op.result)] = Scalar(f"cutlass.select_({cond}, {a.expr}, {b.expr})")
+        elif isinstance(a, SmemTile) and isinstance(b, SmemTile):
+            if (a.channel, a.index, a.transposed, a.row0) != (b.channel, b.index, b.transposed, b.row0):
+                raise BackendError("a run-time choice between tiles of two different channels", op.loc)
+            pick = lambda x, y: Scalar(f"cutlass.select_({cond}, {x.expr}, {y.expr})")   # noqa: E731
+            self.env[id(op.result)] = SmemTile(a.channel, a.index, pick(a.slot, b.slot), pick(a.item, b.item),
+                                               a.tile, a.transposed, a.row0)
+        elif isinstance(op.result.type, TileType) and op.result.type.space is not Space.SMEM:
+            self.lazy_or_now(op)                            # per element: the registry's select template
+        else:
+            raise BackendError(f"a run-time select between {type(a).__name__} and {type(b).__name__} values",
+                               op.loc)
 
     # ------------------------------------------------------------------------------------------- barriers
     # persistent kernels: a CTA's n-th tile continues every ring where the previous tile left it, so the
@@ -325,24 +339,31 @@ class RoleEmitter(MathEmitter):
             self.env[id(op.result)] = SmemTile(src.channel, src.index, src.slot, src.item, op.result.type,
                                                not src.transposed, src.row0)
             return
-        self.env[id(op.result)] = ("transpose", op)       # staged through shared memory where a wgmma reads it
+        if feeds_mma_only(self.gp, op.result):
+            self.env[id(op.result)] = ("transpose", op)   # staged through shared memory where a wgmma reads it
+            return
+        self.transpose_registers(op)                      # register math reads it: an exchange
 
     def op_slice(self, op: Op) -> None:
         src = self.env[id(op.operands[0])]
-        if not isinstance(src, SmemTile) or op.attrs.axis != 0:
-            raise BackendError("a slice of a register tile", op.loc)
-        self.env[id(op.result)] = SmemTile(src.channel, src.index, src.slot, src.item, op.result.type,
-                                           src.transposed, src.row0 + op.attrs.start)
+        if isinstance(src, SmemTile) and op.attrs.axis == 0 and not src.transposed:
+            self.env[id(op.result)] = SmemTile(src.channel, src.index, src.slot, src.item, op.result.type,
+                                               src.transposed, src.row0 + op.attrs.start)
+            return
+        if isinstance(src, SmemTile):
+            raise BackendError("a column slice of a shared-memory tile", op.loc,
+                               hint="cooperative consumers split the rows of tiles only")
+        self.env[id(op.result)] = ("lazy", op)            # a register slice: an index shift (render.slice_ctx)
 
     def operand_frag(self, v: Value, mma: str, which: str) -> str:
         """The wgmma fragment of operand `which` (A or B) for IR value `v`, sliced to its slot."""
         so: SmemOperand = smem_operand(v, self.prod, self.loc)
         tile = self.env[id(v)]
-        if so is None and isinstance(tile, tuple) and tile[0] in ("transpose", "staged"):
-            return self.staged_transpose(v, mma)
-        if so is None:                                       # RS: a 16-bit register tile as operand A
+        if so is None and which == "A" and register_a(v, self.prod):   # RS: a 16-bit register tile as A
             buf = self.materialize(v)
             return self.local(("opa", buf.name), f"{buf.name}_as_a", f"aref.as_operand_a({buf.name})")
+        if so is None:
+            return self.staged_operand(v, mma, which)
         cp = self.plan.channel(so.channel)
         ring = cp.buffers[so.index]
         rows, cols = ring.tile.shape
@@ -366,32 +387,45 @@ class RoleEmitter(MathEmitter):
         return self.plan.scratch[(self.g.index, scratch_key(self.gp, v, self.prod))]
 
     def stage(self, src: Value, scratch) -> None:
-        """Write register tile `src` to a scratch tile that wgmmas then read transposed (MN-major)."""
+        """Write register tile `src` row-major to a scratch tile that wgmmas then read from shared memory."""
         if self.frags.get(("staged", scratch.name)) is src:
             return
         pseudo = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
         if self.busy(pseudo):
-            raise BackendError("a transposed operand tile is rewritten while a wgmma may still read it", self.loc)
+            # a wgmma still reading the previous contents must retire first (write after read)
+            last = max(i for i, (w, r) in enumerate(self.inflight) if pseudo == w or pseudo in r)
+            pending = len(self.inflight) - last - 1
+            self.out(f"warpgroup.wait_group({pending})  # the wgmma reading {scratch.name} must finish first")
+            self.retire(pending)
         buf = self.materialize(src)
+        self.check_not_inflight(buf)
         rows, cols = scratch.tile.shape
-        self.out(f"# {buf.name}ᵀ as a wgmma A operand: stage it in shared memory, read it back MN-major")
-        self.out(f"aref.stmatrix({self.arg(self.layout_mma(cols))}, {buf.name}, {self.arg(scratch.name)}"
+        self.out(f"# {buf.name} as a wgmma operand from shared memory: stage it in {scratch.name}")
+        self.out(f"aref.stage_tile({self.arg(self.layout_mma(cols))}, {buf.name}, {self.arg(scratch.name)}"
                  f"[None, None, 0], group_tidx)")
         self.out('cute.arch.fence_proxy("async.shared", space="cta")')
         self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
         self.frags[("staged", scratch.name)] = src
 
-    def staged_transpose(self, v: Value, mma: str) -> str:
-        """The fragment of Aᵀ for a transposed register tile `v` (staged here unless already staged)."""
+    def staged_operand(self, v: Value, mma: str, which: str) -> str:
+        """The fragment of a register operand `v` staged in its scratch tile (staged here unless it is)."""
         c = self.env[id(v)]
         scratch = self.scratch_of(v)
-        if c[0] == "transpose":
-            self.stage(c[1].operands[0], scratch)
+        if isinstance(c, tuple) and c[0] == "staged":
+            transposed = True                             # a loop-carried transposed operand
+        else:
+            src, transposed = staged_source(v, self.prod)
+            if isinstance(c, tuple) and c[0] == "transpose":
+                src = c[1].operands[0]
+            self.stage(src, scratch)
         rows, cols = scratch.tile.shape
-        frag = self.local(("scratch", mma, scratch.name), f"a_{scratch.name[2:]}",
-                          f"{self.arg(mma)}.make_fragment_A({self.thr(mma)}.partition_A("
-                          f"aref.transposed({self.arg(scratch.name)}, {rows}, {cols}, 1)))")
-        self.scratch_reads = Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, "")
+        view = self.arg(scratch.name)
+        if (which == "A") == transposed:                  # CuTe reads A as M×K and B as N×K
+            view = f"aref.transposed({view}, {rows}, {cols}, 1)"
+        frag = self.local(("scratch", mma, which, scratch.name, transposed), f"{which.lower()}_{scratch.name[2:]}",
+                          f"{self.arg(mma)}.make_fragment_{which}({self.thr(mma)}.partition_{which}({view}))")
+        self.scratch_reads = (getattr(self, "scratch_reads", None) or ()) + (
+            Buffer(scratch.name, scratch.tile.shape, scratch.tile.dtype, ""),)
         return f"{frag}[None, None, None, 0]"
 
     def op_mma_async(self, op: Op) -> None:
@@ -401,18 +435,21 @@ class RoleEmitter(MathEmitter):
         b = self.operand_frag(op.operands[1], mma, "B")
         r = op.result
         reads = tuple(self.env[id(op.operands[0])].buf for _ in [0] if isinstance(self.env.get(id(op.operands[0])), Reg))
-        if getattr(self, "scratch_reads", None) is not None:
-            reads, self.scratch_reads = reads + (self.scratch_reads,), None
+        if getattr(self, "scratch_reads", None):
+            reads, self.scratch_reads = reads + self.scratch_reads, None
         if len(op.operands) > 2:
             acc_v = op.operands[2]
             c = self.env[id(acc_v)]
             if isinstance(c, Zero) and c.fill == 0.0 and self.last_use(acc_v) <= self.pos:
                 buf, accumulate = self.new_buffer(r, hint=acc_v.name), False
             else:
-                buf = self.materialize(acc_v)
+                src = self.materialize(acc_v)
+                buf, accumulate = src, True
                 if self.last_use(acc_v) > self.pos:
-                    raise BackendError("an accumulator that is read after an MMA updates it in place", op.loc)
-                accumulate = True
+                    # the old accumulator is still read (a run-time select keeps either state): update a copy
+                    self.check_not_inflight(src)
+                    buf = self.new_buffer(r, hint=f"{src.name}_next")
+                    self.out(f"{buf.name}.store({src.name}.load())  # {src.name} is read after this MMA")
         else:
             buf, accumulate = self.new_buffer(r), False
         self.env[id(r)] = Reg(buf)
@@ -432,9 +469,9 @@ class RoleEmitter(MathEmitter):
         t = v.type
         if len(t.shape) == 1:
             buf = self.materialize(v)
-            rc = self.row_coords(t.shape[0])
-            with self.out.block(f"for r in cutlass.range_constexpr({buf.rows}):"):
-                self.out(f"{self.arg(ring.name)}[{rc}[r, 0][0], {slot}] = {buf.name}[r]")
+            idx = "aref.col_index(group_tidx, i_)" if buf.layout == "col" else "aref.row_index(group_tidx, i_)"
+            with self.out.block(f"for i_ in cutlass.range_constexpr({buf.extents[0]}):"):
+                self.out(f"{self.arg(ring.name)}[{idx}, {slot}] = {buf.name}[i_]")
             return
         buf = self.materialize(v)
         dst = f"{self.arg(ring.name)}[None, None, {slot}]"
@@ -482,30 +519,27 @@ class RoleEmitter(MathEmitter):
 
     def op_cast(self, op: Op) -> None:
         t = op.result.type
-        if t.dtype is DType.float32:
-            self.lazy_or_now(op)
+        if not isinstance(t, TileType) or id(op.result) not in self.deferred:
+            self.lazy_or_now(op)                          # register math reads it: rounded in the expression
             return
-        if t.dtype.bits != 16:
-            raise BackendError(f"a cast to {t.dtype.value} in registers; the templates convert accumulators to "
-                               f"16-bit types only", op.loc)
         self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
         if self.reads_smem(op.operands[0]):
             self.materialize(op.result)                   # ... unless its input is a slot about to be released
 
     def reads_smem(self, v: Value) -> bool:
-        c = self.env.get(id(v))
-        if isinstance(c, SmemTile):
-            return True
-        if isinstance(c, tuple) and c[0] in ("lazy", "cast"):
-            return any(self.reads_smem(o) for o in c[1].operands)
+        stack = [v]
+        while stack:
+            c = self.env.get(id(stack.pop()))
+            if isinstance(c, SmemTile):
+                return True
+            if isinstance(c, tuple) and c[0] in ("lazy", "cast"):
+                stack += c[1].operands
         return False
 
     def op_binary(self, op: Op) -> None:
         self.lazy_or_now(op)
 
-    op_unary = op_compare = op_where = op_expand_dims = op_binary
+    op_unary = op_compare = op_where = op_expand_dims = op_arange = op_binary
 
     def op_reduce(self, op: Op) -> None:
-        if op.attrs.axis != len(op.operands[0].type.shape) - 1:
-            raise BackendError("a reduction over rows (axis 0); the templates reduce along rows only", op.loc)
         self.reduce(op)

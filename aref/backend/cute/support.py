@@ -1,7 +1,7 @@
 """Device helpers that every generated kernel imports (`from aref.backend.cute import support as aref`).
 
 These are the small, expert-written building blocks the role templates are made of: barrier ring setup, one
-wgmma commit group, slot release, register views of wgmma accumulators, quad reductions and the epilogue's
+wgmma commit group, slot release, register views and coordinates of wgmma accumulators and the epilogue's
 register → shared memory → TMA store path. Generated modules call them by name, so a kernel reads as its
 schedule rather than as a page of layout algebra. They are `@cute.jit` functions: the DSL traces (inlines)
 them into the calling kernel, so they cost nothing at run time.
@@ -11,7 +11,10 @@ Conventions shared with the generated code:
     with N = C; `rows_view` shows it as (rows of this thread, columns of this thread). Row vectors (R,) hold
     one value per row of this thread, in the same row order, so `tile_rc[i, j]` and `vec[i]` line up.
   * A row of a wgmma accumulator is spread over the 4 threads of a quad: row reductions finish with a
-    quad shuffle (`quad_max`, `quad_sum`).
+    butterfly shuffle across lanes 1 and 2 apart. A column is spread over 8 lanes of each of the 4 warps:
+    column reductions shuffle across lanes 4, 8, 16 apart and meet the other warps in a shared exchange tile.
+  * Column vectors (C,) hold one value per column of this thread (index c); `row_index` / `col_index`
+    give the tile coordinates of this thread's register indices (see `aref.backend.cute.layout`).
 """
 import cutlass
 import cutlass.cute as cute
@@ -94,22 +97,53 @@ def as_operand_a(p: cute.Tensor):
 
 
 @cute.jit
-def quad_max(x):
-    """Max over the 4 threads that share an accumulator row."""
-    return cute.arch.warp_reduction_max(x, threads_in_group=4)
+def row_index(group_tidx, r: cutlass.Constexpr):
+    """The tile row of this thread's accumulator row index `r` (m64nNk16 D fragment, 2 rows per atom)."""
+    return (r // 2) * 64 + (r % 2) * 8 + (group_tidx // 32) * 16 + (group_tidx % 32) // 4
 
 
 @cute.jit
-def quad_sum(x):
-    """Sum over the 4 threads that share an accumulator row."""
-    return cute.arch.warp_reduction_sum(x, threads_in_group=4)
+def col_index(group_tidx, c: cutlass.Constexpr):
+    """The tile column of this thread's accumulator column index `c` (2 adjacent columns of every 8)."""
+    return (c // 2) * 8 + (group_tidx % 4) * 2 + c % 2
 
 
 @cute.jit
-def row_coords(thr_mma, rows: cutlass.Constexpr, cols: cutlass.Constexpr):
-    """(row, col) of every accumulator element of this thread, as a (rows, cols) view like `rows_view`."""
-    coords = thr_mma.partition_C(cute.make_identity_tensor((rows, cols)))
-    return rows_view(coords)
+def rounded(x, dtype: cutlass.Constexpr):
+    """`x` rounded to `dtype` (to nearest even; fp8 saturates) and widened back to float32, as the
+    interpreter rounds every result of a narrow float type.
+
+    For fp8 the value first passes an `fmax(x, x)` (exact): the DSL otherwise folds an int → float32 → fp8
+    chain into one int → fp8 conversion that NVVM cannot lower (fp8 is an i8 there)."""
+    if cutlass.const_expr(dtype.width == 8):
+        x = cute.arch.fmax(x, x)
+    return cutlass.Float32(dtype(x))
+
+
+@cute.jit
+def exchange_view(xchg: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constexpr,
+                  transposed: cutlass.Constexpr, dtype: cutlass.Constexpr):
+    """A (rows, cols) row-major view of `dtype` over the group's exchange tile, or its (cols, rows) transpose."""
+    base = cute.recast_ptr(xchg.iterator, dtype=dtype)
+    if cutlass.const_expr(transposed):
+        return cute.make_tensor(base, cute.make_layout((cols, rows), stride=(1, cols)))
+    return cute.make_tensor(base, cute.make_layout((rows, cols), stride=(cols, 1)))
+
+
+@cute.jit
+def exchange_vector(xchg: cute.Tensor, n: cutlass.Constexpr, dtype: cutlass.Constexpr):
+    """The group's exchange tile as `n` values of `dtype` (32-bit types)."""
+    return cute.make_tensor(cute.recast_ptr(xchg.iterator, dtype=dtype), cute.make_layout(n))
+
+
+@cute.jit
+def stage_tile(tiled_mma: cute.TiledMma, frag: cute.Tensor, dst: cute.Tensor, group_tidx):
+    """Write a register tile held in the accumulator layout of `tiled_mma` to a shared tile: stmatrix for
+    16-bit types, per-element stores otherwise (fp8, 32-bit)."""
+    if cutlass.const_expr(frag.element_type.width == 16):
+        stmatrix(tiled_mma, frag, dst, group_tidx)
+    else:
+        cute.autovec_copy(frag, tiled_mma.get_slice(group_tidx).partition_C(dst))
 
 
 @cute.jit

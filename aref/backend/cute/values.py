@@ -58,38 +58,30 @@ def coordinate(s: "Scalar") -> str:
     return strip_parens(s.expr)
 
 
-_PY = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
-_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
 def scalar_binary(fn: str, a: Scalar, b: Scalar) -> Scalar:
-    """Fold or render a SCALAR_BINARY op."""
+    """Fold or render a SCALAR_BINARY op by its registry entry (the interpreter's rule folds constants)."""
+    from aref import ops
+    from aref.ir import OpKind
+    d = ops.lookup(OpKind.SCALAR_BINARY, fn)
     if a.static and b.static:
-        x, y = a.value, b.value
-        v = {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y, "floordiv": lambda: x // y,
-             "mod": lambda: x % y, "min": lambda: min(x, y), "max": lambda: max(x, y),
-             "lt": lambda: x < y, "le": lambda: x <= y, "gt": lambda: x > y, "ge": lambda: x >= y,
-             "eq": lambda: x == y, "ne": lambda: x != y}[fn]()
-        return Scalar.const(v)
-    aff = None
-    if fn in ("add", "sub") and a.affine and b.static:
+        return Scalar.const(d.interpret(None, [a.value, b.value], ()))
+    aff, kind = None, d.algebra.affine
+    if kind in ("sum", "difference") and a.affine and b.static:
         i, c, k = a.affine
-        aff = (i, c, k + (b.value if fn == "add" else -b.value))
-    elif fn == "add" and b.affine and a.static:
+        aff = (i, c, k + (b.value if kind == "sum" else -b.value))
+    elif kind == "sum" and b.affine and a.static:
         i, c, k = b.affine
         aff = (i, c, k + a.value)
-    elif fn == "mul" and a.affine and b.static:
+    elif kind == "product" and a.affine and b.static:
         i, c, k = a.affine
         aff = (i, c * b.value, k * b.value)
     if aff is not None:
         return Scalar(affine_expr(*aff), None, aff)
     # `x + 0` is kept: groups that differ only in such constants then share one role function
-    x, y = paren(a.expr), paren(b.expr)
-    if fn in _PY:
-        return Scalar(f"({x} {_PY[fn]} {y})")
-    if fn in _CMP:
-        return Scalar(f"({x} {_CMP[fn]} {y})")
-    return Scalar(f"cutlass.{fn}({a.expr}, {b.expr})")
+    template = d.cute[0].template
+    if template.startswith("("):
+        return Scalar(template.format(a=paren(a.expr), b=paren(b.expr)))
+    return Scalar(template.format(a=a.expr, b=b.expr))
 
 
 def paren(expr: str) -> str:
@@ -125,33 +117,62 @@ class SmemTile:
 
 @dataclass
 class Buffer:
-    """A register tensor of the generated code."""
+    """A register tensor of the generated code holding one tile in a layout of `aref.backend.cute.layout`."""
 
     name: str
-    shape: tuple[int, ...]       # (R, C) tile in accumulator layout, or (R,) row vector
+    shape: tuple[int, ...]       # the IR tile's shape
     dtype: DType
-    layout_mma: str              # the wgmma whose C layout holds it
-    rc: str = ""                 # (rows, cols) view name of a tile
+    layout_mma: str              # the wgmma whose C layout holds it (acc tiles)
+    rc: str = ""                 # (rows, cols) view name of an acc tile
+    layout: str = "acc"          # acc | row | col | scalar
+
+    @property
+    def elements(self) -> int:
+        """Elements per thread."""
+        if self.layout == "acc":
+            return self.shape[0] * self.shape[1] // 128
+        if self.layout == "row":
+            return self.rows
+        if self.layout == "col":
+            return self.cols
+        return 1
 
     @property
     def registers(self) -> int:
-        """32-bit registers per thread."""
-        n = self.shape[0] * self.shape[1] // 128 if len(self.shape) == 2 else self.rows
-        return n * self.dtype.bits // 32
+        """32-bit registers per thread (a boolean takes a whole register)."""
+        bits = 32 if self.dtype is DType.bool_ else self.dtype.bits
+        return max(1, self.elements * bits // 32)
 
     @property
     def is_tile(self) -> bool:
-        return len(self.shape) == 2
+        return self.layout == "acc"
 
     @property
     def rows(self) -> int:
         """Rows this thread holds: 2 per 64-row wgmma atom."""
-        return 2 * self.shape[0] // 64
+        return self.shape[0] // 32
 
     @property
     def cols(self) -> int:
         """Columns this thread holds of each of its rows: 2 of every 8."""
-        return self.shape[1] // 4
+        return self.shape[-1] // 4
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        """Loop extents over this thread's elements, in (r, c) order of its layout."""
+        if self.layout == "acc":
+            return (self.rows, self.cols)
+        return (self.rows,) if self.layout == "row" else (self.cols,) if self.layout == "col" else ()
+
+    def at(self, r: str | None, c: str | None) -> str:
+        """The element at register indices (r, c) (the ones the layout has)."""
+        if self.layout == "acc":
+            return f"{self.rc}[{r}, {c}]"
+        if self.layout == "row":
+            return f"{self.name}[{r}]"
+        if self.layout == "col":
+            return f"{self.name}[{c}]"
+        return f"{self.name}[0]"
 
 
 @dataclass

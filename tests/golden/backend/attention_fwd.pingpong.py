@@ -171,7 +171,9 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
         x = -cutlass.Float32.inf
         for c in cutlass.range_constexpr(32):
             x = cute.arch.fmax(x, s_rc[r, c])
-        row_max[r] = aref.quad_max(x)  # the other columns of the row live in the quad
+        x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=1))
+        x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=2))
+        row_max[r] = x  # the row's other columns live in the quad
     for r in cutlass.range_constexpr(2):
         row_max[r] = row_max[r] * 0.18033688011112042
     for r in cutlass.range_constexpr(2):
@@ -183,7 +185,9 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
         x = cutlass.Float32(0.0)
         for c in cutlass.range_constexpr(32):
             x = x + s_rc[r, c]
-        row_sum[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
+        x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+        x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+        row_sum[r] = x  # the row's other columns live in the quad
     # aref-ir[consumer0#41 consumer1#42] mbarrier_arrive %kc.empty[%22] item %20
     aref.arrive_once(kc_empty, warp_in_group)
     s_f16.store(s.load().to(cutlass.Float16))
@@ -210,9 +214,11 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(32):
                 x = cute.arch.fmax(x, s_rc[r, c])
-            row[r] = aref.quad_max(x)  # the other columns of the row live in the quad
+            x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=1))
+            x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=2))
+            row[r] = x  # the row's other columns live in the quad
         for r in cutlass.range_constexpr(2):
-            row[r] = cute.arch.fmax(row_max[r], (row[r] * 0.18033688011112042))
+            row[r] = cute.arch.fmax(row_max[r], row[r] * 0.18033688011112042)
         for r in cutlass.range_constexpr(2):
             for c in cutlass.range_constexpr(32):
                 s_rc[r, c] = cute.math.exp2((s_rc[r, c] * 0.18033688011112042) - row[r], fastmath=True)
@@ -222,7 +228,9 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
             x = cutlass.Float32(0.0)
             for c in cutlass.range_constexpr(32):
                 x = x + s_rc[r, c]
-            row_sum_1[r] = aref.quad_sum(x)  # the other columns of the row live in the quad
+            x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+            x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
+            row_sum_1[r] = x  # the row's other columns live in the quad
         for r in cutlass.range_constexpr(2):
             row_sum[r] = (row_sum[r] * row_max[r]) + row_sum_1[r]
         # aref-ir[consumer0#79 consumer1#80] mma_wait pending=0

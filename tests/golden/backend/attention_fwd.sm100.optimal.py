@@ -398,7 +398,8 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         x = -cutlass.Float32.inf
         for c in cutlass.range_constexpr(64):
             x = cute.arch.fmax(x, s[r, c])
-        row_max[r] = sm100.row_max(x, 64)  # threads t and t^16 hold one row
+        x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
+        row_max[r] = x
     for r in cutlass.range_constexpr(1):
         row_max[r] = row_max[r] * 0.18033688011112042
     for r in cutlass.range_constexpr(1):
@@ -423,7 +424,8 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         x = cutlass.Float32(0.0)
         for c in cutlass.range_constexpr(64):
             x = x + s[r, c]
-        row[r] = sm100.row_sum(x, 64)  # threads t and t^16 hold one row
+        x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
+        row[r] = x
     # aref-ir[softmax2#33 softmax4#33] mbarrier_wait %cast.x.empty[%75] parity %87
     cute.arch.mbarrier_wait(cast, 1)
     # aref-ir[softmax2#34 softmax4#34] slot_store %90 -> %cast.x.ring0[%75] item %73
@@ -447,7 +449,8 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(64):
                 x = cute.arch.fmax(x, s[r, c])
-            row_max_1[r] = sm100.row_max(x, 64)  # threads t and t^16 hold one row
+            x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
+            row_max_1[r] = x
         for r in cutlass.range_constexpr(1):
             row_max_1[r] = row_max_1[r] * 0.18033688011112042
         for r in cutlass.range_constexpr(1):
@@ -477,7 +480,8 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
             x = cutlass.Float32(0.0)
             for c in cutlass.range_constexpr(64):
                 x = x + s[r, c]
-            row[r] = sm100.row_sum(x, 64)  # threads t and t^16 hold one row
+            x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
+            row[r] = x
         cast_x_slot = (j + 1) % 2
         # aref-ir[softmax2#72 softmax4#72] mbarrier_wait %cast.x.empty[%cast.x.slot.2] parity %cast.x.phase^1
         cute.arch.mbarrier_wait(cast + cast_x_slot, 1 - (((j + 1) // 2) % 2))

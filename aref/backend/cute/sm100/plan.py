@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aref import ops
 from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, KernelPlan, SWIZZLE_ALIGN, TensorPlan,
                                         TmaPlan, _add_tma, _align, _check_divisible, _cuda_core_read, _items_per_tile,
                                         _set_tiled, ident, plan_channel_buffers, plan_tma_load)
@@ -71,10 +72,9 @@ class Sm100Plan(KernelPlan):
 def _role(gp) -> tuple[str, str, bool]:
     kinds = {op.kind for op in gp.all_ops()}
     mma = OpKind.MMA_ASYNC in kinds
-    math = {op.attrs.fn for op in gp.all_ops() if op.kind in (OpKind.UNARY, OpKind.REDUCE)}
+    traits = set().union(*(ops.entry(op).traits for op in gp.all_ops()))
     if OpKind.TMA_LOAD in kinds:
-        work = kinds & {OpKind.BINARY, OpKind.UNARY, OpKind.REDUCE, OpKind.CAST, OpKind.MMA_ASYNC, OpKind.STORE,
-                        OpKind.SLOT_STORE}
+        work = kinds & (ops.kinds_with(ops.CUDA_CORE) | {OpKind.MMA_ASYNC, OpKind.STORE, OpKind.SLOT_STORE})
         if work:
             raise BackendError(f"warp group '{gp.group.name}' both issues TMA loads and computes; the Blackwell "
                                f"templates keep the load warp a pure data-movement role",
@@ -88,7 +88,7 @@ def _role(gp) -> tuple[str, str, bool]:
     does = []
     if mma:
         does.append("tcgen05 MMAs from one elected thread")
-    if {"exp2", "max"} <= math or {"exp", "max"} <= math:
+    if {ops.EXPONENTIAL, ops.RUNNING_MAX} <= traits:
         does.append("softmax")
     elif OpKind.REDUCE in kinds:
         does.append("row reductions")

@@ -19,18 +19,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aref import ops
 from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
+from aref.backend.cute.layout import ACC, COL, ROW, SCALAR
+from aref.backend.cute.render import NARROW, Ctx, Index, Nest
 from aref.backend.cute.role import TAGGED, RoleEmitter
 from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, strip_parens
-from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.ir import Op, OpKind, Space, TileType, Value
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
 ROWS = (64, 128)
 
 
+def per_thread_cols(rows: int, cols: int) -> int:
+    """Columns of its row one thread holds: all of them at 128 rows, half at 64 (threads t and t ^ 16)."""
+    return cols if rows == 128 else cols // 2
+
+
 @dataclass
 class RowBuffer(Buffer):
-    """A register tile in the row layout: this thread's elements of its row(s), as a (1, n) tensor."""
+    """A register tile in the row layout: this thread's elements of its row, as a (1, n) tensor (`acc`), or
+    one value for its row (`row`), or one CTA-uniform value (`scalar`). Register index r is always 0."""
 
     @property
     def rows(self) -> int:
@@ -38,13 +47,11 @@ class RowBuffer(Buffer):
 
     @property
     def cols(self) -> int:
-        r, c = self.shape
-        return c if r == 128 else c // 2
+        return per_thread_cols(*self.shape)
 
     @property
-    def registers(self) -> int:
-        n = self.cols if self.is_tile else 1
-        return max(1, n * self.dtype.bits // 32)
+    def elements(self) -> int:
+        return self.cols if self.layout == ACC else 1
 
 
 @dataclass(frozen=True)
@@ -114,53 +121,109 @@ class Sm100RoleEmitter(RoleEmitter):
                                hint="split the rows into 64- or 128-row sub-tiles")
 
     # ------------------------------------------------------------------------------ register storage
-    def alloc_buffer(self, name: str, t: TileType) -> Buffer:
-        self.check_rows(t)
-        dt = f"cutlass.{CUTLASS_DTYPE[t.dtype]}"
-        buf = RowBuffer(name, tuple(t.shape), t.dtype, "")
-        if len(t.shape) == 2:
+    # The layout-independent part of register math (liveness, fusion, the registry's element templates
+    # and reduce specs) is `MathEmitter`'s; these hooks give it tcgen05's row layout: register index r is
+    # the thread's one row (a loop of 1), c the columns of that row it holds.
+    def check_fits(self, t: TileType, layout: str) -> None:
+        if layout == COL:
+            raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}'; "
+                               f"the Blackwell templates hold one row per thread (tcgen05's row layout) and have no "
+                               f"column-vector layout", self.loc,
+                               hint="on sm_100a broadcast vectors along the rows only (`x[:, None]`), or "
+                                    "compile for sm_90a")
+        if layout in (ACC, ROW):
+            self.check_rows(t)
+
+    def alloc_buffer(self, name: str, t: TileType, layout: str) -> Buffer:
+        dt = f"cutlass.{CUTLASS_DTYPE.get(t.dtype, 'Boolean')}"
+        buf = RowBuffer(name, tuple(t.shape), t.dtype, "", layout=layout)
+        if layout == ACC:
             self.setup(f"{name} = sm100.row_tile({t.shape[0]}, {t.shape[1]}, {dt})")
             buf.rc = name
         else:
             self.setup(f"{name} = cute.make_rmem_tensor(1, {dt})")
         return buf
 
+    def nest_for(self, layout: str, t) -> Nest:
+        if layout == SCALAR:
+            return Nest([])
+        if layout == ROW:
+            return Nest([("r", 1)])
+        self.check_fits(t, layout)
+        return Nest([("r", 1), ("c", per_thread_cols(*t.shape))])
+
+    def slice_ctx(self, op: Op, ctx: Ctx) -> Ctx:
+        """A column slice of a 128-row register tile is a shift of the column index (the thread holds its
+        whole row); rows are threads, and a 64-row tile's columns are split between two threads."""
+        a, src = op.attrs, op.operands[0].type
+        if len(src.shape) != 2 or a.axis != 1 or src.shape[0] != 128:
+            raise BackendError(f"a {'row' if a.axis == 0 or len(src.shape) == 1 else 'column'} slice of the "
+                               f"register tile {src}; the Blackwell row layout slices the columns of 128-row "
+                               f"tiles only (rows are threads)", op.loc,
+                               hint="slice the tile in tensor or shared memory before it reaches registers")
+        return Ctx(ctx.r, ctx.c.shift(a.start) if ctx.c else ctx.c, ctx.orient)
+
+    def transpose_registers(self, op: Op) -> None:
+        raise BackendError("a transposed register tile read by register math; the Blackwell templates have no "
+                           "exchange between rows and columns", op.loc,
+                           hint="transpose the operand in shared memory (load it transposed)")
+
     def reduce(self, op: Op) -> None:
-        fn = op.attrs.fn
-        if fn not in ("max", "sum", "min"):
-            raise BackendError(f"a row {fn} reduction", op.loc)
-        src = op.operands[0]
+        """Along a row (axis 1): a loop over the thread's columns, plus one shuffle at 64 rows; the identity
+        and combination are the op's registry entry's."""
+        src, res = op.operands[0], op.result
+        s_layout, r_layout = self.layout_of(src), self.layout_of(res)
+        if not (s_layout == ACC and op.attrs.axis == 1):
+            if s_layout == ACC or s_layout == ROW and r_layout == SCALAR:
+                raise BackendError(f"a {op.attrs.fn} reduction across rows (of {src.type}); in the Blackwell "
+                                   f"row layout each row is a thread, so only row reductions (axis 1) are "
+                                   f"thread-local and implemented", op.loc,
+                                   hint="reduce along axis 1, or transpose the tile in shared memory first")
+            super().reduce(op)                                 # along a unit axis: the value itself
+            return
         self.check_rows(src.type)
         rows, cols = src.type.shape
-        per = cols if rows == 128 else cols // 2
-        pre: list[str] = []
-        self.elem_pre, self.elem_cache = [], {}
-        expr = strip_parens(self.render(src, pre, two_d=True, top=False))
-        buf = self.new_buffer(op.result, hint=self.hint(op.result) or f"row_{fn}")
-        self.env[id(op.result)] = Reg(buf)
-        init = {"max": "-cutlass.Float32.inf", "min": "cutlass.Float32.inf", "sum": "cutlass.Float32(0.0)"}[fn]
-        step = {"max": f"x = cute.arch.fmax(x, {expr})", "min": f"x = cute.arch.fmin(x, {expr})",
-                "sum": f"x = x + {expr}"}[fn]
-        with self.out.block("for r in cutlass.range_constexpr(1):"):
-            for line in pre:
-                self.out(line)
-            self.out(f"x = {init}")
-            with self.out.block(f"for c in cutlass.range_constexpr({per}):"):
-                for line in self.elem_pre:
-                    self.out(line)
-                self.out(step)
-            note = "  # the thread's whole row" if rows == 128 else "  # threads t and t^16 hold one row"
-            self.out(f"{buf.name}[r] = sm100.row_{fn}(x, {rows}){note}")
+        cls = ops.compute_class(src.type.dtype)
+        try:
+            spec = ops.cute_emission(ops.entry(op), self.role_key(), s_layout, cls).reduce
+        except ops.NoEmission as err:
+            raise BackendError(str(err), op.loc) from None
+        buf = self.new_buffer(res, hint=self.hint(res) or f"row_{op.attrs.fn}", layout=r_layout)
+        nest = Nest([("r", 1), ("c", per_thread_cols(rows, cols))])
+        expr = strip_parens(self.render(src, Ctx(Index("r"), Index("c")), nest, top=False))
+        nest.levels[1].append(f"x = {spec.identity}")
+        nest.levels[2].append(f"x = {strip_parens(spec.combine.format(a='x', b=expr))}")
+        if rows == 64:
+            other = "cute.arch.shuffle_sync_bfly(x, offset=16)"
+            nest.after[1].append(f"x = {strip_parens(spec.combine.format(a='x', b=other))}  # threads t and "
+                                 f"t^16 hold one row")
+        target = buf.at("r", None) if r_layout == ROW else buf.at(None, None)
+        nest.after[1].append(f"{target} = {self.convert_to('x', res.type.dtype)}"
+                             + ("  # the thread's whole row" if rows == 128 else ""))
+        self.emit_nest(nest)
+        self.env[id(res)] = Reg(buf)
 
-    def smem_element(self, s: SmemTile, v: Value) -> str:
+    def smem_element(self, s: SmemTile, v: Value, ctx: Ctx, nest: Nest) -> str:
         if s.transposed:
             raise BackendError("register math on a transposed shared-memory tile", self.loc)
         ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
         slot = strip_parens(s.slot.expr)
-        if len(s.tile.shape) == 1 or s.tile.shape[-1] == 1:
-            row = self.my_row(self.rows_of(v))
-            return f"{ring}[{row}" + (f" + {s.row0}" if s.row0 else "") + f", {slot}]"
-        return f"{self.smem_view(s)}[c]"
+        if ctx.layout == ACC:
+            text = f"{self.smem_view(s)}[{ctx.c}]"
+        elif ctx.layout == COL:
+            self.check_fits(s.tile, COL)
+        else:
+            row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
+                else str(s.row0)
+            text = f"{ring}[{row}, {slot}]" if len(s.tile.shape) == 1 else f"{ring}[{row}, 0, {slot}]"
+            text = f"cutlass.Float32({text})" if s.tile.dtype in NARROW else text
+            # one shared-memory read per row, not per element of it
+            if ctx.layout != ROW or not nest.loops:
+                return text
+            name = self.names(f"row_{v.name or ident(s.channel)}")
+            nest.levels[nest.depth_of(ctx)].append(f"{name} = {text}")
+            return name
+        return f"cutlass.Float32({text})" if s.tile.dtype in NARROW else text
 
     def rows_of(self, v: Value) -> int:
         """Rows of the tiles this value is combined with (a row vector has the rows of its tile)."""
@@ -203,10 +266,10 @@ class Sm100RoleEmitter(RoleEmitter):
                 self.materialize(o)
         return super().elementwise(v, op)
 
-    def render(self, v: Value, pre: list[str], two_d: bool, top: bool = False) -> str:
-        if isinstance(self.env.get(id(v)), TmemTile):
-            self.materialize(v)
-        return super().render(v, pre, two_d, top)
+    def leaf(self, v: Value, c, ctx: Ctx, nest: Nest) -> str:
+        if isinstance(c, TmemTile):         # an MMA result read by CUDA cores: tcgen05.ld first
+            c = Reg(self.materialize(v))
+        return super().leaf(v, c, ctx, nest)
 
     # ------------------------------------------------------------------------------- slots, TMEM
     def op_slot_read(self, op: Op) -> None:
@@ -472,14 +535,15 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "
                  f"{a.start}..{a.start + a.size - 1} of {c.buffer}")
 
-    def render_op(self, op: Op, pre: list[str], two_d: bool) -> str:
+    def render_op(self, op: Op, args: list[str], ctx: Ctx, nest: Nest) -> str:
+        """The registry's expression, except exp2 of a tile under the `exp2_fma` option: a share of each
+        row's elements on the FMA units (FA4's software exp2)."""
         share = getattr(self.plan, "exp2_fma", 0.0)
-        if share and op.kind is OpKind.UNARY and op.attrs.fn == "exp2" and two_d and self.depends(op.result) == 2:
+        if share and ctx.layout == ACC and ops.entry(op) is ops.lookup(OpKind.UNARY, "exp2"):
             if not 0.0 < share <= 1.0:
                 raise BackendError(f"exp2_fma is a share of the elements, in (0, 1]; got {share}", op.loc)
-            a = strip_parens(self.render(op.operands[0], pre, two_d))
-            return f"sm100.exp2_mixed({a}, c, 16, {max(1, round(share * 16))})"
-        return super().render_op(op, pre, two_d)
+            return f"sm100.exp2_mixed({strip_parens(args[0])}, {ctx.c}, 16, {max(1, round(share * 16))})"
+        return super().render_op(op, args, ctx, nest)
 
     # ---------------------------------------------------------------------------- unsupported ops
     def op_arange(self, op: Op) -> None:

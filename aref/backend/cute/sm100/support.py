@@ -129,30 +129,6 @@ def copy_rows(src: cute.Tensor, dst: cute.Tensor):
 
 
 @cute.jit
-def row_max(x, rows: cutlass.Constexpr):
-    """Finish a row max: 64-row tiles keep half a row in each of threads t and t ^ 16."""
-    if cutlass.const_expr(rows == 64):
-        x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))
-    return x
-
-
-@cute.jit
-def row_sum(x, rows: cutlass.Constexpr):
-    """Finish a row sum (see `row_max`)."""
-    if cutlass.const_expr(rows == 64):
-        x = x + cute.arch.shuffle_sync_bfly(x, offset=16)
-    return x
-
-
-@cute.jit
-def row_min(x, rows: cutlass.Constexpr):
-    """Finish a row min (see `row_max`)."""
-    if cutlass.const_expr(rows == 64):
-        x = cute.arch.fmin(x, cute.arch.shuffle_sync_bfly(x, offset=16))
-    return x
-
-
-@cute.jit
 def umma(tiled_mma: cute.TiledMma, acc: cute.Tensor, a: cute.Tensor, b: cute.Tensor, accumulate):
     """Issue one MMA of the Barrier IR as tcgen05.mma instructions over every k-block (one thread issues:
     the DSL elects it). `accumulate` False starts from zero; it may be a run-time flag."""

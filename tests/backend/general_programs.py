@@ -1,0 +1,247 @@
+"""Small tile programs outside the examples, each written the way a user would, that the Hopper backend
+used to refuse (issue 8): causal attention with an `arange`/`program_id` mask, chunked linear attention
+(a loop-carried state read from registers as the B operand), an epilogue mixing constants, column
+reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wise kernel, a transposed
+output, register slices (the view cooperative consumers take) and MMA operands computed in registers. Each has inputs and a plain torch
+reference."""
+import torch
+
+import aref
+from aref import aref_kernel
+from aref.ir import OpKind, SliceAttrs
+
+
+@aref_kernel
+def causal_attention(Q, K, V, O, *, BM: int = 128, BN: int = 64, scale: float = 0.125):
+    pid = aref.program_id(0)
+    q = aref.load(Q, (pid, 0), (BM, Q.shape[1]))
+    m = aref.full((BM,), -float("inf"))
+    lsum = aref.zeros((BM,), aref.float32)
+    acc = aref.zeros((BM, Q.shape[1]), aref.float32)
+    rows = pid * BM + aref.arange(BM)
+    kv = aref.channel(depth=2)
+    for j in aref.range(K.shape[0] // BN):
+        kv.put(aref.load(K, (j, 0), (BN, K.shape[1])), aref.load(V, (j, 0), (BN, V.shape[1])))
+        k, v = kv.get()
+        s = aref.mma(q, k.T) * scale
+        cols = j * BN + aref.arange(BN)
+        s = aref.where(rows[:, None] >= cols[None, :], s, -float("inf"))
+        m_new = aref.maximum(m, aref.rowmax(s))
+        p = aref.exp(s - m_new[:, None])
+        alpha = aref.exp(m - m_new)
+        lsum = lsum * alpha + aref.rowsum(p)
+        acc = aref.mma(p.to(aref.float16), v, acc * alpha[:, None])
+        m = m_new
+        kv.consumed()
+    aref.store(O, (pid, 0), (acc / lsum[:, None]).to(O.dtype))
+
+
+def causal_attention_reference(Q, K, V, O, scale=0.125, **_):
+    s = Q.float() @ K.float().T * scale
+    mask = torch.arange(Q.shape[0])[:, None] >= torch.arange(K.shape[0])[None, :]
+    p = torch.softmax(s.masked_fill(~mask, -float("inf")), dim=-1)
+    return {"O": (p @ V.float()).to(O.dtype)}
+
+
+@aref_kernel
+def linear_attention(Q, K, V, O, *, BM: int = 64, D: int = 64):
+    """Chunked linear attention: S = S + kᵀ·v carried in registers, read as the B operand of q·S."""
+    state = aref.zeros((D, D), aref.float32)
+    ch = aref.channel(depth=2)
+    for j in aref.range(Q.shape[0] // BM):
+        ch.put(aref.load(Q, (j, 0), (BM, D)), aref.load(K, (j, 0), (BM, D)), aref.load(V, (j, 0), (BM, D)))
+        q, k, v = ch.get()
+        o = aref.mma(q, state.to(aref.float16))
+        state = aref.mma(k.T, v, state)
+        aref.store(O, (j, 0), o.to(O.dtype))
+        ch.consumed()
+
+
+def linear_attention_reference(Q, K, V, O, BM=64, **_):
+    out, state = [], torch.zeros(Q.shape[1], V.shape[1])
+    for j in range(Q.shape[0] // BM):
+        q, k, v = (t[j * BM:(j + 1) * BM].float() for t in (Q, K, V))
+        out.append(q @ state.half().float())
+        state = state + k.T @ v
+    return {"O": torch.cat(out).to(O.dtype)}
+
+
+@aref_kernel
+def gemm_epilogue_mix(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """Constants, column max/sum, row min, f16 and int32 round trips and integer index math after the loop."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    y = (acc - acc.max(0)[None, :]) + acc.sum(0) * 0.001 + aref.rowmin(acc)[:, None] + aref.full((BM, BN), 0.5)
+    y = y.to(aref.float16).to(aref.float32) + acc.to(aref.int32).to(aref.float32) * 0.25
+    col = (pid_n * BN + aref.arange(BN)) % 7
+    y = aref.where((col == 3)[None, :], y, aref.minimum(y, 1.0))
+    aref.store(C, (pid_m, pid_n), y.to(C.dtype))
+
+
+def gemm_epilogue_mix_reference(A, B, C, BM=128, BN=128, **_):
+    out = torch.empty(C.shape)
+    for i in range(C.shape[0] // BM):
+        for j in range(C.shape[1] // BN):
+            acc = A[i * BM:(i + 1) * BM].float() @ B[j * BN:(j + 1) * BN].float().T
+            y = (acc - acc.amax(0)[None, :]) + acc.sum(0) * 0.001 + acc.amin(1)[:, None] + 0.5
+            y = y.half().float() + acc.to(torch.int32).float() * 0.25
+            col = (j * BN + torch.arange(BN)) % 7
+            out[i * BM:(i + 1) * BM, j * BN:(j + 1) * BN] = torch.where((col == 3)[None, :], y, y.clamp(max=1.0))
+    return {"C": out.to(C.dtype)}
+
+
+@aref_kernel
+def rowwise_softmax(X, Y, *, BM: int = 64, BN: int = 128):
+    """No MMA: softmax over each row of a tile, minus each column's minimum, in a CUDA-core group."""
+    pid = aref.program_id(0)
+    ch = aref.channel(depth=2)
+    for j in aref.range(X.shape[1] // BN):
+        ch.put(aref.load(X, (pid, j), (BM, BN)))
+        x = ch.get().to(aref.float32)
+        e = aref.exp2(x - aref.rowmax(x)[:, None])
+        p = e / aref.rowsum(e)[:, None]
+        q = p - p.min(0)[None, :] + aref.abs(-x) * aref.sqrt(aref.abs(x) + 1.0)
+        aref.store(Y, (pid, j), q.to(Y.dtype))
+        ch.consumed()
+
+
+def rowwise_softmax_reference(X, Y, BN=128, **_):
+    out = []
+    for j in range(X.shape[1] // BN):
+        x = X[:, j * BN:(j + 1) * BN].float().reshape(-1, 64, BN)
+        p = torch.softmax(x * torch.log(torch.tensor(2.0)), dim=-1)
+        out.append((p - p.amin(1, keepdim=True) + x.abs() * (x.abs() + 1).sqrt()).reshape(-1, BN))
+    return {"Y": torch.cat(out, dim=1).to(Y.dtype)}
+
+
+@aref_kernel
+def transposed_output(A, B, CT, *, BM: int = 128, BN: int = 64, BK: int = 64):
+    """Cᵀ = (A·Bᵀ)ᵀ / sum(A·Bᵀ): a register transpose, and a reduction to one value."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    total = acc.sum(1).sum(0)
+    aref.store(CT, (pid_n, pid_m), (acc.T / total).to(CT.dtype))
+
+
+def transposed_output_reference(A, B, CT, BM=128, BN=64, **_):
+    out = torch.empty(CT.shape)
+    for i in range(A.shape[0] // BM):
+        for j in range(B.shape[0] // BN):
+            acc = A[i * BM:(i + 1) * BM].float() @ B[j * BN:(j + 1) * BN].float().T
+            out[j * BN:(j + 1) * BN, i * BM:(i + 1) * BM] = acc.T / acc.sum()
+    return {"CT": out.to(CT.dtype)}
+
+
+def register_slice(x, axis: int, start: int, size: int):
+    """The register-tile view the row-split pass gives cooperative consumers (no public spelling)."""
+    from aref.lang import _build
+    from aref.trace import user_loc
+    return _build(OpKind.SLICE, None, [x.value], SliceAttrs(axis, start, size), user_loc())
+
+
+@aref_kernel
+def sliced_halves(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """The bottom row block plus the top one, and the right column half (slices of register tiles)."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    rows = register_slice(pid_m * BM + aref.arange(BM), 0, 64, 64)          # a slice of index math
+    half = register_slice(acc, 0, 0, 64) + register_slice(acc, 0, 64, 64) + rows[:, None]
+    cols = register_slice(half, 1, 64, 64) - register_slice(acc.max(0), 0, 8, 64)[None, :]
+    aref.store(C, (pid_m, pid_n), cols.to(C.dtype))
+
+
+def sliced_halves_reference(A, B, C, BM=128, BN=128, **_):
+    out = torch.empty(C.shape)
+    for i in range(A.shape[0] // BM):
+        for j in range(B.shape[0] // BN):
+            acc = A[i * BM:(i + 1) * BM].float() @ B[j * BN:(j + 1) * BN].float().T
+            rows = (i * BM + torch.arange(BM))[64:128]
+            half = acc[:64] + acc[64:] + rows[:, None]
+            out[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64] = half[:, 64:] - acc.amax(0)[8:72][None, :]
+    return {"C": out.to(C.dtype)}
+
+
+@aref_kernel
+def operand_placements(A, B, C, *, BM: int = 64, BN: int = 64, BK: int = 64):
+    """MMA operands computed in registers: A read from registers (RS) or staged transposed, B staged as is
+    (MN-major) or transposed (K-major), and fp8 operands staged K-major."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        p, q = a * 0.5, b * 2.0                          # float16 register tiles
+        acc = aref.mma(p, q.T, acc)
+        acc = aref.mma(p.T, q, acc)
+        acc = aref.mma(p.to(aref.float8_e4m3), q.to(aref.float8_e4m3).T, acc)
+        ab.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def operand_placements_reference(A, B, C, BM=64, BN=64, BK=64, **_):
+    out = torch.empty(C.shape)
+    for i in range(A.shape[0] // BM):
+        for j in range(B.shape[0] // BN):
+            acc = torch.zeros(BM, BN)
+            for k in range(A.shape[1] // BK):
+                p = (A[i * BM:(i + 1) * BM, k * BK:(k + 1) * BK].float() * 0.5).half().float()
+                q = (B[j * BN:(j + 1) * BN, k * BK:(k + 1) * BK].float() * 2.0).half().float()
+                p8, q8 = (t.to(torch.float8_e4m3fn).float() for t in (p, q))
+                acc = acc + p @ q.T + p.T @ q + p8 @ q8.T
+            out[i * BM:(i + 1) * BM, j * BN:(j + 1) * BN] = acc
+    return {"C": out.to(C.dtype)}
+
+
+def _r(g, *shape, scale=1.0):
+    return (torch.randn(*shape, generator=g) * scale).half()
+
+
+def inputs(name: str, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    h = torch.float16
+    return {
+        "causal_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
+                                         O=torch.zeros(256, 64, dtype=h)),
+        "linear_attention": lambda: dict(Q=_r(g, 256, 64, scale=0.2), K=_r(g, 256, 64, scale=0.2),
+                                         V=_r(g, 256, 64, scale=0.2), O=torch.zeros(256, 64, dtype=h)),
+        "gemm_epilogue_mix": lambda: dict(A=_r(g, 256, 128, scale=0.3), B=_r(g, 256, 128, scale=0.3),
+                                          C=torch.zeros(256, 256, dtype=h)),
+        "rowwise_softmax": lambda: dict(X=_r(g, 128, 256), Y=torch.zeros(128, 256, dtype=h)),
+        "transposed_output": lambda: dict(A=torch.rand(256, 128, generator=g).half(),
+                                          B=torch.rand(128, 128, generator=g).half(),
+                                          CT=torch.zeros(128, 256, dtype=h)),
+        "operand_placements": lambda: dict(A=_r(g, 128, 128, scale=0.3), B=_r(g, 128, 128, scale=0.3),
+                                           C=torch.zeros(128, 128, dtype=h)),
+        "sliced_halves": lambda: dict(A=_r(g, 256, 128, scale=0.3), B=_r(g, 256, 128, scale=0.3),
+                                      C=torch.zeros(128, 128, dtype=h)),
+    }[name]()
+
+
+PROGRAMS = {
+    "causal_attention": (causal_attention, causal_attention_reference),
+    "linear_attention": (linear_attention, linear_attention_reference),
+    "gemm_epilogue_mix": (gemm_epilogue_mix, gemm_epilogue_mix_reference),
+    "rowwise_softmax": (rowwise_softmax, rowwise_softmax_reference),
+    "transposed_output": (transposed_output, transposed_output_reference),
+    "sliced_halves": (sliced_halves, sliced_halves_reference),
+    "operand_placements": (operand_placements, operand_placements_reference),
+}
