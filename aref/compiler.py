@@ -42,6 +42,7 @@ class CompileOptions:
     coarse: bool = True
     solver_time_limit: float = 60.0
     solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
+    solver_transfers: bool = True     # may the solver hand register tiles between groups (through shared memory)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):
@@ -160,7 +161,9 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     the accumulators over two groups), then without the coarse T/C/U overlap (which keeps the next iteration's
     tiles live), then both: "auto" picks the first organisation that fits. The optimal partitioner solves
     again under a tighter register cap. When nothing fits, the first Barrier IR is returned carrying the
-    refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal."""
+    refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal. An optimal
+    partition whose shared memory does not fit (the solver counts its hand-offs' cycles, not their bytes) is
+    solved again without hand-offs between groups."""
     options = options or CompileOptions()
     if stage not in STAGES:
         raise ArefError(f"unknown stage {stage!r}", hint=f"stages: {', '.join(STAGES)}")
@@ -168,7 +171,9 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     first = getattr(ws, "resource_error", None)
     if first is None:
         return ws
-    if options.partition == "optimal":
+    if options.partition == "optimal" and getattr(first, "smem_excess", 0) and options.solver_transfers:
+        alternatives = iter((replace(options, solver_transfers=False),))
+    elif options.partition == "optimal":
         alternatives = _tighter_caps(options, first)
     elif options.consumers == "auto":
         # cooperative groups split the accumulators; without the coarse T/C/U overlap fewer tiles are live

@@ -385,6 +385,11 @@ SIDE_EFFECTS = frozenset({OpKind.STORE, OpKind.PUT, OpKind.GET, OpKind.CONSUMED,
                           OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC,
                           OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
 CHANNEL_OPS = frozenset({OpKind.PUT, OpKind.GET, OpKind.CONSUMED})
+# index math: the sources of index values, and the elementwise ops and views that stay index math when every
+# operand is (a scalar or) index math
+INDEX_SOURCES = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE})
+INDEX_MATH = frozenset({OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST,
+                        OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE})
 
 
 @dataclass(eq=False)
@@ -466,3 +471,20 @@ class Kernel:
 
     def channels(self) -> list[Op]:
         return [op for op in self.all_ops() if op.kind is OpKind.CHANNEL]
+
+
+def index_math(ops) -> set:
+    """Those of `ops` (in program order: producers first) that compute index values: constants, program ids,
+    scalar math, `arange`/`full` tiles and the elementwise ops and views whose operands are all scalars (a loop
+    index included) or index math — index tiles and masks (a causal mask, a ragged-edge mask). Every warp group
+    that reads such a value recomputes it where it is read: it is never handed between groups nor carried
+    between pipeline steps."""
+    out: set = set()
+    made: dict = {}
+    for op in ops:
+        if op.kind in INDEX_SOURCES or op.kind in INDEX_MATH and op.results and all(
+                isinstance(v.type, ScalarType) or made.get(id(v)) in out for v in op.operands):
+            out.add(op)
+        for r in op.results:
+            made[id(r)] = op
+    return out

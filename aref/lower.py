@@ -48,6 +48,7 @@ def lower(kernel: WSKernel) -> WSKernel:
             _insert_mma_waits(gp)
         _pingpong(out)
     _registers(out)
+    _shared_memory(out)
     out.level = "barrier"
     return out
 
@@ -407,6 +408,19 @@ def _pingpong(kernel: WSKernel) -> None:
                                  kernel.loc))
         if k == 0:                    # ... so the first takes one turn more at the end, balancing the barrier
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), kernel.loc))
+
+
+def _shared_memory(kernel: WSKernel) -> None:
+    """The resource model's shared-memory layout (`aref.resources.memory`, the one the backend allocates) fits
+    the SM: if not, the refusal is recorded in `kernel.resource_error`, as a register refusal is."""
+    if kernel.arch != "sm_90a" or kernel.resource_error is not None:
+        return
+    from aref.resources.memory import smem_plan
+    plan = smem_plan(kernel)
+    problem = plan.problem()
+    if problem is not None:
+        kernel.resource_error = resources.ResourceError(
+            problem, kernel.loc, hint="lower a channel depth or the tile sizes", smem_excess=plan.total - plan.limit)
 
 
 def launch_threads(kernel: WSKernel) -> int:

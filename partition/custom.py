@@ -7,13 +7,8 @@ from __future__ import annotations
 
 from aref.ir import Kernel
 from aref.ws import WarpGroup
-from partition.model import (Partition, REGISTERS_PER_SM, check_partition, needs_group,
+from partition.model import (Partition, REGISTERS_PER_SM, assignable_ops, check_partition,  # noqa: F401
                              one_producer_per_channel)
-
-
-def assignable_ops(kernel: Kernel) -> list:
-    """The ops a partition must place, in program order."""
-    return [op for op in kernel.all_ops() if needs_group(op)]
 
 
 def custom_partition(kernel: Kernel, groups_of: list[int], warps: int = 4) -> Partition:

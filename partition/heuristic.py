@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value
-from partition.model import (Partition, UnionFind, check_partition, one_producer_per_channel, replicated,
-                             split_budget)
+from partition.model import (Partition, UnionFind, assignable_ops, check_partition, one_producer_per_channel,
+                             replicated_ops, split_budget)
 
 CONSUMER_MODES = ("auto", "plain", "cooperative", "pingpong")
 
@@ -61,6 +61,7 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
     prod = producers_of(kernel)
     member = set(ops)
     sets = UnionFind(ops)
+    rep = replicated_ops(kernel)
 
     # loop-carried values link the op that yields to the ops that read the carried value
     alias: dict[int, Value] = {}
@@ -85,7 +86,7 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
             for p in puts.get(id(op.operands[0]), [])[:1]:
                 return source(p.operands[1 + i], seen + 1)
         if op is None or op.kind in (OpKind.GET, OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL) or (
-                replicated(op) and op.kind not in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)):
+                op in rep and op.kind not in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)):
             return None
         if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
             return source(op.operands[0], seen)
@@ -116,13 +117,9 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
     return kernel, part
 
 
-def _assignable(kernel: Kernel) -> list[Op]:
-    return [op for op in kernel.all_ops() if not replicated(op)]
-
-
 def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partition]:
     prod = producers_of(kernel)
-    work = [op for op in _assignable(kernel) if not (op.kind is OpKind.LOAD or is_load_put(op, prod))]
+    work = [op for op in assignable_ops(kernel) if not (op.kind is OpKind.LOAD or is_load_put(op, prod))]
     comps = [c for c in components(kernel, work) if any(op.kind is OpKind.MMA for op in c)]
     mode = options.consumers
     if mode == "auto":
@@ -162,7 +159,7 @@ def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partitio
         groups = split_budget([("producer", "producer", 4, 40)],
                               [(f"consumer{i}", "consumer", 4) for i in range(options.num_consumers)])
         assign = _producer_assign(kernel, prod)
-        for op in _assignable(kernel):
+        for op in assignable_ops(kernel):
             if op not in assign:
                 assign[op] = 1 + replica.get(op, 0)
         return kernel, Partition(groups, assign, "cooperative")
@@ -174,7 +171,7 @@ def _hopper(kernel: Kernel, options: HeuristicOptions) -> tuple[Kernel, Partitio
 
 
 def _producer_assign(kernel: Kernel, prod) -> dict[Op, int]:
-    return {op: 0 for op in _assignable(kernel) if op.kind is OpKind.LOAD or is_load_put(op, prod)}
+    return {op: 0 for op in assignable_ops(kernel) if op.kind is OpKind.LOAD or is_load_put(op, prod)}
 
 
 def _blackwell(kernel: Kernel) -> Partition:
@@ -183,7 +180,7 @@ def _blackwell(kernel: Kernel) -> Partition:
     loop_ops = set(kernel.loop.body.ops) if kernel.loop is not None else set()
     post_ops = set(kernel.post.ops)
     role: dict[Op, str] = {}
-    for op in _assignable(kernel):
+    for op in assignable_ops(kernel):
         if op.kind is OpKind.LOAD or is_load_put(op, prod):
             role[op] = "load"
         elif op.kind is OpKind.MMA:
@@ -197,9 +194,9 @@ def _blackwell(kernel: Kernel) -> Partition:
             if acc_src is not None and acc_src in loop_ops and acc_src.kind is OpKind.BINARY:
                 role[acc_src] = "correction"
     has_correction = "correction" in role.values()
-    compute = [op for op in _assignable(kernel) if op not in role and op not in post_ops]
+    compute = [op for op in assignable_ops(kernel) if op not in role and op not in post_ops]
     comps = components(kernel, compute) if compute else []
-    post_compute = [op for op in _assignable(kernel) if op in post_ops and op not in role]
+    post_compute = [op for op in assignable_ops(kernel) if op in post_ops and op not in role]
     fixed = [("load", "load", 1, 48), ("mma", "mma", 1, 48)]
     epi_warps = 1 if (has_correction or comps) else 4      # GEMM: the epilogue also converts the accumulator
     fixed.append(("epilogue", "epilogue", epi_warps, 48 if epi_warps == 1 else 168))

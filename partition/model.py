@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.errors import ArefError
-from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType
+from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType, index_math
 from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
                             split_budget)
 from aref.ws import WarpGroup
@@ -25,12 +25,22 @@ REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, O
 
 
 def replicated(op: Op) -> bool:
-    """Does every group that needs `op` compute it itself? The kinds above, and any op on scalars alone
-    (index math of any spelling: a scalar select, compare or cast): arefs carry tiles, never scalars."""
+    """Does every group that needs `op` compute it itself, whatever its operands? The kinds above, and any op
+    on scalars alone (index math of any spelling: a scalar select, compare or cast): arefs carry tiles, never
+    scalars. `replicated_ops` adds the tiles computed from index math alone."""
     if op.kind in REPLICATED:
         return True
     return bool(op.results) and op.kind not in SIDE_EFFECTS and all(
         isinstance(v.type, ScalarType) for v in op.operands + op.results)
+
+
+def replicated_ops(kernel: Kernel) -> frozenset[Op]:
+    """The ops of `kernel` that belong to no group: `replicated` ones and all index math. Recomputing a mask
+    costs each group that reads it a few integer ops per element; handing it over would cost a ring slot, two
+    barriers per item and a boolean tile in shared memory."""
+    ops = list(kernel.all_ops())
+    return frozenset(op for op in ops if replicated(op)) | index_math(ops)
+
 
 class UnionFind:
     """Disjoint sets over hashable items (added on first use); `union(a, b)` hangs b's set under a's root."""
@@ -69,8 +79,10 @@ class Partition:
         return self.assign.get(op)
 
 
-def needs_group(op: Op) -> bool:
-    return not replicated(op)
+def assignable_ops(kernel: Kernel) -> list[Op]:
+    """The ops that need a group (every op but `replicated_ops`), in program order."""
+    rep = replicated_ops(kernel)
+    return [op for op in kernel.all_ops() if op not in rep]
 
 
 def channel_puts(kernel: Kernel) -> list[list[Op]]:
@@ -97,11 +109,9 @@ def check_partition(kernel: Kernel, part: Partition) -> None:
     ids = {g.id for g in part.groups}
     if [g.id for g in part.groups] != list(range(len(part.groups))):
         raise ArefError("warp group ids must be 0..n-1 in order")
-    for op in kernel.all_ops():
-        if needs_group(op):
-            g = part.assign.get(op)
-            if g not in ids:
-                raise ArefError(f"{op.kind.value} has no warp group", op.loc)
+    for op in assignable_ops(kernel):
+        if part.assign.get(op) not in ids:
+            raise ArefError(f"{op.kind.value} has no warp group", op.loc)
     for puts in channel_puts(kernel):
         if len({part.assign[p] for p in puts}) > 1:
             raise ArefError(f"the puts of one channel are placed in groups {sorted({part.assign[p] for p in puts})}; "

@@ -26,7 +26,7 @@ from aref.machine import machine_for, op_cost, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
 from partition.model import (Partition, UnionFind, check_registers, one_producer_per_channel,
-                             replicated, split_budget)
+                             replicated_ops, split_budget)
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -74,6 +74,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
     yield_of = {id(c): y for c, y in zip(kernel.loop.carried, kernel.loop.yields)}
+    rep = replicated_ops(kernel)
     chan_puts = {}
     for op in body:
         if op.kind is OpKind.PUT:
@@ -86,7 +87,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if id(v) in yield_of:
             return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (replicated(op) and op.kind not in VIEWS
+        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (op in rep and op.kind not in VIEWS
                                                                       and op.kind is not OpKind.GET):
             return []
         if op.kind in VIEWS:
@@ -102,7 +103,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # ---- CUDA-core clusters: fuse connected work, keeping accumulator rescales apart
     acc_feeder = {prod[id(op.operands[2])] for op in body if op.kind is OpKind.MMA and len(op.operands) == 3
                   and prod.get(id(op.operands[2])) in body and prod[id(op.operands[2])].kind in CUDA_CORE}
-    cuda = [op for op in body if op.kind in CUDA_CORE and not replicated(op)]
+    cuda = [op for op in body if op.kind in CUDA_CORE and op not in rep]
     sets = UnionFind(cuda)
 
     for op in cuda:
@@ -324,7 +325,8 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap)
+    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
+                       allow_transfers=options.solver_transfers)
     result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
@@ -429,6 +431,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
     other pre/post-loop work with the group that computes what it reads (the epilogue with its data)."""
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
     tma = 0 if groups and groups[0].role == "producer" else None
+    rep = replicated_ops(kernel)
     carried_owner = {}
     if kernel.loop is not None:
         for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
@@ -453,7 +456,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
     for op in kernel.all_ops():
-        if replicated(op) or op in assign:
+        if op in rep or op in assign:
             continue
         if op.kind is OpKind.LOAD:
             assign[op] = tma if tma is not None else fallback

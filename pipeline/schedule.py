@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
-from aref.ir import Op, OpKind
+from aref.ir import Op, OpKind, index_math
 from aref.ws import GroupProgram, WSKernel
 from pipeline import sm100
 
@@ -153,13 +153,14 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     channel's slots fit its depth; an explicit `mma_depth` that cannot fit is an error."""
     ops = list(gp.loop.body.ops)
     edges = body_edges(gp)
+    index = index_math(gp.all_ops())
     explicit = options.mma_depth is not None
     # Blackwell releases the slots its MMAs read with tcgen05.commit, which never blocks: no issue depth
     depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
     tensor_core = sm100.is_blackwell_mma_group(gp, kernel)
     for coarse in ((True, False) if options.coarse else (False,)):
         tc_stage = sm100.tensor_core_stages(gp, kernel, ops, edges) if coarse and tensor_core else None
-        stage = tc_stage or (_coarse_stages(ops, edges) if coarse else {op: 0 for op in ops})
+        stage = tc_stage or (_coarse_stages(ops, edges, index) if coarse else {op: 0 for op in ops})
         span = _held_span(gp, kernel, edges, stage)
         fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
         if fit >= depth or (fit >= 0 and not explicit):
@@ -173,7 +174,7 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
             f"{held} step(s) by the pipeline plus {depth} for MMAs in flight, which needs depth ≥ {need}",
             ch.loc, hint=f"deepen it (aref.channel(depth={need})) or lower mma_depth")
     _place_channel_ops(gp, edges, stage, depth)
-    _propagate(edges, stage)
+    _propagate(edges, stage, index)
     if tensor_core and options.tensor_core_first:
         priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
     else:
@@ -184,7 +185,7 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     return sched
 
 
-def _coarse_stages(ops: list[Op], edges) -> dict[Op, int]:
+def _coarse_stages(ops: list[Op], edges, index) -> dict[Op, int]:
     """FA3's intra-warpgroup overlap: T (MMAs that depend on no CUDA-core work of the iteration) and C (the
     CUDA-core work on their results: softmax, the accumulator rescale) run in one step; U (MMAs that consume
     C, e.g. P·V) runs one step later. Each step then issues T(j) and U(j−1) back to back and computes C(j)
@@ -198,7 +199,7 @@ def _coarse_stages(ops: list[Op], edges) -> dict[Op, int]:
         if u_stage and any(op in compute for op in _reaches(edges, set(mmas) - u_stage)):
             for op in u_stage:
                 stage[op] = 1
-    _propagate(edges, stage)
+    _propagate(edges, stage, index)
     return stage
 
 
@@ -284,8 +285,12 @@ def _place_channel_ops(gp, edges, stage, depth) -> None:
             stage[op] = base if mma_stage is None else max(base, mma_stage)
 
 
-def _propagate(edges, stage) -> None:
-    """Everything else runs as early as its operands allow (ASAP over same-iteration edges)."""
+def _propagate(edges, stage, index=frozenset()) -> None:
+    """Everything else runs as early as its operands allow (ASAP over same-iteration edges) — but index math
+    (`aref.ir.index_math`: masks and index tiles from `arange`, program ids, the loop index) as late as its
+    users allow: recomputed in the step that reads it, it is never carried to a later step in registers (a
+    128×128 mask would hold 128 registers per thread across the step boundary). `index`: the group's index
+    math (`aref.ir.index_math` over all of its ops: a mask may read index tiles computed before the loop)."""
     changed = True
     while changed:
         changed = False
@@ -294,6 +299,12 @@ def _propagate(edges, stage) -> None:
             if need > stage[v]:
                 stage[v] = need
                 changed = True
+    users: dict[Op, list[tuple[Op, int]]] = {}
+    for u, v, d in edges:
+        users.setdefault(u, []).append((v, d))
+    for op in reversed(list(stage)):             # users first: a chain of index math sinks as a whole
+        if op in index and users.get(op):
+            stage[op] = max(stage[op], min(stage[v] + d for v, d in users[op]))
 
 
 # ------------------------------------------------------------------------------------ from a solver
@@ -308,7 +319,8 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     stage = {op: anchor.get(op, (0, 0))[0] for op in ops}
     base = min(stage.values(), default=0)
     stage = {op: s - base for op, s in stage.items()}
-    _propagate(edges, stage)
+    index = index_math(gp.all_ops())
+    _propagate(edges, stage, index)
     explicit = options.mma_depth is not None
     depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
     span = _held_span(gp, kernel, edges, stage)
@@ -320,7 +332,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
                            hint=f"use aref.channel(depth={(held + depth + 1) * max(ch.items_per_iter, 1)})")
     depth = max(0, min(depth, fit))
     _place_channel_ops(gp, edges, stage, depth)
-    _propagate(edges, stage)
+    _propagate(edges, stage, index)
     index = {op: i for i, op in enumerate(ops)}
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
     late = float("inf")
@@ -475,7 +487,7 @@ def delay_puts(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> list[tu
                 for op in [p] + [made[id(v)] for v in p.operands[1:] if id(v) in made
                                  and made[id(v)].kind is OpKind.LOAD]:
                     sched.stage[op] = max(sched.stage[op], at)
-            _propagate(edges, sched.stage)
+            _propagate(edges, sched.stage, index_math(prod.all_ops()))
             sched.order = step_order(list(prod.loop.body.ops), sched.stage, edges)
         if late > room:
             short.append((ch, (slack_steps(ch) + 1 + late - max(room, 0)) * max(ch.items_per_iter, 1)))

@@ -186,8 +186,9 @@ def test_scalar_min_max_where_abs_on_program_ids(arch, partition):
     assert {"max", "min"} <= fns
     # every op on scalars alone (a compare, a where) is index math every group recomputes: no group owns it,
     # so no channel ever has to carry a scalar
-    from partition.model import needs_group
-    assert all(not needs_group(op) for op in kernel.all_ops()
+    from partition.model import replicated_ops
+    rep = replicated_ops(kernel)
+    assert all(op in rep for op in kernel.all_ops()
                if op.results and all(isinstance(v.type, ScalarType) for v in op.operands + op.results))
     got = {k: v.clone() for k, v in inputs.items()}
     scalar_index_math(**got)

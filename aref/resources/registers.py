@@ -55,13 +55,15 @@ COMPUTING = frozenset({OpKind.MMA, OpKind.MMA_ASYNC, OpKind.UNARY, OpKind.BINARY
 
 class ResourceError(ArefError):
     """A kernel needs more registers, shared memory or tensor memory than the SM has; `excess` says by how many
-    registers per thread a group is over (when that is the problem)."""
+    registers per thread a group is over, `smem_excess` by how many bytes shared memory is (when that is the
+    problem)."""
 
     kind = "resources"
 
-    def __init__(self, message: str, loc=None, hint: str | None = None, excess: int = 0):
+    def __init__(self, message: str, loc=None, hint: str | None = None, excess: int = 0, smem_excess: int = 0):
         super().__init__(message, loc, hint)
         self.excess = excess
+        self.smem_excess = smem_excess
 
 
 def _round_up(n: int, step: int = REG_STEP) -> int:

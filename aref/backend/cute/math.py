@@ -359,6 +359,7 @@ class MathEmitter(Renderer, CrossThread):
 
     def loop_exit(self, lp) -> None:
         # tiles first: a yield computed from a carried scalar must read it before the scalar moves on
+        moves = []                      # (carried buffer, the buffer holding its next value)
         for car, y in zip(lp.carried, lp.yields):
             c = self.env[id(car)]
             if id(car) in self.dead_carried:
@@ -368,13 +369,21 @@ class MathEmitter(Renderer, CrossThread):
                 if yc[0] == "transpose":
                     self.stage(yc[1].operands[0], c[1])
             elif isinstance(c, Reg):
-                yb = self.materialize(y)
+                yb = self.materialize(y)        # every yield computed before any carried buffer is written
                 if yb is not c.buf:
-                    if yb.name in self.carried_bufs:
-                        raise BackendError("loop-carried tiles that swap storage", lp.loc)
                     self.check_not_inflight(yb)
-                    self.out(f"# carry {yb.name} into the next iteration")
-                    self.out(f"{c.buf.name}.store({yb.name}.load())")
+                    moves.append((c.buf, yb))
+        # the moves are one parallel assignment: a next value held in another carried tile's buffer (an
+        # accumulator updated in place over a carried operand, a swap) is read before that buffer is written
+        written = {dst.name for dst, _ in moves}
+        sources = {}
+        for dst, src in moves:
+            if src.name in written and src.name not in sources:
+                sources[src.name] = self.names(f"{src.name}_next")
+                self.out(f"{sources[src.name]} = {src.name}.load()")
+        for dst, src in moves:
+            self.out(f"# carry {src.name} into the next iteration")
+            self.out(f"{dst.name}.store({sources.get(src.name, src.name + '.load()')})")
         updates = [(self.carried_vars[id(car)], strip_parens(self.scalar(y).expr))
                    for car, y in zip(lp.carried, lp.yields) if id(car) in self.carried_vars]
         if len(updates) > 1:          # simultaneous: one carried scalar's update may read another's old value

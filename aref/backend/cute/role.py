@@ -426,6 +426,7 @@ class RoleEmitter(AccessEmitter, MathEmitter):
         else:
             buf, accumulate = self.new_buffer(r), False
         self.env[id(r)] = Reg(buf)
+        self.holder[buf.name] = r           # accumulated in place: the buffer now holds the result, not acc
         self.out(f"aref.wgmma({self.arg(mma)}, {buf.name}, {a}, {b}, accumulate={accumulate})")
         self.issued(buf, *reads)
 

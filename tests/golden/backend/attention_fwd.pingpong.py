@@ -242,9 +242,9 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
         aref.arrive_once(kc_empty + kc_slot, warp_in_group)
         # aref-ir[consumer0#82 consumer1#83] mbarrier_arrive %vc.empty[%vc.slot.1] item %j.1
         aref.arrive_once(vc_empty + vc_slot, warp_in_group)
+        s_f16.store(s.load().to(cutlass.Float16))
         # carry row into the next iteration
         row_max.store(row.load())
-        s_f16.store(s.load().to(cutlass.Float16))
     # ---- epilogue: pipeline drain
     # aref-ir[consumer0#91 consumer1#92] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
     cute.arch.mbarrier_wait(vc_full + 1, 0)

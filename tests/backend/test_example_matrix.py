@@ -1,0 +1,122 @@
+"""Every example × {heuristic, optimal} partition × {its default size, a ragged size} compiles for sm_90a with 0
+spill bytes — or is refused by a hardware rule of the resource model (`aref.resources.ResourceError`: the
+register file, shared memory), and only in the cells listed in `REFUSED` with the reason. A refusal of any other
+class (a template gap of the backend, a partitioner or pipeliner failure) fails the test, and so does a listed
+cell that compiles (the list is kept exact).
+
+Each cell is compiled once per session (`cell`) and shared by the test functions: the compile test of every
+cell, and the test that each listed refusal is for the resource the list names.
+"""
+import pytest
+
+from aref.errors import ArefError
+from aref.resources import ResourceError
+from example_paths import EXAMPLE_NAMES
+from tests.backend.test_shapes import RAGGED as OLD_RAGGED
+
+# every kernel of examples/ (rowwise.py defines two)
+EXAMPLES = EXAMPLE_NAMES + ["rowwise:softmax"]
+
+# extents that divide no tile of the example's defaults (tiles 128×128×64 unless noted)
+RAGGED = {
+    **OLD_RAGGED,
+    "attention_causal": {"Sq": 200},                     # keys = queries: a ragged last block of both
+    "linear_attention": {"S": 200},                      # chunks of 64 tokens
+    "mlp": {"M": 200, "H": 200, "N": 136},               # hidden slices of 64
+    "gemm_epilogue": {"M": 200, "N": 136, "K": 72},
+    "splitk_gemm": {"M": 200, "N": 136, "K": 1000},      # 16 K blocks over 4 slices, the last one short
+    "rowwise": {"M": 1000},                              # blocks of 64 rows, 256 rows per CTA
+    "rowwise:softmax": {"M": 1000},
+    "batched_gemm": {"M": 200, "N": 136, "K": 72},
+}
+SIZES = ["default", "ragged"]
+PARTITIONS = ["heuristic", "optimal"]
+
+# (example, partition, size) -> the resource the resource model refuses the cell for, with the reason. The
+# entries below are hardware limits reached by the optimal partitioner's choices (its solver does not count
+# the bytes of its hand-offs): open work, each cell shows it when the partitioner's memory model is closed.
+REFUSED: dict[tuple[str, str, str], str] = {
+    # The solver gives the two GEMMs of the dual GEMM two consumer groups; the epilogue (silu(X·W1)·(X·W2))
+    # then needs one 128×128 float32 accumulator handed between them (64 KB) beside the example's 4-stage
+    # ring of A, B1 and B2 (192 KB): 258 KB of the 227 KB a CTA can have. The solver models the loop, not the
+    # post-loop hand-off, so solving again without in-loop hand-offs does not help (see the branch report).
+    ("dual_gemm", "optimal", "default"): "shared memory",
+    ("dual_gemm", "optimal", "ragged"): "shared memory",
+    # The solver's schedule hands S (128×128 float32, two slots: 128 KB) and P (three 32 KB slots) from the
+    # MMA group to the softmax group: 339 KB with the K/V rings. Solved again without hand-offs (one group
+    # would hold S, P and O), the solver finds no schedule within its time limit, and the first refusal stands.
+    ("attention_causal", "optimal", "default"): "shared memory",
+    ("attention_causal", "optimal", "ragged"): "shared memory",
+}
+
+CELLS = [(e, p, s) for e in EXAMPLES for p in PARTITIONS for s in SIZES]
+
+
+def _path(example: str) -> str:
+    name, _, kernel = example.partition(":")
+    return f"examples/{name}.py" + (f":{kernel}" if kernel else "")
+
+
+def _compile(example: str, partition: str, size: str, cache_dir):
+    """(Barrier IR, CompileResult) of one cell, or the ArefError that refused it."""
+    from aref.backend.cute import compile_barrier
+    from aref.compiler import CompileOptions, lower_to
+    from aref.harness import load_example
+    ex = load_example(_path(example))
+    overrides = RAGGED[example] if size == "ragged" else {}
+    try:
+        kernel = ex.kernel.specialize(**ex.inputs("small", **overrides))
+        ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition=partition, solver_time_limit=20))
+        return ws, compile_barrier(ws, cache_dir=cache_dir)
+    except ArefError as err:
+        return err
+
+
+_CELLS: dict = {}
+
+
+@pytest.fixture(scope="session")
+def cell(backend_cache):
+    """`cell(example, partition, size)`: `_compile`'s outcome, once per session."""
+    def get(example, partition, size):
+        key = (example, partition, size)
+        if key not in _CELLS:
+            _CELLS[key] = _compile(example, partition, size, backend_cache)
+        return _CELLS[key]
+    return get
+
+
+def test_ragged_sizes_divide_no_tile():
+    """Every example has a ragged size, and it is ragged: some extent is not a multiple of the tile along it."""
+    assert set(RAGGED) == set(EXAMPLES)
+    from aref.harness import load_example
+    for example in EXAMPLES:
+        ex = load_example(_path(example))
+        small, ragged = ex.inputs("small"), ex.inputs("small", **RAGGED[example])
+        changed = [k for k, v in ragged.items() if hasattr(v, "shape") and tuple(v.shape) != tuple(small[k].shape)]
+        assert changed, example
+        assert any(d % 64 for k in changed for d in ragged[k].shape), example     # tiles are 64 or 128 wide
+
+
+@pytest.mark.parametrize("example, partition, size", CELLS, ids=["-".join(c) for c in CELLS])
+def test_example_compiles_without_spills(cell, example, partition, size):
+    got = cell(example, partition, size)
+    if isinstance(got, ArefError):
+        assert isinstance(got, ResourceError), f"refused by a non-hardware rule: {got.render()}"
+        assert (example, partition, size) in REFUSED, f"refused, and not listed in REFUSED: {got.render()}"
+        return
+    assert (example, partition, size) not in REFUSED, "listed in REFUSED but compiles: drop it from the list"
+    ws, result = got
+    assert result.arch == "sm_90a"
+    assert result.spill_bytes == 0, result.ptxas_log
+    assert result.instructions["mbarrier.init"] == 2 * sum(ch.depth for ch in ws.channels)
+    assert 0 < result.registers <= 255
+
+
+@pytest.mark.parametrize("example, partition, size", list(REFUSED), ids=["-".join(c) for c in REFUSED])
+def test_listed_refusals_name_their_resource(cell, example, partition, size):
+    """A listed cell is refused by the resource model for the resource the list gives, naming the kernel's
+    line (an error a user can act on: lower a ring depth, use smaller tiles or the heuristic partition)."""
+    got = cell(example, partition, size)
+    assert isinstance(got, ResourceError), got
+    assert REFUSED[example, partition, size] in str(got) and got.loc is not None
