@@ -298,7 +298,10 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                                    hint="make 2-D tiles a multiple of 8 rows and of 16 bytes per row")
             src = loads.get((ch.name, j), set())
             suffix = next(iter(src)) if len(src) == 1 else str(j)
-            cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth,
+            name = f"s_{cp.name}_{ident(suffix)}"
+            if any(b.name == name for b in cp.buffers):      # two tiles of one tensor in an item (sub-tiles)
+                name = f"{name}_{j}"
+            cp.buffers.append(BufferPlan(name, t, ch.depth,
                                          f"channel {ch.name} payload {j}", smem.item(("ring", ch.name, j))))
     staging: dict[int, BufferPlan] = {}
     scratch: dict[tuple, BufferPlan] = {}
