@@ -8,9 +8,12 @@ tests/backend/test_random_compile.py checks a few programs in CI).
 
     python bench/coverage.py [--n 500] [--first 0] [--jobs 2] [--partitions heuristic,optimal]
                              [--solver-time 5] [--seeds 2] [--emit ptx|cute] [--cache DIR] [--json out.json]
+                             [--records out.jsonl] [--summarize out.jsonl]
 
 Compiles are cached on disk (`--cache`, default aref's cache) under a hash of the Barrier IR, so a re-run
 only compiles what changed; `--jobs` runs programs in worker processes (one compile each at a time).
+`--records` appends each program's record as it completes (a JSON line), so an interrupted run keeps its
+figures: `--summarize FILE` prints the summary of such a file.
 """
 import argparse
 import collections
@@ -125,8 +128,15 @@ def main() -> int:
     ap.add_argument("--cache", default=None, help="compile cache directory (default: aref's)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--json", default=None, help="write the summary and per-program records here")
+    ap.add_argument("--records", default=None, help="append each program's record here as it completes")
+    ap.add_argument("--summarize", default=None, help="only summarize the records of an earlier run")
     args = ap.parse_args()
     partitions = args.partitions.split(",")
+    if args.summarize:
+        with open(args.summarize) as f:
+            records = sorted((json.loads(line) for line in f if line.strip()), key=lambda r: r["seed"])
+        report(summarize(records, partitions), 0.0)
+        return 0
     t0 = time.perf_counter()
     records = []
     seeds = range(args.first, args.first + args.n)
@@ -137,6 +147,9 @@ def main() -> int:
         results = (f.result() for f in as_completed([pool.submit(check_program, s, args) for s in seeds]))
     for rec in results:
         records.append(rec)
+        if args.records:
+            with open(args.records, "a") as f:
+                f.write(json.dumps(rec) + "\n")
         print(f"[{len(records)}/{args.n} {time.perf_counter() - t0:.0f}s] {_line(rec)}", flush=True)
     records.sort(key=lambda r: r["seed"])
     summary = summarize(records, partitions)

@@ -51,3 +51,22 @@ def test_the_sample_is_varied(programs):
     for f in ("ragged", "channel", "direct-loads", "subtiles:2", "op:mma", "masks", "op:where"):
         assert f in feats, (f, sorted(feats))
     assert len({(p.spec.S, p.spec.SUB, p.spec.BN) for p in programs.values()}) >= 3
+
+
+def test_coverage_bench_prints_the_figures(tmp_path):
+    """`bench/coverage.py` on two programs (source generation only): the summary, its JSON and the records."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out, records = tmp_path / "cov.json", tmp_path / "cov.jsonl"
+    run = subprocess.run([sys.executable, os.path.join(root, "bench", "coverage.py"), "--n", "2", "--partitions",
+                          "heuristic", "--emit", "cute", "--seeds", "1", "--cache", str(tmp_path / "cache"),
+                          "--json", str(out), "--records", str(records)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "sm_90a compile, heuristic partition:" in run.stdout and "simulator violations: 0" in run.stdout
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["programs"] == 2 and set(summary["compile_share"]) == {"heuristic"}
+    assert len(records.read_text().splitlines()) == 2
