@@ -41,7 +41,7 @@ def check_program(seed: int, args) -> dict:
     _TMP = _TMP or tempfile.mkdtemp(prefix="aref_coverage_")
     t0 = time.perf_counter()
     prog = rp.random_program(seed, size=args.size, directory=_TMP)
-    rec = {"seed": seed, "features": prog.features, "ragged": bool(prog.spec.ragged), "stages": {}}
+    rec = {"seed": seed, "features": prog.features, "ragged": any(prog.spec.ragged), "stages": {}}
     runs = [(part, "sm_90a") for part in args.partitions.split(",")] + [("heuristic", "sm_100a")]
     for part, arch in runs:
         how = {"options": CompileOptions(arch=arch, partition=part, solver_time_limit=args.solver_time)}

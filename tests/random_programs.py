@@ -9,7 +9,11 @@ loop and every CTA enumerated, for eager torch (`tt`, defined in the module itse
 Language features the generator draws (`RandomProgram.features` lists those of one program):
 
 * tiles at sizes wgmma and TMA accept (`size="wgmma"`, the default): rows 64 or 128 per (sub-)tile, columns
-  32/64/128 halves, K steps 32/64 halves (16-byte TMA boxes); `size="small"`: 16/32-wide tiles, quicker;
+  32/64/128 halves, K steps 32/64 halves (16-byte TMA boxes), from a table of shapes whose tiles fit a
+  consumer's registers (`WGMMA_SHAPES`; `WIDE_SHAPES`, twice the registers, with shallower expressions);
+  `size="small"`: 16/32-wide tiles, quicker;
+* extents that do not divide the tiles (`ragged`, about three programs in ten: M, N, K short of whole tiles by
+  multiples of 8 elements) with `cdiv` grids and trip counts: loads zero-fill, stores clip;
 * a grid of 1–2 × 1–2 CTAs (`program_id` on two axes), one or two row sub-tiles per CTA carried in lists
   (`acc[i] = ...`: independent sub-tiles make ping-pong consumers apply);
 * operands through a user channel (depth 1–3) or loaded directly in the loop (compiler TMA channels);
@@ -21,7 +25,8 @@ Language features the generator draws (`RandomProgram.features` lists those of o
   them and on run-time scalars (`k >= pid_n`), index tiles cast to float;
 * math: + − × maximum minimum, exp2, abs, neg, scaling, casts to f16 / bf16 and back, `where` on
   comparisons, broadcasts along both axes (`x[:, None]`, `x[None, :]`), reductions along both axes
-  (rowsum / rowmax / rowmin, `.sum(0)` / `.max(0)`), MMAs with operands from registers, chained MMAs;
+  (rowsum / rowmax / rowmin, `.sum(0)` / `.max(0)`), MMAs with operands from registers, chained MMAs (one
+  MMA beyond the loop's own per program: every MMA result is live from its issue);
 * loop-carried values: the accumulators (lists), a row vector per sub-tile, a column vector shared by all;
 * stores: in the loop every iteration (a tile, and a row vector with `reduce="add"`), after the loop (the
   output tile as f16 or f32, a rank-1 row vector, a column vector with `reduce="add"` across CTAs).
@@ -556,7 +561,7 @@ def features(spec: Spec) -> list[str]:
     """The language features one program uses (for coverage tables)."""
     out = {f"trips:{spec.trip_kind}", "channel" if spec.depth else "direct-loads", f"subtiles:{spec.S}",
            f"grid:{spec.GM}x{spec.GN}"}
-    if spec.ragged:
+    if any(spec.ragged):
         out.add("ragged")
     for name in ("chain", "masks", "carry_col", "inloop_store", "inloop_reduce", "post_bias", "post_colvec",
                  "pre_rowvec", "pre_colvec", "split_puts", "reg_depth"):
