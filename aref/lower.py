@@ -66,7 +66,7 @@ def _feeds_mma(gp: GroupProgram, ch: Channel) -> bool:
             got |= {id(r) for r in op.results}
         elif op.kind in VIEWS and id(op.operands[0]) in got:
             got.add(id(op.result))
-        elif op.kind is OpKind.MMA and any(id(v) in got for v in op.operands[:2]):
+        elif op.kind is OpKind.MMA and any(id(v) in got for v in op.operands):
             return True
     # values got in one block may be read through loop-carried chains: follow block arguments
     if gp.loop is not None:
@@ -74,7 +74,7 @@ def _feeds_mma(gp: GroupProgram, ch: Channel) -> bool:
             if id(init) in got:
                 got.add(id(c))
         for op in gp.loop.body.ops:
-            if op.kind is OpKind.MMA and any(id(v) in got for v in op.operands[:2]):
+            if op.kind is OpKind.MMA and any(id(v) in got for v in op.operands):
                 return True
     return False
 
@@ -268,7 +268,7 @@ def _slot_mma_readers(gp: GroupProgram) -> dict[str, list[Op]]:
                             src[id(op.result)] = src[id(v)]
                             changed = True
                 elif op.kind is OpKind.MMA_ASYNC:
-                    for v in op.operands[:2]:
+                    for v in op.operands:            # A, B and an accumulator read from a slot
                         if id(v) in src and op not in readers.setdefault(src[id(v)], []):
                             readers[src[id(v)]].append(op)
         if gp.loop is not None:

@@ -1,10 +1,10 @@
 """Whether a lowered tuning candidate fits the machine: the tuner's one call into the resource model.
 
-Today three checks decide it: the static limits of `aref.sim.resources.check_resources` (shared memory of the
-rings, threads, register budgets, named barriers) and, for the arch the CuTe DSL backend generates, the
-backend's own plan and register checks (store staging, per-group register pressure), reached by generating
-the kernel's source without compiling it. When the resource model becomes one function shared by the solver,
-the partitioners and the backend, this module is the single place to call it instead.
+Three checks decide it: the resource model's refusal of the register budgets, recorded by the lowering
+(`WSKernel.resource_error`, from `aref.resources`), the static limits of `aref.sim.resources.check_resources`
+(shared memory, threads, register budgets, named barriers) and, for the arch the CuTe DSL backend generates,
+the backend's plan (which lays shared memory out by the same model), reached by generating the kernel's
+source without compiling it.
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from aref.machine import Machine
 def candidate_problems(ws, machine: Machine, persistent: bool = False, ctas: int | None = None) -> list[str]:
     """Why Barrier IR `ws` cannot run on `machine` as launched (empty: it fits)."""
     from aref.sim.resources import check_resources
+    if ws.resource_error is not None:
+        return [f"{ws.resource_error.kind}: {ws.resource_error.message}"]
     problems = list(check_resources(ws, machine))
     if problems or ws.arch != "sm_90a":
         return problems

@@ -13,6 +13,7 @@ from example_paths import EXAMPLE_NAMES, EXAMPLES, ROOT
 
 from aref.harness import compare, load_example
 from aref.precision import matmul_tolerance, unit_roundoff
+from aref.tune_bench import example_baseline
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import attn_ref  # noqa: E402
@@ -63,12 +64,16 @@ def test_blockwise_attention_references_match_autograd(causal, monkeypatch):
     assert attn_ref.flops(2, 100, 32, True) == attn_ref.flops(2, 100, 32, False) / 2
 
 
-@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+@pytest.mark.parametrize("name", EXAMPLE_NAMES + ["rowwise:softmax"])
 def test_example_baselines_compute_the_reference(name):
-    """Each example's torch baseline (what `aref bench` times) computes the same outputs, on the CPU."""
-    ex = load_example(f"{EXAMPLES}/{name}.py")
+    """Each example kernel's torch baseline (what `aref bench` times: `baseline_<kernel>` or `baseline`)
+    computes the same outputs, on the CPU."""
+    path, _, kernel = name.partition(":")
+    ex = load_example(f"{EXAMPLES}/{path}.py" + (f":{kernel}" if kernel else ""))
+    prepare = example_baseline(ex)
+    assert prepare is not None, f"{name} defines no baseline(**inputs)"
     inputs = ex.inputs("small")
-    run = ex.module.baseline(**inputs)
+    run = prepare(inputs)
     got = run()
     expected = ex.reference_fn(**inputs)
     assert set(got) == set(expected)

@@ -1,6 +1,7 @@
 """Rung 1 of the verification ladder: the interpreter equals each example's torch reference, including the
 trip counts where pipelines usually break (0, 1, D, D+1, 2D+1 for a channel of depth D)."""
 import pytest
+import torch
 
 from aref.harness import load_example, run_interpreter
 from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, max_trip_count, poison_outputs, trip_inputs
@@ -44,6 +45,17 @@ def test_partial_tiles_use_tma_bounds():
     ex = load_example(example_path("gemm"))
     inputs = ex.inputs(M=200, N=72, K=192)
     inputs["C"][:] = 7.0          # must be overwritten everywhere in bounds
+    report = run_interpreter(ex, inputs)
+    assert report.ok, report.to_json()
+
+
+@pytest.mark.parametrize("name,target", [("gemm_epilogue", "rowsum"), ("splitk_gemm", "C")])
+def test_reduce_add_outputs_accumulate_onto_their_contents(name, target):
+    """A reduce-add store adds to what the output held: the interpreter and the reference agree when it
+    starts non-zero (the examples' inputs start it at zero, which would hide a reference that ignores it)."""
+    ex = load_example(example_path(name))
+    inputs = ex.inputs()
+    inputs[target].copy_(torch.linspace(-3.0, 5.0, inputs[target].numel()).view_as(inputs[target]))
     report = run_interpreter(ex, inputs)
     assert report.ok, report.to_json()
 

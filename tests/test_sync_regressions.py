@@ -285,3 +285,23 @@ def test_subtiles_linked_through_a_user_channel_are_not_ping_pong_partners():
               "C0": torch.zeros(64, 64)}
     with pytest.raises(aref.ArefError, match="two independent sub-tiles"):
         lower_to(linked_subtiles.specialize(**inputs), "partitioned", CompileOptions(consumers="pingpong"))
+
+
+@pytest.mark.parametrize("seed, groups", [(5, 2), (8, 2), (12, 3), (19, 4)])
+def test_accumulator_read_from_a_slot_is_released_after_its_mma_retires(seed, groups):
+    """A partition that computes `o * alpha` in another group hands the MMA its accumulator through a channel
+    slot; the wgmma reads that slot as asynchronously as its A and B operands, so the slot is released only
+    after an `mma_wait` retires it — in the drained epilogue too (the release once followed the issue
+    directly there: release-while-reading in the simulator)."""
+    from program_matrix import compile_config
+
+    from aref.harness import load_example
+    ex = load_example("examples/attention_fwd.py")
+    inputs = ex.inputs(BM=64, BN=64, SUBTILE=1)
+    kernel = ex.kernel.specialize(**inputs)
+    barrier = compile_config(kernel, {"arch": "sm_90a", "groups": groups, "seed": seed})
+    acc_from_slot = [op for gp in barrier.groups for op in gp.all_ops() if op.kind is OpKind.MMA_ASYNC
+                     and len(op.operands) > 2 and op.operands[2].type.space.value == "smem"]
+    assert acc_from_slot, "the partition no longer hands an accumulator through a slot"
+    report = sim.check(barrier, inputs, ex.reference_fn, seeds=3, tolerance=ex.tolerance(inputs))
+    assert report.ok, [str(v) for v in report.violations]

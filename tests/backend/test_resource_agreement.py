@@ -36,6 +36,8 @@ def _barrier(example, partition, consumers, kw):
                                                         solver_time_limit=10))
     except ArefError:
         return None                     # the middle end refused it (a named rule): nothing for the backend
+    if ws.resource_error is not None:
+        return None                     # the lowering's register refusal (the backend raises it)
     # shared memory over the limit (deep user rings beside a solver's hand-offs) is the same model's refusal,
     # reported where the storage is laid out (the backend); it is not a partition the backend compiles
     return None if smem_plan(ws).problem() else ws

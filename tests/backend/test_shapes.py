@@ -233,3 +233,22 @@ def test_a_load_of_an_empty_tensor_is_a_zero_fill(backend_cache):
     _check(ws, result)
     source = result.source_path.read_text()
     assert "aref.zero_box(" in source and "bias: cute.Tensor" not in source
+
+
+def test_rank1_tiles_reduce_and_store_through_tma_staging(backend_cache):
+    """A rank-1 tile reduced with rowmax (to a scalar) and stored back: the row vector is staged for the TMA
+    store one value per quad (a 128-row vector in a wgmma layout only 8 columns wide once crashed the
+    generated code)."""
+    import aref
+
+    @aref.aref_kernel
+    def shift_by_max(X, Y, *, BM: int = 128):
+        pid = aref.program_id(0)
+        x = aref.load(X, (pid,), (BM,))
+        aref.store(Y, (pid,), x + aref.rowmax(x))
+
+    x = torch.randn(256)
+    ws = lower_to(shift_by_max.specialize(x, torch.zeros(256)), "barrier", CompileOptions())
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    _check(ws, result)
+    assert "aref.stage_rows(" in result.source_path.read_text()

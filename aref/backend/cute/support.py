@@ -80,13 +80,6 @@ def rows_view(acc: cute.Tensor):
 
 
 @cute.jit
-def row_coords(thr_mma, rows: cutlass.Constexpr, cols: cutlass.Constexpr):
-    """(row, col) of every accumulator element of this thread, as a (rows, cols) view like `rows_view`."""
-    coords = thr_mma.partition_C(cute.make_identity_tensor((rows, cols)))
-    return rows_view(coords)
-
-
-@cute.jit
 def as_operand_a(p: cute.Tensor):
     """View a 16-bit tile held in accumulator layout as the register A operand of a following wgmma.
 
@@ -292,14 +285,13 @@ def store_box(tiled_mma: cute.TiledMma, frag: cute.Tensor, dst: cute.Tensor, sha
 @cute.jit
 def store_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, dst: cute.Tensor, rows: cutlass.Constexpr,
                cols: cutlass.Constexpr, tile, valid, group_tidx, reduce: cutlass.Constexpr):
-    """A row vector (one value per row this thread holds, see `rows_view`) into box `tile` of the rank-1 `dst`,
+    """A row vector (one value per row this thread holds, see `row_index`) into box `tile` of the rank-1 `dst`,
     out-of-bounds rows dropped; the first thread of each quad writes (the others hold the same values)."""
-    rc = row_coords(tiled_mma.get_slice(group_tidx), rows, cols)
     gtile = cute.local_tile(dst, (rows,), (tile,))
     gcrd = cute.local_tile(cute.make_identity_tensor(dst.shape), (rows,), (tile,))
     for r in cutlass.range_constexpr(cute.size(vec)):
-        row = rc[r, 0][0]
-        if valid and rc[r, 0][1] == 0 and inside(gcrd[row], dst.shape):
+        row = row_index(group_tidx, r)
+        if valid and group_tidx % 4 == 0 and inside(gcrd[row], dst.shape):
             if cutlass.const_expr(reduce):
                 cute.arch.atomic_add(gtile.iterator + row, vec[r])
             else:
@@ -311,9 +303,8 @@ def stage_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, staging: cute.Tensor,
                cols: cutlass.Constexpr, group_tidx, barrier_id: cutlass.Constexpr):
     """A row vector into a rank-1 shared staging tile for a TMA store (one thread per quad writes each row),
     fenced for the async proxy and synced over the warp group like `store_tile`."""
-    rc = row_coords(tiled_mma.get_slice(group_tidx), rows, cols)
     for r in cutlass.range_constexpr(cute.size(vec)):
-        if rc[r, 0][1] == 0:
-            staging[rc[r, 0][0]] = vec[r]
+        if group_tidx % 4 == 0:
+            staging[row_index(group_tidx, r)] = vec[r]
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
