@@ -115,8 +115,7 @@ def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dic
     if not torch.cuda.is_available():
         return None
     from aref.backend.cute import compile_barrier
-    from aref.backend.cute.analysis import plan_kernel
-    from aref.backend.cute.launch import Launcher, device_arch
+    from aref.backend.cute.launch import Launcher, device_arch, plan_of
     from aref.ir import OpKind
     from aref.machine import mma_flops
     tensors = {p.name: inputs[p.name].cuda() for p in kernel.params}
@@ -131,7 +130,7 @@ def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dic
     out = {}
     for mode, ws in lowered.items():
         try:
-            launcher = Launcher(ws, compile_barrier(ws, emit="cute"), plan_kernel(ws))
+            launcher = Launcher(ws, compile_barrier(ws, emit="cute"), plan_of(ws))
         except ArefError as err:
             out[mode] = {"error": err.message}
             continue

@@ -201,6 +201,9 @@ class OpKind(enum.Enum):
     TMEM_STORE_FENCE = "tmem_store_fence"
     MMA_ASYNC = "mma_async"
     MMA_WAIT = "mma_wait"
+    MMA_COMMIT = "mma_commit"          # Blackwell: tcgen05.commit, an arrive once this group's MMAs complete
+    TMEM_ALLOC = "tmem_alloc"          # Blackwell: allocate the kernel's tensor-memory columns
+    TMEM_DEALLOC = "tmem_dealloc"      # ... and free them (relinquishing the allocation permit)
     NAMED_BAR_SYNC = "named_barrier_sync"
     NAMED_BAR_ARRIVE = "named_barrier_arrive"
     SETMAXNREG = "setmaxnreg"
@@ -322,6 +325,21 @@ class SlotAttrs:
 
 
 @dataclass(frozen=True)
+class MmaAttrs:
+    """An asynchronous MMA. On Blackwell `tmem` names the tensor-memory buffer it writes (the kernel's
+    `TmemPlan`); empty on Hopper, where the accumulator lives in registers."""
+
+    tmem: str = ""
+
+
+@dataclass(frozen=True)
+class TmemAttrs:
+    """Tensor-memory allocation: `columns` 32-bit columns (a power of two, 32..512) of all 128 lanes."""
+
+    columns: int
+
+
+@dataclass(frozen=True)
 class MmaWaitAttrs:
     pending: int          # wait until at most this many MMA groups of this warp group are in flight
 
@@ -340,7 +358,7 @@ class SetMaxNRegAttrs:
 
 Attrs = Union[NoAttrs, ConstAttrs, ProgramIdAttrs, FnAttrs, LoadAttrs, StoreAttrs, FullAttrs, ArangeAttrs,
               TransposeAttrs, ExpandDimsAttrs, SliceAttrs, CastAttrs, ChannelAttrs, BarrierAttrs, ExpectTxAttrs, SlotAttrs,
-              MmaWaitAttrs, NamedBarrierAttrs, SetMaxNRegAttrs]
+              MmaAttrs, MmaWaitAttrs, NamedBarrierAttrs, SetMaxNRegAttrs, TmemAttrs]
 
 # The attribute dataclass each kind must carry; the verifier checks it.
 ATTRS_OF: dict[OpKind, type] = {
@@ -353,7 +371,8 @@ ATTRS_OF: dict[OpKind, type] = {
     OpKind.GET: NoAttrs, OpKind.CONSUMED: NoAttrs, OpKind.SELECT: NoAttrs,
     OpKind.MBAR_WAIT: BarrierAttrs, OpKind.MBAR_ARRIVE: BarrierAttrs, OpKind.MBAR_EXPECT_TX: ExpectTxAttrs,
     OpKind.TMA_LOAD: SlotAttrs, OpKind.SLOT_STORE: SlotAttrs, OpKind.SLOT_READ: SlotAttrs,
-    OpKind.FENCE_PROXY_ASYNC: NoAttrs, OpKind.TMEM_STORE_FENCE: NoAttrs, OpKind.MMA_ASYNC: NoAttrs, OpKind.MMA_WAIT: MmaWaitAttrs,
+    OpKind.FENCE_PROXY_ASYNC: NoAttrs, OpKind.TMEM_STORE_FENCE: NoAttrs, OpKind.MMA_ASYNC: MmaAttrs, OpKind.MMA_WAIT: MmaWaitAttrs,
+    OpKind.MMA_COMMIT: BarrierAttrs, OpKind.TMEM_ALLOC: TmemAttrs, OpKind.TMEM_DEALLOC: TmemAttrs,
     OpKind.NAMED_BAR_SYNC: NamedBarrierAttrs, OpKind.NAMED_BAR_ARRIVE: NamedBarrierAttrs,
     OpKind.SETMAXNREG: SetMaxNRegAttrs,
 }
@@ -363,7 +382,8 @@ SIDE_EFFECTS = frozenset({OpKind.STORE, OpKind.PUT, OpKind.GET, OpKind.CONSUMED,
                           OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
                           OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC,
                           OpKind.TMEM_STORE_FENCE, OpKind.MMA_ASYNC,
-                          OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
+                          OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC,
+                          OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
 CHANNEL_OPS = frozenset({OpKind.PUT, OpKind.GET, OpKind.CONSUMED})
 
 

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from aref import resources
 from aref.errors import ArefError, CompilerBugError, UNKNOWN_LOC
-from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaWaitAttrs,
+from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)
 from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
@@ -39,10 +39,14 @@ def lower(kernel: WSKernel) -> WSKernel:
     out = copy.deepcopy(kernel)
     for ch in out.channels:
         _resources(ch, out)
-    for gp in out.groups:
-        _Lowering(out, gp).run()
-        _insert_mma_waits(gp)
-    _pingpong(out)
+    if out.arch == "sm_100a":
+        from aref.lower_sm100 import lower_blackwell
+        lower_blackwell(out)
+    else:
+        for gp in out.groups:
+            _Lowering(out, gp).run()
+            _insert_mma_waits(gp)
+        _pingpong(out)
     _registers(out)
     out.level = "barrier"
     return out
@@ -168,12 +172,9 @@ class _Lowering:
             elif k is OpKind.GET:
                 self.get(op, out)
             elif k is OpKind.CONSUMED:
-                ch = self.chans[id(op.operands[0])]
-                slot = self.slot(ch, op.operands[1], out, op.loc)
-                self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.empty, slot, op.operands[1]), (),
-                          BarrierAttrs(ch.name, "empty", 1))
+                self.consumed(op, out)
             elif k is OpKind.MMA:
-                self.emit(out, op, OpKind.MMA_ASYNC, op.operands, op.results, NoAttrs())
+                self.emit(out, op, OpKind.MMA_ASYNC, op.operands, op.results, MmaAttrs())
             else:
                 out.append(op)
         return out
@@ -182,6 +183,11 @@ class _Lowering:
         new = Op(kind, tuple(operands), tuple(results), attrs, like.loc, pred=like.pred, stage=like.stage)
         out.append(new)
         return new
+
+    def consumed(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        slot = self.slot(ch, op.operands[1], out, op.loc)
+        self.emit(out, op, OpKind.MBAR_ARRIVE, (ch.empty, slot, op.operands[1]), (), BarrierAttrs(ch.name, "empty", 1))
 
     def put(self, op: Op, out: list[Op]) -> None:
         ch = self.chans[id(op.operands[0])]
@@ -403,9 +409,16 @@ def _pingpong(kernel: WSKernel) -> None:
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), kernel.loc))
 
 
+def launch_threads(kernel: WSKernel) -> int:
+    """Threads a CTA of the kernel launches: its groups' (on Blackwell padded to whole warp groups, as the
+    backend lays one-warp roles out together and setmaxnreg acts on warp groups)."""
+    threads = kernel.total_threads
+    return -(-threads // 128) * 128 if kernel.arch == "sm_100a" else threads
+
+
 def launch_registers(kernel: WSKernel) -> int:
     """Registers per thread at launch (before setmaxnreg): the file split evenly, a multiple of 8."""
-    return resources.launch_registers(kernel.total_threads)
+    return resources.launch_registers(launch_threads(kernel))
 
 
 def _registers(kernel: WSKernel) -> None:
@@ -430,4 +443,4 @@ def _registers(kernel: WSKernel) -> None:
             gp.pre.ops.insert(0, Op(OpKind.SETMAXNREG, (), (), SetMaxNRegAttrs(regs, regs > base), kernel.loc))
 
 
-__all__ = ["lower", "launch_registers"]
+__all__ = ["lower", "launch_registers", "launch_threads"]

@@ -7,7 +7,8 @@ simulator's timing model (`aref.sim.timing`) and the solver integration both use
 function of the op's types and attributes.
 
 Units (names shared with `solve/`): "tc" tensor core, "tma" copy engine, "mufu" special-function unit,
-"fma" fp32 pipe, "smem" shared-memory port; "issue" marks ops that occupy only their own warp group's
+"fma" fp32 pipe, "smem" shared-memory port, and on Blackwell "tmem_ld" / "tmem_st", the tensor-memory
+read and write paths (tcgen05.ld / tcgen05.st); "issue" marks ops that occupy only their own warp group's
 instruction stream (scalars, barrier ops, views) and is not a shared resource.
 
 Every figure carries its source. "Datasheet" figures are NVIDIA's published numbers; figures marked
@@ -32,7 +33,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'aref.machine' has no attribute {name!r}")
 
 
-SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem")
+SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem", "tmem_ld", "tmem_st")
 ISSUE = "issue"
 
 
@@ -56,6 +57,8 @@ class Machine:
     smem_per_block: int = 227 * 1024
     tmem_lanes: int = 0
     tmem_columns: int = 0                  # 32-bit columns per lane; 0: no tensor memory
+    tmem_bytes_per_clk: int = 0            # tcgen05.ld / tcgen05.st bandwidth per SM and direction
+    mma_instr_issue_cycles: int = 0        # Blackwell: one warp issues each tcgen05.mma (0: a warp group's wgmma)
     tma_bytes_per_clk: int = 64            # the SM's copy engine: bytes per clock over all copies in flight
     tma_copy_bytes_per_clk: int = 0        # one copy's bytes arrive at this rate after its latency (0: as above)
     tma_latency: tuple = (400, 550, 1200)  # (min, mode, max) cycles of a triangular distribution
@@ -116,6 +119,12 @@ B200 = Machine(
     tensor_flop_per_clk={DType.float16: 8192, DType.bfloat16: 8192,
                          DType.float8_e4m3: 16384, DType.float8_e5m2: 16384},
     tmem_lanes=128, tmem_columns=512,
+    # ASSUMPTION: 128 lanes x 32 bit per clock each way (a warp moves 32 lanes x 32 bit per tcgen05.ld beat; four
+    # sub-partitions in parallel), the figure the solver's graphs of FA4 use.
+    tmem_bytes_per_clk=512,
+    # ASSUMPTION: the single MMA warp spends ~4 cycles per tcgen05.mma (one per K atom: K=16 for 16-bit, 32
+    # for 8-bit types) building descriptors and issuing; FA4's MMA warp issues a 128x128x128 QK^T as 8 of them.
+    mma_instr_issue_cycles=4,
     # ASSUMPTION: twice Hopper's per-SM L2->SMEM rate (HBM3e 8 TB/s is 2.4x H100's 3.35 TB/s).
     tma_bytes_per_clk=128,
     tma_latency=(400, 550, 1200),          # ASSUMPTION: as Hopper
@@ -215,7 +224,9 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
     * MMA / MMA_ASYNC: "tc", 2·M·N·K / tensor FLOP per clock of the A operand's dtype.
     * UNARY exp/exp2/log/log2/sqrt/rsqrt: "mufu", elements / MUFU ops per clock.
     * other elementwise, reductions, casts, compares, FULL/ARANGE on tiles: "fma", elements / FMA lanes.
-    * SLOT_STORE: "smem", bytes / shared-memory bytes per clock.
+    * SLOT_STORE: "smem", bytes / shared-memory bytes per clock; into tensor memory "tmem_st" at its rate
+      (nothing for an MMA result published where the MMA wrote it). SLOT_READ of tensor memory: "tmem_ld"
+      (a tcgen05.ld; the timing model charges nothing when only MMAs use the tile, `aref.sim.program`).
     * TMA_LOAD, LOAD: "tma", a latency (the distribution's mean, or drawn from `rng`) plus bytes / the
       copy's arrival rate — the time until the data has landed. The copy engine itself is busy only for
       bytes / its own rate: see `unit_busy`.
@@ -231,6 +242,16 @@ def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple
     except KeyError:
         raise ValueError(f"no cost model for {op.kind.value}") from None
     return ops.cost(op, machine, rng)
+
+
+def mma_issue_cycles(op: Op, machine: Machine) -> int:
+    """Cycles the issuing group spends on an asynchronous MMA: on Blackwell one warp issues a tcgen05.mma per
+    K atom (16 elements of a 16-bit type, 32 of an 8-bit one), elsewhere the machine's async issue cost."""
+    if not machine.mma_instr_issue_cycles:
+        return machine.async_issue_cycles
+    a = op.operands[0].type
+    atom = 32 if a.dtype.bits == 8 else 16
+    return max(machine.async_issue_cycles, _ceil_div(a.shape[-1], atom) * machine.mma_instr_issue_cycles)
 
 
 def unit_busy(op: Op, machine: Machine) -> int:

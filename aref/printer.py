@@ -61,7 +61,7 @@ def _attrs(op: Op) -> str:
         return f"to {a.dtype.value}"
     if k is OpKind.CHANNEL:
         return f'"{a.name}" depth={a.depth}' + ("" if a.user else " (compiler)")
-    if k in (OpKind.MBAR_ARRIVE,):
+    if k in (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT):
         return f"count={a.count}" if a.count != 1 else ""
     if k is OpKind.MBAR_EXPECT_TX:
         return f"tx={a.bytes}B"
@@ -69,6 +69,10 @@ def _attrs(op: Op) -> str:
         return f"tile={a.tile_shape}"
     if k is OpKind.MMA_WAIT:
         return f"pending={a.pending}"
+    if k is OpKind.MMA_ASYNC:
+        return f"-> tmem {a.tmem}" if a.tmem else ""
+    if k in (OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC):
+        return f"columns={a.columns}"
     if k in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
         return f"id={a.id} threads={a.threads}"
     if k is OpKind.SETMAXNREG:
@@ -91,7 +95,7 @@ def _args(op: Op, name) -> str:
         return f"{name(o[0])}[item {name(o[1])}]"
     if k is OpKind.MBAR_WAIT:
         return f"{name(o[0])}[{name(o[1])}] parity {name(o[2])}"
-    if k is OpKind.MBAR_ARRIVE:
+    if k in (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT):
         return f"{name(o[0])}[{name(o[1])}]" + (f" item {name(o[2])}" if len(o) > 2 else "")
     if k is OpKind.MBAR_EXPECT_TX:
         return f"{name(o[0])}[{name(o[1])}]"

@@ -33,6 +33,14 @@ Barrier IR op semantics (what the simulator executes and the CuTe backend emits)
   mma_async(a, b[, acc]) -> acc            issue a tensor-core MMA; its result is usable only after an
                                            mma_wait that retires it; it reads smem operands until then
   mma_wait(pending=n)                      block until at most n of this group's MMAs are in flight
+  mma_commit(bar, slot, item)              Blackwell (tcgen05.commit): one arrival on bar[slot] once every MMA
+                                           this group issued so far has completed; how MMA results reach other
+                                           groups and how slots MMAs read are released
+  tmem_alloc / tmem_dealloc(columns)       Blackwell: the kernel's tensor memory, allocated by one group before
+                                           the others start and freed after they all arrived at its barrier
+On Blackwell MMA results live in tensor memory (`WSKernel.tmem` says where): `mma_async` names its buffer,
+and a `slot_store` of an MMA result into a tensor-memory ring by the group that issued it writes nothing
+(the MMA wrote the slot's columns in place; a constant zero tile is written by the tensor core).
   named_barrier_sync/arrive(id, threads)   hardware named barrier (ping-pong ordering)
   setmaxnreg(regs, increase)               register reallocation for the whole group
 """
@@ -162,6 +170,8 @@ class WSKernel:
     # the resource model's refusal of the groups' register budgets (Barrier IR): the backend raises it, the
     # simulator and the timing model still run the kernel (registers do not change what it computes)
     resource_error: Exception | None = None
+    # Blackwell: where tiles live in tensor memory (`aref.tmem.TmemPlan`), set by the aref lowering
+    tmem: object | None = None
 
     def channel(self, name: str) -> Channel:
         return next(c for c in self.channels if c.name == name)
@@ -200,6 +210,8 @@ def print_ws(kernel: WSKernel) -> str:
         out.append(f"  named_barrier {nb.id} threads={nb.threads} ({nb.purpose})")
     if kernel.pingpong:
         out.append(f"  pingpong order: {', '.join(kernel.groups[g].group.name for g in kernel.pingpong)}")
+    if kernel.tmem is not None:
+        out += ["  " + line for line in kernel.tmem.lines()]
 
     def annotate(op: Op) -> str:
         parts = []

@@ -18,7 +18,7 @@ I1 = ScalarType(DType.bool_)
 AREF_OPS = (OpKind.PUT, OpKind.GET, OpKind.CONSUMED)
 BARRIER_ONLY = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.SLOT_STORE,
                 OpKind.SLOT_READ, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.MMA_ASYNC,
-                OpKind.MMA_WAIT,
+                OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC,
                 OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG)
 
 
@@ -86,9 +86,11 @@ def _block(ops: list[Op], scope: set[int], kernel, chans, barrier: bool, group: 
         elif op.kind not in BARRIER_ONLY:
             want = expected_result_types(op)
             got = tuple(r.type for r in op.results)
+            if op.kind is OpKind.FULL and got and got[0].space is Space.TMEM:
+                got = (got[0].with_space(Space.RMEM),)     # a constant written into tensor memory (sm_100a)
             if want is not None and got != want:
                 raise VerifyError(f"{op.kind.value} should produce {', '.join(map(str, want))}", op.loc)
-        elif op.kind in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX):
+        elif op.kind in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.MMA_COMMIT):
             ch = _channel_named(kernel, op.attrs.channel, op)
             bar = op.operands[0]
             which = getattr(op.attrs, "which", "full")

@@ -253,11 +253,25 @@ def _tensor_memory_tile(v: Value, facts: _Facts, per_dst: dict[int, list[Op]]) -
     if op is not None and op.kind is OpKind.MMA:
         return True
 
-    def base(x: Value) -> Value:
+    def base(x: Value) -> tuple[Value, bool]:
+        """The tile a view chain starts from, and whether the chain transposes it."""
         p = facts.prod.get(id(x))
-        return base(p.operands[0]) if p is not None and p.kind in VIEWS else x
+        if p is not None and p.kind in VIEWS:
+            b, t = base(p.operands[0])
+            return b, t != (p.kind is OpKind.TRANSPOSE)
+        return x, False
 
-    return any(u.kind is OpKind.MMA and any(base(u.operands[i]) is v for i in (0, 2) if i < len(u.operands))
+    def in_tmem(u: Op, i: int) -> bool:
+        b, transposed = base(u.operands[i])
+        if b is not v:
+            return False
+        if i == 2:
+            return True                       # an accumulator is updated in place
+        # tcgen05 reads A from tensor memory K-major, one row per lane: a 128-row tile whose thread holds a
+        # whole row can be written there by its producer; anything else goes through shared memory
+        return not transposed and u.operands[0].type.shape[0] == 128
+
+    return any(u.kind is OpKind.MMA and any(in_tmem(u, i) for i in (0, 2) if i < len(u.operands))
                for us in per_dst.values() for u in us)
 
 

@@ -33,7 +33,6 @@ VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
-TMEM_BYTES_PER_CLK = 512       # tcgen05.ld/st bandwidth per SM (ASSUMPTION: 128 lanes x 32 bit per clock)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
 
@@ -193,8 +192,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                           if any(s.kind is OpKind.MMA for s, d in sources(v))}
                 stored = [r for o in ops for r in o.results
                           if any(u not in ops for u in _users(r, kernel)) and _feeds_mma(r, kernel)]
-                ld = sum(v.type.nbytes for v in loaded.values()) // TMEM_BYTES_PER_CLK
-                st = sum(r.type.nbytes for r in stored) // TMEM_BYTES_PER_CLK
+                ld = sum(v.type.nbytes for v in loaded.values()) // m.tmem_bytes_per_clk
+                st = sum(r.type.nbytes for r in stored) // m.tmem_bytes_per_clk
                 if ld:
                     usage["tmem_ld"] = ld
                 if st:
@@ -363,14 +362,44 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
                 else "correction" if kinds <= {"rescale"} else "compute")
         warps = 1 if blackwell and role in ("producer", "mma") else 4
         specs.append((f"{role}{remap[grp]}", role, warps))
-    groups = _budgets(specs, result, order)
     assign: dict[Op, int] = {}
     for n, ops in ex.members.items():
         for o in ops:
             assign[o] = remap[result.assignment[n]]
-    _place_rest(kernel, assign, groups)
+    _place_rest(kernel, assign, [WarpGroup(i, n, r, w, 0) for i, (n, r, w) in enumerate(specs)])
+    if blackwell:
+        _blackwell_one_warp_groups(kernel, assign, specs)
     one_producer_per_channel(kernel, assign)
+    groups = _budgets(specs, result, order)
     return Partition(groups, assign, "optimal")
+
+
+# what a one-warp group (Blackwell's load and MMA warps) can do: TMA loads and their puts, MMA issue
+ONE_WARP = frozenset({OpKind.LOAD, OpKind.PUT, OpKind.MMA})
+
+
+def _blackwell_one_warp_groups(kernel: Kernel, assign: dict[Op, int], specs: list) -> None:
+    """On Blackwell one warp reaches only 32 of tensor memory's 128 lanes and holds no tile rows: work placed
+    in a one-warp group outside the solver's graph (pre-loop index math, the epilogue) goes to the four-warp
+    group that reads its result, else to an epilogue warp group added for it (FA4 / CUTLASS epilogue warps)."""
+    one_warp = {i for i, (_, _, w) in enumerate(specs) if w == 1}
+    users: dict[int, list[Op]] = {}
+    for op in kernel.all_ops():
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    epilogue = None
+    for op in reversed(list(kernel.all_ops())):      # users first, so a chain follows its last consumer
+        if assign.get(op) not in one_warp or op.kind in ONE_WARP:
+            continue
+        targets = [assign[u] for r in op.results for u in users.get(id(r), [])
+                   if assign.get(u) is not None and assign[u] not in one_warp]
+        if targets:
+            assign[op] = min(targets)
+            continue
+        if epilogue is None:
+            epilogue = len(specs)
+            specs.append((f"epilogue{epilogue}", "epilogue", 4))
+        assign[op] = epilogue
 
 
 def _budgets(specs, result, order) -> list[WarpGroup]:

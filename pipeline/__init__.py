@@ -12,8 +12,9 @@ from dataclasses import replace
 from aref.errors import ArefError, ChannelError
 from aref.ws import WSKernel
 from pipeline.expand import expand
+from pipeline import sm100
 from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths, delay_puts,
-                               global_conflict, heuristic_schedule)
+                               global_conflict, heuristic_schedule, required_depths)
 
 __all__ = ["pipeline_kernel", "PipelineOptions", "GroupSchedule"]
 
@@ -40,6 +41,8 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
             first_error = first_error or err
             continue
         problem = global_conflict(out, scheds)
+        if problem is not None and sm100.deepen_tmem_rings(out, required_depths(out, scheds)):
+            problem = global_conflict(out, scheds)     # Blackwell: deeper tensor-memory rings fit the schedules
         if problem is None:
             break
     else:

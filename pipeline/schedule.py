@@ -23,6 +23,7 @@ from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind
 from aref.ws import GroupProgram, WSKernel
+from pipeline import sm100
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
@@ -153,9 +154,12 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     ops = list(gp.loop.body.ops)
     edges = body_edges(gp)
     explicit = options.mma_depth is not None
-    depth = options.mma_depth if explicit else 1
+    # Blackwell releases the slots its MMAs read with tcgen05.commit, which never blocks: no issue depth
+    depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
+    tensor_core = sm100.is_blackwell_mma_group(gp, kernel)
     for coarse in ((True, False) if options.coarse else (False,)):
-        stage = _coarse_stages(ops, edges) if coarse else {op: 0 for op in ops}
+        tc_stage = sm100.tensor_core_stages(gp, kernel, ops, edges) if coarse and tensor_core else None
+        stage = tc_stage or (_coarse_stages(ops, edges) if coarse else {op: 0 for op in ops})
         span = _held_span(gp, kernel, edges, stage)
         fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
         if fit >= depth or (fit >= 0 and not explicit):
@@ -170,8 +174,11 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
             ch.loc, hint=f"deepen it (aref.channel(depth={need})) or lower mma_depth")
     _place_channel_ops(gp, edges, stage, depth)
     _propagate(edges, stage)
-    order = step_order(ops, stage, edges, tensor_core_first(ops, stage, edges) if options.tensor_core_first
-                       else None)
+    if tensor_core and options.tensor_core_first:
+        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
+    else:
+        priority = tensor_core_first(ops, stage, edges) if options.tensor_core_first else None
+    order = step_order(ops, stage, edges, priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
@@ -303,7 +310,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     stage = {op: s - base for op, s in stage.items()}
     _propagate(edges, stage)
     explicit = options.mma_depth is not None
-    depth = options.mma_depth if explicit else 1
+    depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
     span = _held_span(gp, kernel, edges, stage)
     fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
     if fit < 0 or (explicit and fit < depth):
@@ -336,6 +343,9 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
             r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
         return (r, stage[op], index[op])
 
+    if sm100.is_blackwell_mma_group(gp, kernel):
+        # the stages are the solver's; within a step FA4's order lets S be written over P (see pipeline.sm100)
+        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
     order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
@@ -385,8 +395,23 @@ def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:
 
 
 def _near_residue(op: Op, edges, residue) -> int:
-    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds."""
-    fed = [residue[v] for u, v, d in edges if u is op and d == 0 and residue.get(v) is not None]
+    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds, directly or
+    through other unanchored ops (a get read through a view issues with the view's anchored user, not at the
+    top of the step where it would wait for a producer that the solver lets run later)."""
+    succ: dict[Op, list[Op]] = {}
+    for u, v, d in edges:
+        if d == 0:
+            succ.setdefault(u, []).append(v)
+    fed, seen, stack = [], {op}, [op]
+    while stack:
+        for v in succ.get(stack.pop(), []):
+            if v in seen:
+                continue
+            seen.add(v)
+            if residue.get(v) is not None:
+                fed.append(residue[v])
+            else:
+                stack.append(v)
     return min(fed, default=0)
 
 
@@ -463,6 +488,9 @@ def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_dep
     need = required_depths(kernel, schedules)
     for ch in kernel.channels:
         req = need.get(ch.name, 1)
+        if sm100.tmem_ring_depth(ch, kernel) is not None:
+            ch.depth = sm100.tmem_ring_depth(ch, kernel)
+            continue
         if ch.user:
             if ch.depth < req:
                 raise ChannelError(

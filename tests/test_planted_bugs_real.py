@@ -80,13 +80,13 @@ def test_wrong_parity_on_the_consumer_wait(gemm):
 
 
 def test_missing_arrive_on_a_register_channel():
-    """Blackwell GEMM hands the accumulator from the MMA warp to the epilogue through a store channel; drop the
-    producer's arrive on `full` and the epilogue waits for a phase that can never complete."""
+    """Blackwell GEMM hands the accumulator from the MMA warp to the epilogue through a tensor-memory channel;
+    drop the MMA warp's tcgen05.commit on `full` and the epilogue waits for a phase that can never complete."""
     ex = load_example(GEMM)
     inputs = ex.inputs(M=128, N=128)
     ws = lower_to(ex.kernel.specialize(**inputs), "barrier", CompileOptions(arch="sm_100a"))
     mma = group(ws, "mma")
-    arrive = next(op for op in mma.post.ops if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "full")
+    arrive = next(op for op in mma.post.ops if op.kind is OpKind.MMA_COMMIT and op.attrs.which == "full")
     mma.post.ops.remove(arrive)
     v = run(ws, ex, inputs)
     assert v.kind in ("wait-never-completes", "deadlock")

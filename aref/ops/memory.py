@@ -10,7 +10,7 @@ import math
 
 from aref import typing_rules as rules
 from aref.errors import VerifyError
-from aref.ir import ArefType, DType, OpKind, ScalarType, Space, TensorType, TileType
+from aref.ir import ArefType, DType, OpKind, RingType, ScalarType, Space, TensorType, TileType
 from aref.ops import (CHANNEL, MEMORY, MMA, SIDE_EFFECT, STRUCTURAL, SYNC, VIEW, Cost, Emit, Hints, OpDef,
                       register)
 from aref.ops.elementwise import ISSUE
@@ -135,8 +135,42 @@ register(
 
 
 # ------------------------------------------------------------------------------------------ Barrier IR
+def _in_tmem(ring) -> bool:
+    return isinstance(ring.type, RingType) and ring.type.tile.space is Space.TMEM
+
+
+def _slot_store_unit(op) -> str:
+    """Shared memory's port, or on Blackwell tensor memory's store path (tcgen05.st); an MMA result published
+    where the MMA wrote it moves nothing (the issue slot)."""
+    if not _in_tmem(op.operands[0]):
+        return "smem"
+    return ISSUE if op.operands[3].type.space is Space.TMEM else "tmem_st"
+
+
+_slot_store_unit.tile_unit = "smem"
+
+
 def _slot_store_cycles(op, m, rng=None):
+    if _in_tmem(op.operands[0]):
+        if op.operands[3].type.space is Space.TMEM:
+            return 0
+        return max(1, _ceil(op.operands[3].type.nbytes, m.tmem_bytes_per_clk))
     return max(1, _ceil(op.operands[3].type.nbytes, m.smem_bytes_per_clk))
+
+
+def _slot_read_unit(op) -> str:
+    """A view of a shared-memory slot; a tensor-memory slot is loaded to registers (tcgen05.ld; the timing
+    model charges nothing when only MMAs use the tile, `aref.sim.program`)."""
+    return "tmem_ld" if _in_tmem(op.operands[0]) else ISSUE
+
+
+_slot_read_unit.tile_unit = ISSUE
+
+
+def _slot_read_cycles(op, m, rng=None):
+    if _in_tmem(op.operands[0]):
+        return max(1, _ceil(op.result.type.nbytes, m.tmem_bytes_per_clk))
+    return 0
 
 
 def _tma_cycles(op, m, rng=None):
@@ -147,10 +181,11 @@ def _tma_cycles(op, m, rng=None):
 register(
     OpDef(OpKind.TMA_LOAD, None, "a TMA copy into a ring slot, completing on the slot's full barrier",
           frozenset({MEMORY, SIDE_EFFECT}), Cost("tma", _tma_cycles), cute=STRUCT, hints=CARRIER),
-    OpDef(OpKind.SLOT_STORE, None, "registers into a ring slot (a register payload)",
-          frozenset({MEMORY, SIDE_EFFECT}), Cost("smem", _slot_store_cycles), cute=STRUCT, hints=CARRIER),
-    OpDef(OpKind.SLOT_READ, None, "the tile a ring slot holds, as a shared-memory view",
-          frozenset({MEMORY, VIEW, SIDE_EFFECT}), FREE, cute=STRUCT, hints=CARRIER),
+    OpDef(OpKind.SLOT_STORE, None, "registers into a ring slot (a register payload; tcgen05.st into tensor memory)",
+          frozenset({MEMORY, SIDE_EFFECT}), Cost(_slot_store_unit, _slot_store_cycles), cute=STRUCT, hints=CARRIER),
+    OpDef(OpKind.SLOT_READ, None, "the tile a ring slot holds, as a shared-memory view (tcgen05.ld of tensor memory)",
+          frozenset({MEMORY, VIEW, SIDE_EFFECT}), Cost(_slot_read_unit, _slot_read_cycles), cute=STRUCT,
+          hints=CARRIER),
 )
 for kind, doc in ((OpKind.MBAR_WAIT, "wait on an mbarrier phase parity"),
                   (OpKind.MBAR_ARRIVE, "arrive on an mbarrier"),
@@ -158,6 +193,10 @@ for kind, doc in ((OpKind.MBAR_WAIT, "wait on an mbarrier phase parity"),
                   (OpKind.FENCE_PROXY_ASYNC, "order generic-proxy shared writes before async-proxy reads"),
                   (OpKind.TMEM_STORE_FENCE, "order tensor-memory stores before tcgen05 reads"),
                   (OpKind.MMA_WAIT, "wait until at most N MMA groups are in flight"),
+                  (OpKind.MMA_COMMIT, "Blackwell: tcgen05.commit, an mbarrier arrive once this group's MMAs "
+                                      "complete"),
+                  (OpKind.TMEM_ALLOC, "Blackwell: allocate the kernel's tensor-memory columns"),
+                  (OpKind.TMEM_DEALLOC, "Blackwell: free the tensor-memory columns (relinquishing the permit)"),
                   (OpKind.NAMED_BAR_SYNC, "named barrier: arrive and wait"),
                   (OpKind.NAMED_BAR_ARRIVE, "named barrier: arrive"),
                   (OpKind.SETMAXNREG, "register reallocation of a warp group")):

@@ -87,10 +87,11 @@ def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
                 f"{p.bar_init[i]} arrivals" + (f" and {tx} transaction bytes" if tx else "") +
                 " never came; the op shown arrived last", last[0], last[1])
     for gi, g in enumerate(st.groups):
-        if g.retired < g.issued:
+        if max(g.retired, g.committed) < g.issued:
             last = next(ins.op for ins in reversed(p.programs[gi]) if ins.kind is OpKind.MMA_ASYNC)
-            return SimViolation("mma-in-flight-at-exit", f"{g.issued - g.retired} mma_async of this group were "
-                                                         f"never retired by an mma_wait (the op shown is its last "
+            left = g.issued - max(g.retired, g.committed)
+            return SimViolation("mma-in-flight-at-exit", f"{left} mma_async of this group were never retired by an "
+                                                         f"mma_wait or mma_commit (the op shown is its last "
                                                          f"mma_async)", last, gi)
     for c, ch in enumerate(p.chans):
         for slot in range(ch.depth):

@@ -20,8 +20,10 @@ import torch
 from aref.dtypes import to_torch
 from aref.interpret import evaluate, load_box, round_result
 from aref.ir import OpKind
+from aref.lower import launch_threads
 from aref.machine import machine_for, tma_bytes
-from aref.sim.program import LOOP_END, LOOP_ENTER, MalformedIR, Prog
+from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, MalformedIR, Prog
+from aref.sim import tensor_memory
 from aref.sim.state import CTAState, Group, Slot, SlotData
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 
@@ -44,7 +46,7 @@ class Engine:
         self.glob = glob
         self.threads = [g.threads for g in prog.groups]
         m = self.machine
-        total = sum(self.threads)
+        total = launch_threads(prog.kernel)
         # Registers each thread holds at launch: the whole file shared evenly, as a kernel compiled for this
         # block size gets (capped per thread, rounded down to the allocation step).
         self.launch_regs = min(m.max_regs_per_thread, m.registers // max(total, 1)) // m.setmaxnreg_step \
@@ -59,7 +61,7 @@ class Engine:
         bars = [(init, 0, 0, 0) for init in p.bar_init]
         slots = [Slot() for ch in p.chans for _ in range(ch.depth)]
         sdata = [SlotData((None,) * p.nrings[c]) for c, ch in enumerate(p.chans) for _ in range(ch.depth)]
-        st = CTAState(groups, bars, slots, sdata)
+        st = CTAState(groups, bars, slots, sdata, len(p.tmem.names))
         for gi in range(len(groups)):
             self._advance(st, gi)
         return st
@@ -169,7 +171,10 @@ class Engine:
                 return
             if self.trace is not None:
                 self.trace.append((gi, ins))
-            self._compute(st, gi, g, ins)
+            if ins.kind in EAGER:
+                self._visible(st, gi, g, ins)
+            else:
+                self._compute(st, gi, g, ins)
             g.pc += 1
         g.done, g.rest = True, None
 
@@ -224,6 +229,8 @@ class Engine:
 
     def _compute(self, st, gi, g, ins) -> None:
         k, op, env = ins.kind, ins.op, g.env
+        if k is OpKind.TMEM_ALLOC:
+            return                    # done before any group starts (with the mbarrier initialisation)
         if k in (OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE):
             # each fence covers the stores into its own memory: shared memory or (Blackwell) tensor memory
             tmem = k is OpKind.TMEM_STORE_FENCE
@@ -300,20 +307,29 @@ class Engine:
             c, r = ins.ring
             slot, item = self._scalar(g, gi, ins, 1), self._scalar(g, gi, ins, 2)
             v = self._raw(g, gi, ins, 3)
+            seq = None
             if isinstance(v, Pending):
-                if v.seq >= g.retired:
+                if ins.tensor_pipe:
+                    seq = v.seq          # published in place: the MMA writes the slot, mma_commit publishes it
+                elif v.seq >= g.retired:
                     self._fail("mma-result-not-ready", f"stores the result of mma_async #{v.seq}, which no "
                                                        f"mma_wait has retired", ins, gi)
                 v = v.tensor
             if isinstance(v, SlotView):
                 self._check_view(st, gi, v, ins)
                 v = v.tensor
+            if c in self.prog.tmem.of_chan:
+                if ins.tensor_pipe:
+                    tensor_memory.publish(self, st, gi, ins, c, slot, item, seq)
+                else:
+                    tensor_memory.write(self, st, gi, ins, self.prog.tmem.of_chan[c] + slot, (c, item))
             si = self._write(st, gi, ins, c, slot, r, item)
             data = v if v is OPAQUE else v.to(to_torch(self.prog.chans[c].rings[r].type.tile.dtype))
             s, d = st.slots[si], st.sdata[si]
             st.slots[si] = s._replace(landed=s.landed | 1 << r)
             st.sdata[si] = d._replace(data=_put(d.data, r, data))
-            g.unfenced = g.unfenced | {(c, slot)}
+            if not ins.tensor_pipe:
+                g.unfenced = g.unfenced | {(c, slot)}
         elif k is OpKind.SLOT_READ:
             self._slot_read(st, gi, g, ins)
         elif k is OpKind.MMA_ASYNC:
@@ -321,11 +337,29 @@ class Engine:
         elif k is OpKind.MMA_WAIT:
             g.retired = max(g.retired, g.issued - op.attrs.pending)
             g.mma_reads = tuple(e for e in g.mma_reads if e[0] >= g.retired)
+        elif k is OpKind.MMA_COMMIT:
+            self._mma_commit(st, gi, g, ins)
+        elif k is OpKind.TMEM_DEALLOC:
+            tensor_memory.dealloc(self, st, gi, ins)
         elif k in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
             return self._named(st, gi, g, ins)
         elif k is OpKind.SETMAXNREG:
             self._setmaxnreg(st, gi, g, ins)
         return True
+
+    def _mma_commit(self, st, gi, g, ins) -> None:
+        """tcgen05.commit: the arrival fires once the MMAs this group issued so far have completed; on `empty`
+        the group gives the slot up now (its in-flight MMAs still read it until the arrival)."""
+        c, which = ins.bar
+        slot = self._scalar(g, gi, ins, 1)
+        i = self._bar(ins, slot, gi)
+        if which == "empty":
+            self._release(st, gi, g, ins, c, slot, ins.op.attrs.count, by_commit=True)
+        if g.completed >= g.issued:
+            g.committed = max(g.committed, g.issued)
+            self._arrive(st, gi, ins, i, ins.op.attrs.count, 0)
+        else:
+            g.commits = g.commits + ((g.issued, i, ins.op.attrs.count, ins),)
 
     def _mbar_arrive(self, st, gi, g, ins) -> None:
         c, which = ins.bar
@@ -334,27 +368,33 @@ class Engine:
         count = ins.op.attrs.count
         ch = self.prog.chans[c]
         if which == "empty":
-            si = self.prog.slot_base[c] + slot
-            s = st.slots[si]
-            item = self._scalar(g, gi, ins, 2) if len(ins.args) > 2 else s.item
-            if s.item is None or s.item != item:
-                held = "nothing" if s.item is None else f"item {s.item}"
-                self._fail("arrive-overflow", f"releases item {item} of slot {slot} of channel {ch.name}, but the "
-                                              f"slot holds {held} (an extra consumed()/arrive on empty)", ins, gi)
-            if s.rel_groups >> gi & 1 or s.rel_count + count > ch.empty_count:
-                self._fail("arrive-overflow", f"item {item} of slot {slot} of channel {ch.name} is released again "
-                                              f"({s.rel_count} + {count} arrivals, the empty barrier expects "
-                                              f"{ch.empty_count})", ins, gi)
-            for seq, keys in g.mma_reads:
-                if (c, slot) in keys:
-                    self._fail("release-while-reading", f"releases slot {slot} of channel {ch.name} while this "
-                                                        f"group's mma_async #{seq} still reads it (no mma_wait "
-                                                        f"retired it)", ins, gi)
-            st.slots[si] = s._replace(rel_count=s.rel_count + count, rel_groups=s.rel_groups | 1 << gi)
+            self._release(st, gi, g, ins, c, slot, count)
         elif (ch.async_read or self._in_tmem(c)) and (c, slot) in g.unfenced:
             self._fail("missing-proxy-fence", f"publishes slot {slot} of channel {ch.name}, written by slot_store "
                                               f"and read by the async proxy, without fence_proxy_async", ins, gi)
         self._arrive(st, gi, ins, i, count, 0)
+
+    def _release(self, st, gi, g, ins, c, slot, count, by_commit=False) -> None:
+        """Group gi gives up the item in `slot` (an arrive on empty, or an mma_commit on it: then its in-flight
+        MMAs may still read the slot; the arrival waits for them)."""
+        ch = self.prog.chans[c]
+        si = self.prog.slot_base[c] + slot
+        s = st.slots[si]
+        item = self._scalar(g, gi, ins, 2) if len(ins.args) > 2 else s.item
+        if s.item is None or s.item != item:
+            held = "nothing" if s.item is None else f"item {s.item}"
+            self._fail("arrive-overflow", f"releases item {item} of slot {slot} of channel {ch.name}, but the "
+                                          f"slot holds {held} (an extra consumed()/arrive on empty)", ins, gi)
+        if s.rel_groups >> gi & 1 or s.rel_count + count > ch.empty_count:
+            self._fail("arrive-overflow", f"item {item} of slot {slot} of channel {ch.name} is released again "
+                                          f"({s.rel_count} + {count} arrivals, the empty barrier expects "
+                                          f"{ch.empty_count})", ins, gi)
+        for seq, keys in g.mma_reads:
+            if (c, slot) in keys and not by_commit:
+                self._fail("release-while-reading", f"releases slot {slot} of channel {ch.name} while this "
+                                                    f"group's mma_async #{seq} still reads it (no mma_wait "
+                                                    f"retired it)", ins, gi)
+        st.slots[si] = s._replace(rel_count=s.rel_count + count, rel_groups=s.rel_groups | 1 << gi)
 
     def _arrive(self, st, gi, ins, i, count, tx_bytes) -> None:
         pending, tx, phase, done = st.bars[i]
@@ -458,12 +498,15 @@ class Engine:
                      f"[{slot}]")
             self._fail("read-unpublished-slot", f"reads item {item} from slot {slot} of channel {ch.name}, which "
                                                 f"{state}{after}", ins, gi)
+        if c in self.prog.tmem.of_chan:
+            tensor_memory.check_read(self, st, gi, ins, c, slot, item, "reads")
         d = st.sdata[si]
         st.sdata[si] = d._replace(last_read=(ins.op, gi))
         g.env[ins.res[0]] = SlotView(c, slot, item, r, d.data[r])
 
     def _mma_issue(self, st, gi, g, ins) -> None:
         vals, keys, opaque = [], set(), False
+        acc_item = None
         for i in range(len(ins.args)):
             v = self._raw(g, gi, ins, i)
             if isinstance(v, Pending):
@@ -475,6 +518,10 @@ class Engine:
             if isinstance(v, SlotView):
                 self._check_view(st, gi, v, ins)
                 keys.add((v.chan, v.slot))
+                if v.chan in self.prog.tmem.of_chan:
+                    tensor_memory.check_read(self, st, gi, ins, v.chan, v.slot, v.item, f"operand {i} reads")
+                    if i == 2:
+                        acc_item = (v.chan, v.item)
                 # the tensor core reads A and B from shared memory through the async proxy: a generic-proxy
                 # slot_store into the slot must have been followed by its writer's fence_proxy_async, whatever
                 # the channel's flag says (the accumulator lives in registers / tensor memory instead)
@@ -491,6 +538,9 @@ class Engine:
         out = OPAQUE if opaque or not self.values else round_result(evaluate(ins.op, vals, self.cta),
                                                                     ins.op.results[0])
         seq = g.issued
+        buffer = tensor_memory.buffer_of_mma(self, ins)
+        if buffer is not None:        # Blackwell: the MMA writes its tensor-memory buffer (in place on its acc)
+            tensor_memory.write(self, st, gi, ins, buffer, (tensor_memory.MMA_OWNER, gi, seq), acc_item)
         g.issued += 1
         keys = tuple(sorted(keys))
         for c, slot in keys:
@@ -504,6 +554,11 @@ class Engine:
         st.groups[gi] = g = st.groups[gi].copy()
         seq = g.completed
         g.completed += 1
+        while g.commits and g.commits[0][0] <= g.completed:      # tcgen05.commit arrivals now due
+            target, i, count, ins = g.commits[0]
+            g.commits = g.commits[1:]
+            g.committed = max(g.committed, target)
+            self._arrive(st, gi, ins, i, count, 0)
         for s_seq, keys in g.mma_reads:
             if s_seq == seq:
                 for c, slot in keys:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aref.ir import OpKind, RingType, TileType
 from aref.printer import Namer, format_op
+from aref.sim.tensor_memory import TensorMemory
 from aref.ws import WSKernel
 
 LOOP_ENTER = "loop_enter"
@@ -17,13 +18,20 @@ LOOP_END = "loop_end"
 
 # Ops whose effect other groups or async units can observe (or that can block): each is a scheduling point.
 # Everything else is local to its group and runs atomically up to the next one.
+# Two of them never block and commute with what other groups can do meanwhile, so they run with the ops
+# before them instead of being scheduling points of their own (halving the states exploration visits):
+# a slot_read (the item stays in the slot until this very group releases it) and an mma_commit (its
+# arrival waits for the group's MMAs anyway, and an earlier release only lets a producer go sooner).
+EAGER = frozenset({OpKind.SLOT_READ, OpKind.MMA_COMMIT})
 VISIBLE = frozenset({OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
-                     OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.MMA_WAIT,
+                     OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT,
+                     OpKind.TMEM_DEALLOC,
                      OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
 COMPUTE = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.LOAD, OpKind.STORE,
                      OpKind.FULL, OpKind.ARANGE, OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.MMA,
                      OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST,
-                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.SLICE})
+                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.SLICE,
+                     OpKind.TMEM_ALLOC})
 
 
 class MalformedIR(ValueError):
@@ -33,7 +41,8 @@ class MalformedIR(ValueError):
 class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
-    __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out")
+    __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
+                 "tensor_pipe")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -41,12 +50,14 @@ class Instr:
         self.args = tuple(id(v) for v in op.operands) if op is not None else ()
         self.res = tuple(id(v) for v in op.results) if op is not None else ()
         self.pred = id(op.pred) if op is not None and op.pred is not None else None
-        self.visible = op is not None and op.kind in VISIBLE
+        self.visible = op is not None and op.kind in VISIBLE and op.kind not in EAGER
         self.tile_out = op is not None and bool(op.results) and isinstance(op.results[0].type, TileType)
         self.bar = None      # barrier index base info: (chan, which) for mbarrier ops and tma_load
         self.ring = None     # (chan, ring index) for slot ops and tma_load
         self.loop = loop
         self.target = 0      # LOOP_ENTER: pc after LOOP_END; LOOP_END: pc of the body's first op
+        self.tensor_pipe = False   # slot_store published by mma_commit (the tensor core wrote the slot), or
+        #                            slot_read that only MMAs use (the tensor core reads the slot)
 
 
 class Prog:
@@ -90,6 +101,7 @@ class Prog:
             for v in (ch.value, ch.full, ch.empty, *ch.rings):
                 self.globals[id(v)] = v
         self.nbars, self.nslots = nbar, nslot
+        self.tmem = TensorMemory(kernel, self.chans)
         self.param_ids = {p.name: id(p.value) for p in kernel.params}
         self.programs = [self._flatten(gp, bar_ids, ring_ids) for gp in kernel.groups]
         # which groups can complete a phase of each barrier array / take part in each named barrier
@@ -97,7 +109,7 @@ class Prog:
         self.nb_users: dict[int, set] = {}
         for g, prog in enumerate(self.programs):
             for ins in prog:
-                if ins.kind in (OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD):
+                if ins.kind in (OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_COMMIT):
                     self.arrivers.setdefault(ins.bar, set()).add(g)
                 elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
                     self.nb_users.setdefault(ins.op.attrs.id, set()).add(g)
@@ -117,6 +129,7 @@ class Prog:
                 enter.target = len(out)
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
+        _mark_tensor_pipe(gp, out)
         return out
 
     def _instr(self, op, bar_ids, ring_ids) -> Instr:
@@ -130,7 +143,7 @@ class Prog:
                 raise MalformedIR(f"{k.value} at {op.loc.short()}: operand {v!r} is not a channel {what}")
             return table[id(v)]
 
-        if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX):
+        if k in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.MMA_COMMIT):
             ins.bar = resolve(op.operands[0], bar_ids, "mbarrier")
             c, which = ins.bar
             if op.attrs.channel != self.chans[c].name or getattr(op.attrs, "which", which) != which:
@@ -187,3 +200,18 @@ def _op_texts(kernel: WSKernel) -> dict[int, str]:
                 for v in (*gp.loop.yields, *gp.loop.results):
                     name(v)
     return texts
+
+
+def _mark_tensor_pipe(gp, prog: list) -> None:
+    """A slot_store into a tensor-memory ring of an MMA result (or a constant) by the group that issues the
+    MMAs is written by the tensor core in place (`aref.ws`), not by tcgen05.st: no data moves, and only an
+    mma_commit publishes it. A slot_read of tensor memory that only the group's MMAs use moves no data either
+    (the timing model charges it nothing)."""
+    from aref.lower_sm100 import from_mma, read_by_tensor_core, tensor_core_group
+    if not tensor_core_group(gp):
+        return
+    for ins in prog:
+        if ins.kind is OpKind.SLOT_STORE and ins.op.operands[0].type.tile.space.value == "tmem":
+            ins.tensor_pipe = from_mma(ins.op.operands[3], gp)
+        elif ins.kind is OpKind.SLOT_READ and ins.op.operands[0].type.tile.space.value == "tmem":
+            ins.tensor_pipe = read_by_tensor_core(ins.op.result, gp)

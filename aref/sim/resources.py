@@ -15,13 +15,21 @@ MAX_THREADS_PER_BLOCK = 1024   # CUDA programming guide, compute capability 9.0 
 NAMED_BARRIER_IDS = range(1, 16)   # 16 hardware barriers per CTA; 0 is __syncthreads
 
 
+def _in_tmem(ch) -> bool:
+    return any(t.space.value == "tmem" for t in ch.payload)
+
+
 def shared_memory_bytes(kernel) -> int:
     """Bytes of shared memory the kernel takes: barriers, rings, scratch and store staging, as laid out."""
     return smem_plan(kernel).total
 
 
 def tensor_memory_columns(kernel) -> int:
-    """32-bit tensor-memory columns the kernel's tensor-memory rings take (see `aref.resources.memory`)."""
+    """32-bit tensor-memory columns the kernel allocates: its plan's (`aref.tmem`, with tiles rewritten in place
+    and aliased) once lowered; before that, what its tensor-memory rings would take side by side (the resource
+    model's `aref.resources.memory.tmem_columns`)."""
+    if getattr(kernel, "tmem", None) is not None:
+        return kernel.tmem.columns
     return tmem_columns(kernel)
 
 
@@ -31,7 +39,7 @@ def check_resources(kernel, machine: Machine | None = None) -> list[str]:
     out = []
     plan = smem_plan(kernel)
     if plan.total > m.smem_per_block:
-        biggest = sorted(kernel.channels, key=lambda c: -c.depth * c.slot_bytes)[:3]
+        biggest = sorted((c for c in kernel.channels if not _in_tmem(c)), key=lambda c: -c.depth * c.slot_bytes)[:3]
         names = ", ".join(f"{c.name} ({c.depth} x {c.slot_bytes} B)" for c in biggest)
         out.append(f"shared memory: the kernel needs {plan.total} B but {m.name} gives a block {m.smem_per_block} B "
                    f"(largest rings: {names})")

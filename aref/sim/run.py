@@ -12,7 +12,7 @@ import torch
 
 from aref.harness import compare
 from aref.sim.checks import check_finished, diagnose_stuck
-from aref.sim.engine import GROUP, TMA, Engine
+from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import Prog
 from aref.sim.resources import check_resources
 from aref.sim.values import SimViolation, Violation
@@ -180,7 +180,7 @@ def _explore_cta(eng: Engine, max_states: int):
         act = acts[i]
         child = st.copy()
         try:
-            eng.apply(child, act)
+            _apply_batched(eng, child, act)
             key = child.key()
             if key in seen:
                 frame[3] += seen[key]
@@ -200,6 +200,28 @@ def _explore_cta(eng: Engine, max_states: int):
             return exc, trace, len(seen) + len(stack), sum(f[3] for f in stack), False
         stack.append([child, cacts, 0, 0, key, act])
     return None, [], len(seen), seen[root.key()], True
+
+
+def _apply_batched(eng: Engine, st, act) -> None:
+    """Apply `act`; an MMA completion goes on completing the group's MMAs (in issue order) until one fires an
+    mma_commit, enables an mma_wait or none is left. Nothing observes the completions in between — a slot
+    an MMA reads is released only by a commit or after a wait — so the merged states hide no schedule; they
+    only keep the explorer from enumerating every moment between two observable completions."""
+    eng.apply(st, act)
+    if act[0] != MMA:
+        return
+    g = st.groups[act[1]]
+    while g.completed < g.issued and not _observed(eng, st, act[1]):
+        eng.apply(st, act)
+        g = st.groups[act[1]]
+
+
+def _observed(eng: Engine, st, gi: int) -> bool:
+    g = st.groups[gi]
+    if g.commits and g.commits[0][0] <= g.completed + 1:
+        return True
+    rest = g.rest
+    return rest is not None and rest[0] == "mma" and g.issued - (g.completed + 1) <= rest[1]
 
 
 def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 200_000,

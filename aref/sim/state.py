@@ -38,7 +38,7 @@ class Group:
     """A warp group's execution context: position, loop counter, values, MMA queue, registers."""
 
     __slots__ = ("pc", "k", "trip", "env", "done", "rest", "nb", "regs", "issued", "completed", "retired",
-                 "mma_reads", "unfenced", "waits", "_key")
+                 "mma_reads", "unfenced", "waits", "commits", "committed", "_key")
 
     def __init__(self, env: dict, regs: int):
         self.pc = 0
@@ -55,6 +55,8 @@ class Group:
         self.mma_reads = ()     # ((seq, ((chan, slot), ...)), ...) for issued, un-retired MMAs
         self.unfenced = frozenset()   # (chan, slot) written by slot_store and not yet fenced
         self.waits = {}         # (chan, which, slot) -> last mbarrier_wait op on it (for messages)
+        self.commits = ()       # pending mma_commit arrivals: ((MMAs to complete, barrier index, count, op), ...)
+        self.committed = 0      # MMAs covered by a fired mma_commit (Blackwell's way of retiring them)
         self._key = None
 
     def copy(self) -> "Group":
@@ -63,6 +65,7 @@ class Group:
             self.done, self.rest, self.nb
         g.regs, g.issued, g.completed, g.retired = self.regs, self.issued, self.completed, self.retired
         g.mma_reads, g.unfenced, g.waits = self.mma_reads, self.unfenced, dict(self.waits)
+        g.commits, g.committed = self.commits, self.committed
         g._key = None
         return g
 
@@ -70,7 +73,7 @@ class Group:
         # cached: a group is never mutated after its key is taken (the engine copies it before every change)
         if self._key is None:
             self._key = (self.pc, self.k, self.done, self.nb, self.regs, self.issued, self.completed, self.retired,
-                         self.unfenced)
+                         self.unfenced, tuple(c[:3] for c in self.commits))
         return self._key
 
 
@@ -78,9 +81,10 @@ class CTAState:
     """One CTA: its groups, mbarriers (pending, tx, phase, completed phases), slots, TMAs in flight and
     named barriers (id -> (arrived threads, generation))."""
 
-    __slots__ = ("groups", "bars", "bar_last", "slots", "sdata", "tmas", "nbars", "nb_last", "steps")
+    __slots__ = ("groups", "bars", "bar_last", "slots", "sdata", "tmas", "nbars", "nb_last", "steps", "tmem",
+                 "tmem_freed")
 
-    def __init__(self, groups, bars, slots, sdata):
+    def __init__(self, groups, bars, slots, sdata, tmem_buffers: int = 0):
         self.groups = groups
         self.bars = bars
         self.bar_last = [None] * len(bars)     # (op, group) that last arrived / completed tx on each barrier
@@ -90,6 +94,8 @@ class CTAState:
         self.nbars = {}
         self.nb_last = {}                      # named barrier id -> (op, group) that arrived last
         self.steps = 0
+        self.tmem = (None,) * tmem_buffers     # Blackwell: who wrote each tensor-memory buffer last
+        self.tmem_freed = False
 
     def copy(self) -> "CTAState":
         """A copy sharing the groups: `Engine.apply` copies a group before it changes it (copy on write)."""
@@ -98,9 +104,10 @@ class CTAState:
         s.bars, s.bar_last, s.slots, s.sdata = list(self.bars), list(self.bar_last), list(self.slots), \
             list(self.sdata)
         s.tmas, s.nbars, s.nb_last, s.steps = self.tmas, dict(self.nbars), dict(self.nb_last), self.steps
+        s.tmem, s.tmem_freed = self.tmem, self.tmem_freed
         return s
 
     def key(self) -> tuple:
         return (tuple([g.key() for g in self.groups]), tuple(self.bars), tuple(self.slots),
                 tuple(sorted([t[:4] for t in self.tmas])) if self.tmas else (),
-                tuple(sorted(self.nbars.items())) if self.nbars else ())
+                tuple(sorted(self.nbars.items())) if self.nbars else (), self.tmem, self.tmem_freed)

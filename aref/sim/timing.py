@@ -2,10 +2,12 @@
 
 The functional engine decides what may happen (the same mbarrier, slot and MMA semantics as `simulate`);
 this module decides when. Each warp group issues its ops in order; an op occupies its functional unit
-("tc", "tma", "mufu", "fma", "smem": one each per SM, first come first served) for `op_cost` cycles, and
-the group waits for it, except for the asynchronous ones: an `mma_async` costs the group
-`async_issue_cycles` and completes when the tensor core finishes it (so does an arrive, whose effect a
-waiter pays for when it wakes); a `tma_load` costs the group the same
+("tc", "tma", "mufu", "fma", "smem", Blackwell's "tmem_ld" / "tmem_st": one each per SM, first come first
+served) for `op_cost` cycles, and
+the group waits for it, except for the asynchronous ones: an `mma_async` costs the group its issue cycles
+(`aref.machine.mma_issue_cycles`: on Blackwell one warp issues a tcgen05.mma per K atom) and completes when
+the tensor core finishes it (so does an arrive, whose effect a waiter pays for when it wakes; on Blackwell
+an `mma_commit` arrives then); a `tma_load` costs the group `async_issue_cycles`
 and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
 busy only for the transfer); a tile `store` costs the group the staging of the tile into shared memory and
 the issue of the TMA store, which then runs on the copy engine (fire and forget). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
@@ -22,7 +24,7 @@ import random
 from dataclasses import dataclass, field
 
 from aref.ir import OpKind
-from aref.machine import ISSUE, SHARED_UNITS, Machine, op_cost, tma_bytes, unit_busy
+from aref.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, tma_bytes, unit_busy
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
@@ -125,10 +127,11 @@ class _Clock:
             k = op.kind
             if k is OpKind.MMA_ASYNC:
                 _, cycles = op_cost(op, self.m)
-                begin = self.occupy("tc", cur + self.m.async_issue_cycles, cycles)
+                issue = mma_issue_cycles(op, self.m)
+                begin = self.occupy("tc", cur + issue, cycles)
                 self.mma_done[gi].append(begin + cycles)
                 self.entry(gi, op, "tc", begin, begin + cycles, issued=cur)
-                cur += self.m.async_issue_cycles
+                cur += issue
             elif k is OpKind.STORE:
                 # fire and forget: the group stages the tile into shared memory (registers → smem at the
                 # port's rate), issues the TMA store and goes on; the copy engine then moves the bytes
@@ -148,6 +151,8 @@ class _Clock:
                 cur += self.m.async_issue_cycles
             else:
                 unit, cycles = op_cost(op, self.m, self.rng)
+                if k is OpKind.SLOT_READ and ins.tensor_pipe:
+                    unit, cycles = ISSUE, 0     # an MMA's operand in tensor memory: no tcgen05.ld
                 if k in SIGNALS:
                     cycles = min(cycles, self.m.async_issue_cycles)
                 if unit == ISSUE:

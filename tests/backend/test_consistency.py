@@ -16,9 +16,9 @@ TAGGED = {OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TM
 TAG = re.compile(r"# aref-ir\[([^\]]*)\] (\S+(?: = \S+)?)")
 
 
-def expected(ws):
+def expected(ws, tagged=TAGGED):
     """group name -> [(op index, op kind)] of the IR's tagged ops, in program order."""
-    return {gp.group.name: [(i, op.kind.value) for i, op in enumerate(gp.all_ops()) if op.kind in TAGGED]
+    return {gp.group.name: [(i, op.kind.value) for i, op in enumerate(gp.all_ops()) if op.kind in tagged]
             for gp in ws.groups}
 
 
@@ -47,9 +47,10 @@ def dispatch(source):
     return {m.group(2): m.group(3) for m in re.finditer(r"if warp_group == (\d+):  # (\S+)\n\s+(\w+)\(", source)}
 
 
-def check(ws, source):
+def check(ws, source, tagged=TAGGED, dispatch=dispatch):
+    """Problems of `source` against the IR: `tagged` op kinds, `dispatch` (source -> group -> called function)."""
     problems = []
-    want, got, calls = expected(ws), found(source), dispatch(source)
+    want, got, calls = expected(ws, tagged), found(source), dispatch(source)
     for group, ops in want.items():
         tags = got.get(group, [])
         if [(i, k) for i, k, _ in tags] != ops:

@@ -82,6 +82,8 @@ $L__BB0_1:
     wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%f1}, %rd1, %rd2, 1, 1, 1, 0, 0;
     setmaxnreg.inc.sync.aligned.u32 232;
     bar.sync 1, 256;
+    tcgen05.fence::before_thread_sync;
+    tcgen05.wait::ld.sync.aligned;
     // wgmma.mma_async in a comment does not count
     """
     counts = count_opcodes(ptx)
@@ -89,6 +91,7 @@ $L__BB0_1:
     assert counts["wgmma.mma_async"] == 1
     assert counts["setmaxnreg.inc"] == 1 and counts["setmaxnreg.dec"] == 0 and counts["setmaxnreg"] == 1
     assert counts["bar.sync"] == 1 and counts["barrier.sync"] == 0
+    assert counts["tcgen05.fence"] == 1 and counts["tcgen05.wait::ld"] == 1 and counts["tcgen05.wait::st"] == 0
 
 
 # ------------------------------------------------------------------ a system ptxas older than the DSL's PTX

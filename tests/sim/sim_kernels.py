@@ -20,6 +20,7 @@ from aref.ir import (
     FullAttrs,
     LoadAttrs,
     Loop,
+    MmaAttrs,
     MmaWaitAttrs,
     NamedBarrierAttrs,
     NoAttrs,
@@ -176,7 +177,7 @@ def gemm_ws(M=128, N=128, K=256, BM=64, BN=64, BK=64, depth=2, consumers=1, mma_
         if pingpong:
             threads = 384 if bug == "turn_threads" and ci == 0 else 256
             b.op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(1 + ci, threads), LINE["mma"])
-        acc2 = b.op(OpKind.MMA_ASYNC, (a, bt, acc), (acc0.type,), NoAttrs(), LINE["mma"])
+        acc2 = b.op(OpKind.MMA_ASYNC, (a, bt, acc), (acc0.type,), MmaAttrs(), LINE["mma"])
         if pingpong:
             # hand the turn to the other consumer; consumer1 hands it back except after its last iteration
             last = None
@@ -285,7 +286,7 @@ def scaled_gemm_ws(M=64, N=64, K=192, BM=64, BN=64, BK=64, depth=2, fence=True) 
     bv = b.op(OpKind.LOAD, (Bt, cons.pid[1], k), (TileType((BN, BK), F16, Space.SMEM),), LoadAttrs((BN, BK)),
               LINE["mma"])
     bt = b.op(OpKind.TRANSPOSE, (bv,), (TileType((BK, BN), F16, Space.SMEM),), TransposeAttrs((1, 0)), LINE["mma"])
-    acc2 = b.op(OpKind.MMA_ASYNC, (av, bt, acc), (acc0.type,), NoAttrs(), LINE["mma"])
+    acc2 = b.op(OpKind.MMA_ASYNC, (av, bt, acc), (acc0.type,), MmaAttrs(), LINE["mma"])
     b.op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), LINE["mma"])
     b.op(OpKind.MBAR_ARRIVE, (empty, slot, k), (), BarrierAttrs("a2", "empty"), LINE["consumed"])
     cons.loop = Loop(k, cons.trip, (acc0,), (acc,), body, (acc2,), (acc3,), SrcInfo(FILE, LINE["loop"]))

@@ -6,7 +6,7 @@ import pytest
 from sim_kernels import gemm_ws
 
 from aref.errors import SrcInfo
-from aref.ir import DType, FnAttrs, NoAttrs, Op, OpKind, Space, TileType, Value
+from aref.ir import DType, FnAttrs, MmaAttrs, NoAttrs, Op, OpKind, Space, TileType, Value
 from aref.machine import B200, CALIBRATION_DIR, H100, H100_DATASHEET, machine_for, op_cost, unit_busy
 from aref.sim.timing import simulate_timing
 
@@ -14,7 +14,7 @@ from aref.sim.timing import simulate_timing
 def mma(m, n, k, dtype=DType.float16):
     a = Value(TileType((m, k), dtype, Space.SMEM))
     b = Value(TileType((k, n), dtype, Space.SMEM))
-    return Op(OpKind.MMA_ASYNC, (a, b), (Value(TileType((m, n), DType.float32)),), NoAttrs(), SrcInfo("x", 1))
+    return Op(OpKind.MMA_ASYNC, (a, b), (Value(TileType((m, n), DType.float32)),), MmaAttrs(), SrcInfo("x", 1))
 
 
 def unary(fn, shape):

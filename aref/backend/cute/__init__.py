@@ -1,4 +1,5 @@
-"""CuTe DSL backend for Hopper: Barrier IR → readable, role-based CuTe DSL source → PTX and cubin.
+"""CuTe DSL backend: Barrier IR → readable, role-based CuTe DSL source → PTX and cubin, for Hopper (sm_90a:
+this package's `analysis`, `role`, `module`) and Blackwell (sm_100a: `sm100`, dispatched on `ws.arch`).
 
     compile_barrier(ws, out_dir=None, emit="ptx") -> CompileResult
 
@@ -66,12 +67,19 @@ class CompileResult:
         }
 
 
-def generate_source(ws, persistent: bool = False, ctas: int = 132) -> str:
+def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0) -> str:
     """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express).
 
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
     static round-robin scheduler (`ctas` defaults to the 132 SMs of an H100 SXM).
+    `exp2_fma` (sm_100a): the share of a tile's exp2 computed on the FMA units instead of the MUFU (FA4's
+    software exp2, which offloads the special-function unit), 0 to 1 in sixteenths.
     """
+    if ws.arch == "sm_100a":
+        from aref.backend.cute.sm100 import generate_source_sm100
+        return generate_source_sm100(ws, persistent, ctas, exp2_fma)
+    if exp2_fma:
+        raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
     return emit_module(plan_kernel(ws, persistent, ctas))
 
 
@@ -82,7 +90,7 @@ def _library_fingerprint() -> str:
     h = hashlib.sha256()
     h.update(dsl_version().encode())
     here = Path(__file__).parent
-    for path in sorted(here.glob("*.py")) + sorted((here.parent.parent / "resources").glob("*.py")):
+    for path in sorted(here.rglob("*.py")) + sorted((here.parent.parent / "resources").glob("*.py")):
         h.update(path.read_bytes())        # the resource model lays out shared memory and picks TMA or not
     return h.hexdigest()
 
@@ -91,7 +99,7 @@ _FINGERPRINT: str | None = None
 _MEMORY: dict[str, CompileResult] = {}
 
 
-def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132) -> str:
+def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0) -> str:
     """`cute<DSL version>_<hash>`: the version in clear (so a cache directory says which DSL built it; dots
     become underscores, as the key is part of a module name) and a hash of everything that decides the code."""
     global _FINGERPRINT
@@ -102,7 +110,7 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132) -> str:
     h = hashlib.sha256()
     h.update(print_ws(ws).encode())
     h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
-                   emit != "cute", persistent, ctas if persistent else 0)).encode())
+                   emit != "cute", persistent, ctas if persistent else 0) + ((exp2_fma,) if exp2_fma else ())).encode())
     h.update(_FINGERPRINT.encode())
     version = re.sub(r"\W", "_", dsl_version())
     return f"cute{version}_{h.hexdigest()[:20]}"
@@ -110,21 +118,21 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132) -> str:
 
 def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
                     cache_dir: str | os.PathLike | None = None, persistent: bool = False,
-                    ctas: int = 132) -> CompileResult:
+                    ctas: int = 132, exp2_fma: float = 0.0) -> CompileResult:
     """Generate (and unless `emit="cute"`, compile) the CuTe DSL kernel of Barrier IR `ws`.
 
     `out_dir` receives the source (and PTX / cubin); without it files stay in the cache directory.
-    `persistent` / `ctas`: see `generate_source`.
+    `persistent` / `ctas` / `exp2_fma`: see `generate_source`.
     """
     if emit not in EMITS:
         raise BackendError(f"unknown emit {emit!r}", hint=f"choose one of {', '.join(EMITS)}")
     from aref.backend.cute import toolchain
 
-    key = cache_key(ws, emit, persistent, ctas)
+    key = cache_key(ws, emit, persistent, ctas, exp2_fma)
     cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
-        source = generate_source(ws, persistent, ctas)
+        source = generate_source(ws, persistent, ctas, exp2_fma)
         cache.mkdir(parents=True, exist_ok=True)
         src = cache / f"{ws.name}_{key}.py"
         src.write_text(source)

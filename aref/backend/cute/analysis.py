@@ -183,6 +183,9 @@ class KernelPlan:
             return None
         return next(x for x in self.buffers() if x.item.key == b.item.alias_of)
 
+    def staging_by_name(self, name: str) -> BufferPlan:
+        return next(b for b in self.staging.values() if b.name == name)
+
     def aliased(self) -> list[BufferPlan]:
         return [b for b in self.staging.values() if self.host_of(b) is not None]
 
@@ -239,6 +242,76 @@ def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
 
 
 # ------------------------------------------------------------------------------------------------ plan
+def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: dict, skip=lambda ch: False,
+                         smem: SmemPlan | None = None) -> None:
+    """The shared-memory buffers of every channel's payloads (but those `skip` says live elsewhere), named after
+    the tensor a TMA payload comes from; a tile must be rank 1 or 2 and whole 8-row × 16-byte swizzle atoms.
+    `smem`: the resource model's layout, which places each ring (Hopper)."""
+    loads: dict[tuple[str, int], set[str]] = {}
+    for gp in ws.groups:
+        for op in gp.all_ops():
+            if op.kind is OpKind.TMA_LOAD:
+                loads.setdefault((op.attrs.channel, op.attrs.index), set()).add(by_value[id(op.operands[0])].name)
+    for cp in channels:
+        ch = cp.ch
+        if skip(ch):
+            continue
+        for j, t in enumerate(ch.payload):
+            if t.dtype is DType.bool_:
+                raise BackendError(f"channel '{ch.name}' carries a boolean tile; the templates hand numeric "
+                                   f"tiles between warp groups", ch.loc,
+                                   hint="keep a comparison in the warp group that selects with it, or cast the mask "
+                                        "with `.to(aref.int32)`")
+            if len(t.shape) not in (1, 2):
+                raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
+                                   f"rank 1 and 2", ch.loc)
+            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
+                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
+                                   f"swizzle atoms", ch.loc)
+            src = loads.get((ch.name, j), set())
+            suffix = next(iter(src)) if len(src) == 1 else str(j)
+            name = f"s_{cp.name}_{ident(suffix)}"
+            if any(b.name == name for b in cp.buffers):      # two tiles of one tensor in an item (sub-tiles)
+                name = f"{name}_{j}"
+            cp.buffers.append(BufferPlan(name, t, ch.depth, f"channel {ch.name} payload {j}",
+                                         smem.item(("ring", ch.name, j)) if smem is not None else None))
+
+
+def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: list[TmaPlan],
+                  copies: dict | None = None) -> None:
+    """The TMA atom of a `tma_load` (the global tensor tiled by its box into the channel's slot). With `copies`
+    (Hopper), a box no TMA descriptor can describe (`tma_problem`) is recorded there instead: the producer warp
+    loads it with ordinary, zero-filled loads; without (Blackwell), tiles must divide the tensor."""
+    t = by_value[id(op.operands[0])]
+    box = tuple(op.attrs.tile_shape)
+    _set_tiled(t, len(box), op.loc)
+    buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
+    if buf.tile.shape != box:
+        raise BackendError("internal: TMA box differs from the slot tile", op.loc)
+    if copies is None:
+        _check_divisible(t, box, op.loc)
+    else:
+        why = tma_problem(t.shape, t.dtype, box)
+        if why is not None:
+            copies[(t.name, box)] = why
+            return
+    if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
+        # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
+        t.tma = True
+        _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
+
+
+def _check_divisible(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
+    """The Blackwell templates tile whole boxes only (the Hopper ones predicate partial tiles)."""
+    for dim, (extent, b) in enumerate(zip(t.shape[len(t.shape) - len(box):], box)):
+        if extent % b:
+            raise BackendError(f"tensor {t.name} dim {len(t.shape) - len(box) + dim} has extent {extent}, not a "
+                               f"multiple of the tile {b}: the Blackwell templates do not predicate partial tiles",
+                               loc, hint=f"pad {t.name} or choose a tile size that divides {extent}")
+    if box[-1] * t.dtype.bits % 128:
+        raise BackendError(f"a TMA box of {box[-1]} {t.dtype.value} elements is not a multiple of 16 bytes", loc)
+
+
 def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> KernelPlan:
     """Check `ws` against what the Hopper templates support and lay out its resources.
 
@@ -273,36 +346,10 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
     mmas: list[MmaConfig] = []
     smem = smem_plan(ws, reuse=not persistent)
 
-    # channel buffers: named after the tensor a TMA payload comes from
-    loads: dict[tuple[str, int], set[str]] = {}
-    for gp in ws.groups:
-        for op in gp.all_ops():
-            if op.kind is OpKind.TMA_LOAD:
-                loads.setdefault((op.attrs.channel, op.attrs.index), set()).add(by_value[id(op.operands[0])].name)
     for cp in channels:
-        ch = cp.ch
-        if ch.kind not in ("tma", "store"):
-            raise BackendError(f"channel '{ch.name}' of kind {ch.kind!r} is not supported", ch.loc)
-        for j, t in enumerate(ch.payload):
-            if t.dtype is DType.bool_:
-                raise BackendError(f"channel '{ch.name}' carries a boolean tile; the Hopper templates hand numeric "
-                                   f"tiles between warp groups", ch.loc,
-                                   hint="keep a comparison in the warp group that selects with it, or cast the mask "
-                                        "with `.to(aref.int32)`")
-            if len(t.shape) not in (1, 2):
-                raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
-                                   f"rank 1 and 2", ch.loc)
-            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
-                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
-                                   f"swizzle atoms (the 128-byte swizzled layout of 2-D shared tiles)", ch.loc,
-                                   hint="make 2-D tiles a multiple of 8 rows and of 16 bytes per row")
-            src = loads.get((ch.name, j), set())
-            suffix = next(iter(src)) if len(src) == 1 else str(j)
-            name = f"s_{cp.name}_{ident(suffix)}"
-            if any(b.name == name for b in cp.buffers):      # two tiles of one tensor in an item (sub-tiles)
-                name = f"{name}_{j}"
-            cp.buffers.append(BufferPlan(name, t, ch.depth,
-                                         f"channel {ch.name} payload {j}", smem.item(("ring", ch.name, j))))
+        if cp.ch.kind not in ("tma", "store"):
+            raise BackendError(f"channel '{cp.ch.name}' of kind {cp.ch.kind!r} is not supported", cp.ch.loc)
+    plan_channel_buffers(ws, channels, by_value, smem=smem)
     staging: dict[int, BufferPlan] = {}
     scratch: dict[tuple, BufferPlan] = {}
     for g in groups:
@@ -311,19 +358,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
         staged = frozenset(staged_reads(gp))
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
-                t = by_value[id(op.operands[0])]
-                box = tuple(op.attrs.tile_shape)
-                _set_tiled(t, len(box), op.loc)
-                buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
-                if buf.tile.shape != box:
-                    raise BackendError("internal: TMA box differs from the slot tile", op.loc)
-                why = tma_problem(t.shape, t.dtype, box)
-                if why is not None:
-                    copies[(t.name, box)] = why       # ordinary loads by the producer warp, zero-filled
-                elif not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
-                    # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
-                    t.tma = True
-                    _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
+                plan_tma_load(op, by_value, channels, tmas, copies)
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value[id(op.operands[0])], smem, staging, tmas, direct)
             elif op.kind is OpKind.MMA_ASYNC:

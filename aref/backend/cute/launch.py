@@ -101,7 +101,8 @@ def device_arch(tensors: dict) -> str:
     arch = ARCH_OF_CAPABILITY.get(tuple(cap))
     if arch is None:
         raise ArefError(f"GPU {torch.cuda.get_device_name(device)} (compute capability {cap[0]}.{cap[1]}) is not "
-                        f"a target of aref", hint="aref generates kernels for Hopper (sm_90a)")
+                        f"a target of aref", hint="aref generates kernels for Hopper (sm_90a, compute capability 9.0) "
+                                                  "and Blackwell (sm_100a, 10.0)")
     return arch
 
 
@@ -138,6 +139,15 @@ def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda:
                                 f"({x.data_ptr():#x}); {why}", loc, hint="pass a freshly allocated tensor or a clone")
 
 
+def plan_of(ws, persistent: bool = False, ctas: int = 132):
+    """The backend's plan of a Barrier IR kernel for its arch (the tensors' mode order the launch follows)."""
+    if ws.arch == "sm_100a":
+        from aref.backend.cute.sm100 import plan_kernel_sm100
+        return plan_kernel_sm100(ws, persistent, ctas)
+    from aref.backend.cute.analysis import plan_kernel
+    return plan_kernel(ws, persistent, ctas)
+
+
 def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas: int = 132) -> Launcher:
     """The launcher of Tile IR `kernel` compiled for `arch` with `options` (a `CompileOptions`; default: the
     compiler's defaults) and launch mode, made once per combination and kept."""
@@ -149,12 +159,11 @@ def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas
         from dataclasses import replace
 
         from aref.backend.cute import compile_barrier
-        from aref.backend.cute.analysis import plan_kernel
         from aref.compiler import lower_to
 
         ws = lower_to(kernel, "barrier", replace(options, arch=arch))
         result = compile_barrier(ws, emit="cute", persistent=persistent, ctas=ctas)
-        launcher = Launcher(ws, result, plan_kernel(ws, persistent, ctas))
+        launcher = Launcher(ws, result, plan_of(ws, persistent, ctas))
         _LAUNCHERS[key] = launcher
     return launcher
 

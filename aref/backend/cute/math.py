@@ -65,10 +65,7 @@ class MathEmitter(Renderer, CrossThread):
         """Storage for `v`: `prefer` or a free buffer of the same shape and layout, else a new register tensor."""
         t = v.type
         layout = layout or self.layout_of(v)
-        if not fits(t, layout):
-            raise BackendError(f"register tile {t} cannot be held in the wgmma accumulator layout as a {layout} "
-                               f"value: rows must come in whole 64-row atoms and columns in groups of 8", self.loc,
-                               hint="use tile sizes that are multiples of 64 rows and 8 columns")
+        self.check_fits(t, layout)
         yield_of = self._yield_carried(v)
         candidates = ([prefer] if prefer else []) + [b for b in self.buffers if self._fits(b, t, layout)]
         for b in candidates:
@@ -79,6 +76,20 @@ class MathEmitter(Renderer, CrossThread):
             self.holder[b.name] = v
             return b
         name = self.names(hint or self.hint(v) or ("s" if layout == ACC else layout))
+        buf = self.alloc_buffer(name, t, layout)
+        self.buffers.append(buf)
+        self.holder[name] = v
+        return buf
+
+    def check_fits(self, t: TileType, layout: str) -> None:
+        """Refuse a tile the architecture's register layout cannot hold as a `layout` value."""
+        if not fits(t, layout):
+            raise BackendError(f"register tile {t} cannot be held in the wgmma accumulator layout as a {layout} "
+                               f"value: rows must come in whole 64-row atoms and columns in groups of 8", self.loc,
+                               hint="use tile sizes that are multiples of 64 rows and 8 columns")
+
+    def alloc_buffer(self, name: str, t: TileType, layout: str) -> Buffer:
+        """Declare register storage `name` for `t` tiles held as `layout` (the architecture's register layout)."""
         dt = f"cutlass.{CUTLASS_DTYPE.get(t.dtype, 'Boolean')}"
         if layout == ACC:
             mma = self.layout_mma(t.shape[1])
@@ -90,8 +101,6 @@ class MathEmitter(Renderer, CrossThread):
             buf = Buffer(name, tuple(t.shape), t.dtype, "", layout=layout)
             n = buf.extents[0] if buf.extents else 1
             self.setup(f"{name} = cute.make_rmem_tensor({n}, {dt})")
-        self.buffers.append(buf)
-        self.holder[name] = v
         return buf
 
     def _free(self, b: Buffer, in_place: bool = False) -> bool:

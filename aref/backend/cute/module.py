@@ -47,17 +47,20 @@ def emit_module(plan: KernelPlan) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- roles
-def _roles(plan: KernelPlan) -> dict:
+FUNCTION_OF_ROLE = {"tma_producer": "producer", "mma_consumer": "consumer"}
+
+
+def _roles(plan: KernelPlan, emitter=RoleEmitter) -> dict:
     """Emit every group's role function; merge groups whose code differs only in constants and names."""
     rendered = []
     for g in plan.groups:
-        em = RoleEmitter(plan, g)
+        em = emitter(plan, g)
         setup, body = em.emit()
         rendered.append((g, em, setup, body))
     functions: list[dict] = []
     calls: dict[int, str] = {}
     for g, em, setup, body in rendered:
-        base = "producer" if g.role == "tma_producer" else "consumer" if g.role == "mma_consumer" else "compute"
+        base = FUNCTION_OF_ROLE.get(g.role, "compute" if emitter is RoleEmitter else g.role)
         text_lines = _function_lines(em, setup, body)
         for f in functions:
             merged = _merge(f, g, em, text_lines)
@@ -73,7 +76,8 @@ def _roles(plan: KernelPlan) -> dict:
         n = used.get(f["base"], 0)
         used[f["base"]] = n + 1
         f["name"] = f["base"] if sum(x["base"] == f["base"] for x in functions) == 1 else f"{f['base']}{n}"
-        f["source"] = _function_source(plan, f)
+    for f in functions:
+        f["source"] = _function_source(plan, f, {x["name"] for x in functions})
     return {"functions": functions}
 
 
@@ -253,7 +257,7 @@ def _replace_token(line: str, index: int, new: str) -> str:
     return line
 
 
-def _function_source(plan: KernelPlan, f: dict) -> str:
+def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
     g0 = f["groups"][0]
     import os
     for p, per_group in list(f["renames"].items()):
@@ -262,7 +266,7 @@ def _function_source(plan: KernelPlan, f: dict) -> str:
         suf = os.path.commonprefix([v[::-1] for v in variants])[::-1]
         new = pre + suf if len(pre) + len(suf) <= min(map(len, variants)) else pre
         new = new.replace("__", "_").strip("_")
-        if new in variants or not new.isidentifier():
+        if new in variants or not new.isidentifier() or new in reserved:     # nor shadow a role function
             new = "own_" + re.sub(r"^s_", "", p)        # this group's own buffer / barrier
         if new != p and new not in f["args"]:
             f["args"][f["args"].index(p)] = new
@@ -311,11 +315,7 @@ def _docstring(plan: KernelPlan, roles) -> str:
     for cp in plan.channels:
         ch = cp.ch
         pay = ", ".join(f"{'×'.join(map(str, b.tile.shape))} {b.tile.dtype.value}" for b in cp.buffers)
-        names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
-        lines.append(f"  {cp.name}: depth {ch.depth}, [{pay}], {ch.kind}"
-                     + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
-                     + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
-                       f"full {ch.full_count} / empty {ch.empty_count}")
+        lines.append(channel_line(plan, cp, pay, ch.kind))
     if ws.pingpong:
         lines.append("Ping-pong order on the tensor cores: "
                      + " -> ".join(ws.groups[g].group.name for g in ws.pingpong)
@@ -336,6 +336,37 @@ def _docstring(plan: KernelPlan, roles) -> str:
     return "\n".join(lines)
 
 
+def channel_line(plan, cp, where: str, how: str) -> str:
+    """The docstring's line of one channel: depth, where its slots are, how they fill, who produces and
+    consumes, the arrival counts."""
+    ch = cp.ch
+    names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
+    return (f"  {cp.name}: depth {ch.depth}, [{where}], {how}" + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
+            + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
+              f"full {ch.full_count} / empty {ch.empty_count}")
+
+
+def constexpr_lines(ws) -> list[str]:
+    """The specialization's numeric constexprs as module constants."""
+    return [f"{ident(k).upper()} = {v!r}" for k, v in ws.constexprs.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def ring_fields(out: Lines, plan) -> None:
+    """The shared-storage fields of every ring's mbarriers (full, empty per slot)."""
+    for cp in plan.channels:
+        out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+        out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
+
+
+def tile_fields(out: Lines, buffers) -> None:
+    """The shared-storage fields of tiles, each at its alignment (1024 bytes for swizzled 2-D tiles, the
+    resource model's layout on Hopper)."""
+    for b in buffers:
+        out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, "
+            f"{b.tile.numel * b.depth}], {b.align}]")
+
+
 def _constants(plan: KernelPlan) -> str:
     ws = plan.ws
     if plan.persistent:
@@ -344,10 +375,7 @@ def _constants(plan: KernelPlan) -> str:
     else:
         out = [f"GRID = {_grid3(ws.grid)}"]
     out.append(f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups")
-    for k, v in ws.constexprs.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(f"{ident(k).upper()} = {v!r}")
-    return "\n".join(out)
+    return "\n".join(out + constexpr_lines(ws))
 
 
 def _storage(plan: KernelPlan) -> str:
@@ -356,12 +384,8 @@ def _storage(plan: KernelPlan) -> str:
     with out.block("class SharedStorage:"):
         out('"""Every ring\'s mbarriers (full, empty per slot), then its tiles and the store staging tiles."""')
         out()
-        for cp in plan.channels:
-            out(f"{cp.name}_full: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
-            out(f"{cp.name}_empty: cute.struct.MemRange[cutlass.Int64, {cp.ch.depth}]")
-        for b in plan.buffers():
-            out(f"{b.name}: cute.struct.Align[cute.struct.MemRange[{dt(b.tile.dtype)}, "
-                f"{b.tile.numel * b.depth}], {b.align}]")
+        ring_fields(out, plan)
+        tile_fields(out, plan.buffers())
     return out.text()
 
 
@@ -390,33 +414,44 @@ def _kernel_params(plan: KernelPlan) -> list[str]:
     return out
 
 
-def _kernel(plan: KernelPlan, roles) -> str:
-    ws = plan.ws
-    out = Lines()
+def kernel_prologue(out: Lines, plan, params: list[str], warp_index: str, buffers) -> None:
+    """The kernel's signature and its first lines: the warp (group) index, the shared storage, every ring's
+    mbarrier pointers and the shared tiles as tensors."""
     out("@cute.kernel")
-    out(f"def {ident(ws.name)}_kernel(")
-    for p in _kernel_params(plan):
+    out(f"def {ident(plan.ws.name)}_kernel(")
+    for p in params:
         out(f"    {p},")
     out("):")
     out.depth += 1
-    out("warp_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() // 4)")
+    out(warp_index)
     out("storage = cutlass.memory.SmemAllocator().allocate(SharedStorage)")
     for cp in plan.channels:
         out(f"{cp.name}_full = storage.{cp.name}_full.data_ptr()")
         out(f"{cp.name}_empty = storage.{cp.name}_empty.data_ptr()")
-    for b in plan.buffers():
+    for b in buffers:
         if len(b.tile.shape) == 2:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
         else:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout})")
+
+
+def init_rings(out: Lines, plan) -> None:
+    """Every ring's mbarriers initialised (by the one elected thread the caller is in)."""
+    for cp in plan.channels:
+        ch = cp.ch
+        out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
+            f"{ch.empty_count})  # {ch.name}")
+
+
+def _kernel(plan: KernelPlan, roles) -> str:
+    out = Lines()
+    kernel_prologue(out, plan, _kernel_params(plan),
+                    "warp_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() // 4)", plan.buffers())
     with out.block("if cute.arch.warp_idx() == 0:"):
         for t in plan.tmas:
             out(f"cpasync.prefetch_descriptor({t.name})")
         with out.block("with cute.arch.elect_one():"):
-            for cp in plan.channels:
-                ch = cp.ch
-                out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
-                    f"{ch.empty_count})  # {ch.name}")
+            init_rings(out, plan)
             out("cute.arch.mbarrier_init_fence()")
     out("# every role must see initialised barriers before its first wait or arrive")
     out("cute.arch.sync_threads()")
@@ -485,6 +520,12 @@ def _host(plan: KernelPlan) -> str:
     args += _plain_tensors(plan)
     args += [f"mma{i}" for i in range(len(plan.mmas))]
     args += [b.layout for b in plan.buffers() + plan.aliased()]
+    launch(out, ws, args, stream)
+    return out.text()
+
+
+def launch(out: Lines, ws, args: list[str], stream: str) -> None:
+    """The host's launch of the kernel with `args`: the grid, one CTA per SM, on `stream`."""
     out(f"{ident(ws.name)}_kernel(")
     out(f"    {', '.join(args)},")
     out(").launch(")
@@ -495,7 +536,6 @@ def _host(plan: KernelPlan) -> str:
     out("    min_blocks_per_mp=1,")
     out(f"    stream={stream},")
     out(")")
-    return out.text()
 
 
 def _fake_args(plan: KernelPlan) -> str:

@@ -70,21 +70,29 @@ def smem_operand(v: Value, prod: dict[int, Op], loc: SrcInfo) -> SmemOperand | N
     raise BackendError(f"a {op.kind.value} of a shared-memory tile cannot feed an MMA", op.loc)
 
 
+def check_mma_dtypes(op: Op, dtypes, unit: str) -> bool:
+    """The MMA's operand types are ones the tensor core (`unit`: wgmma, tcgen05) takes, both 16-bit and equal
+    or both fp8; returns whether they are fp8."""
+    a, b = op.operands[0], op.operands[1]
+    for v, what in ((a, "A"), (b, "B")):
+        if v.type.dtype not in dtypes:
+            raise BackendError(f"{unit} operand {what} has dtype {v.type.dtype.value}; the tensor core takes "
+                               f"{', '.join(d.value for d in dtypes)}", op.loc,
+                               hint="cast the operand with .to(aref.float16) or .to(aref.bfloat16)")
+    fp8 = a.type.dtype.bits == 8
+    if (a.type.dtype.bits == 16) != (b.type.dtype.bits == 16) or (not fp8 and a.type.dtype != b.type.dtype):
+        raise BackendError(f"{unit} needs two equal 16-bit operand types or two fp8 types; got "
+                           f"{a.type.dtype.value} · {b.type.dtype.value}", op.loc)
+    return fp8
+
+
 def mma_config(op: Op, prod: dict[int, Op], staged: frozenset = frozenset()) -> MmaConfig:
     """The wgmma configuration of MMA `op`; `staged`: ids of MMAs whose register A operand is read from the
     shared-memory copy an earlier MMA staged (`aref.resources.memory.staged_reads`)."""
     a, b = op.operands[0], op.operands[1]
     m, k = a.type.shape
     n = b.type.shape[1]
-    for v, what in ((a, "A"), (b, "B")):
-        if v.type.dtype not in WGMMA_DTYPES:
-            raise BackendError(f"wgmma operand {what} has dtype {v.type.dtype.value}; the tensor core takes "
-                               f"{', '.join(d.value for d in WGMMA_DTYPES)}", op.loc,
-                               hint="cast the operand with .to(aref.float16) or .to(aref.bfloat16)")
-    fp8 = a.type.dtype.bits == 8
-    if (a.type.dtype.bits == 16) != (b.type.dtype.bits == 16) or (not fp8 and a.type.dtype != b.type.dtype):
-        raise BackendError(f"wgmma needs two equal 16-bit operand types or two fp8 types; got "
-                           f"{a.type.dtype.value} · {b.type.dtype.value}", op.loc)
+    fp8 = check_mma_dtypes(op, WGMMA_DTYPES, "wgmma")
     if len(op.operands) > 2 and op.operands[2].type.dtype is not DType.float32:
         raise BackendError("the wgmma templates accumulate in float32 only", op.loc)
     k_atom = 32 if fp8 else 16

@@ -49,6 +49,10 @@ def tag_text(op: Op, name) -> str:
 class RoleEmitter(AccessEmitter, MathEmitter):
     """Emit the body of one role function for group `g` of `plan`."""
 
+    tagged = TAGGED                # op kinds emitted under an `# aref-ir[group#op]` tag
+    templates = "Hopper templates"
+    runtime_predicates = True      # pipeline steps guarded at run time (trip counts from program ids)
+
     def __init__(self, plan: KernelPlan, g: GroupPlan):
         super().__init__()
         self.plan, self.g, self.gp = plan, g, g.gp
@@ -166,8 +170,11 @@ class RoleEmitter(AccessEmitter, MathEmitter):
         guard = None
         if op.pred is not None:
             p = self.scalar(op.pred)
+            if not p.static and not self.runtime_predicates:
+                raise BackendError(f"a pipeline step guarded by a run-time predicate; the {self.templates} need "
+                                   f"trip counts fixed by the specialization", op.loc)
             if p.static and not p.value:
-                if op.kind in TAGGED:
+                if op.kind in self.tagged:
                     self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
                              f"  (skipped: no such pipeline step in this specialization)")
                 return
@@ -176,10 +183,10 @@ class RoleEmitter(AccessEmitter, MathEmitter):
         k = op.kind
         handler = getattr(self, "op_" + k.name.lower(), None)
         if handler is None:
-            raise BackendError(f"the Hopper templates cannot emit a {k.value} op in a "
+            raise BackendError(f"the {self.templates} cannot emit a {k.value} op in a "
                                f"{self.g.description}", op.loc)
         if guard is None:
-            if k in TAGGED:
+            if k in self.tagged:
                 self.tag(op)
             handler(op)
         else:
@@ -189,7 +196,7 @@ class RoleEmitter(AccessEmitter, MathEmitter):
                         and self.last_use(v) > self.pos:
                     self.materialize(v)     # read after the step too: made whether or not the step runs
             with self.out.block(f"if {strip_parens(guard.expr)}:"):
-                if k in TAGGED:
+                if k in self.tagged:
                     self.tag(op)
                 handler(op)
         self.track_live()

@@ -66,6 +66,11 @@ KEY_OPCODES = (
     "tcgen05.st",
     "tcgen05.commit",
     "tcgen05.alloc",
+    "tcgen05.dealloc",
+    "tcgen05.relinquish_alloc_permit",
+    "tcgen05.wait::ld",
+    "tcgen05.wait::st",
+    "tcgen05.fence",
 )
 
 
@@ -217,7 +222,8 @@ def inspect_ptx(ptx_path: Path, arch: str, cubin_path: Path | None = None,
 
 
 def count_opcodes(ptx_text: str, opcodes: Sequence[str] = KEY_OPCODES) -> dict[str, int]:
-    """Count PTX instructions whose opcode starts with each of `opcodes` (predicates like `@%p1` allowed)."""
+    """Count PTX instructions whose opcode starts with each of `opcodes` followed by `.` or `::` (so
+    `tcgen05.fence` counts `tcgen05.fence::before_thread_sync`; predicates like `@%p1` allowed)."""
     ops = []
     for line in ptx_text.splitlines():
         line = line.strip()
@@ -226,7 +232,7 @@ def count_opcodes(ptx_text: str, opcodes: Sequence[str] = KEY_OPCODES) -> dict[s
         if line.startswith("@"):
             line = line.split(None, 1)[1] if " " in line else ""
         ops.append(line.split(None, 1)[0].rstrip(";") if line else "")
-    return {op: sum(1 for o in ops if o == op or o.startswith(op + ".")) for op in opcodes}
+    return {op: sum(1 for o in ops if o == op or o.startswith((op + ".", op + "::"))) for op in opcodes}
 
 
 _PTXAS_FUNC = re.compile(r"Function properties for (\S+)")

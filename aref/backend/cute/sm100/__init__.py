@@ -1,0 +1,22 @@
+"""The Blackwell (sm_100a) templates of the CuTe DSL backend: tcgen05 MMAs into tensor memory.
+
+`generate_source_sm100(ws)` is `aref.backend.cute.generate_source` for sm_100a Barrier IR: `plan` checks and
+lays out the kernel, `role` emits each warp group's role function, `module` assembles the module, and
+`support` holds the device helpers the generated code calls (tensor-memory loads and stores in tcgen05's
+row layout, MMA issue, commits).
+"""
+from __future__ import annotations
+
+from aref.backend.cute.sm100.module import emit_module_sm100
+from aref.backend.cute.sm100.plan import Sm100Plan, plan_kernel_sm100
+
+
+def generate_source_sm100(ws, persistent: bool = False, ctas: int = 148, exp2_fma: float = 0.0) -> str:
+    """The CuTe DSL module of an sm_100a Barrier IR kernel (a `BackendError` for what it cannot express);
+    `exp2_fma`: the share of exp2 computed on the FMA units (see `aref.backend.cute.generate_source`)."""
+    plan = plan_kernel_sm100(ws, persistent, ctas)
+    plan.exp2_fma = exp2_fma
+    return emit_module_sm100(plan)
+
+
+__all__ = ["generate_source_sm100", "plan_kernel_sm100", "Sm100Plan"]

@@ -1,0 +1,267 @@
+"""What the Blackwell (sm_100a) templates need to know about a Barrier IR kernel, and what they refuse.
+
+`plan_kernel_sm100(ws)` reads a barrier-level `WSKernel` and lays out its resources:
+
+  * roles, from what each group does: the **load** warp (TMA copies), the **mma** warp (tcgen05 MMAs,
+    commits; one warp), **compute** warp groups (four warps: softmax, correction, reductions, epilogues from
+    registers — they may also issue MMAs from one elected thread) and the **epilogue** warp (TMA stores of
+    tiles already in shared memory);
+  * the warp layout: four-warp groups first, aligned so warp w of a group reads tensor-memory lanes
+    32·(w mod 4)…, then the one-warp groups, padded to a whole warp group (setmaxnreg is warp-group wide);
+  * shared memory: every ring of a shared-memory channel, the staging tiles of stores from registers,
+    and a zero tile when the MMA warp must publish a zero accumulator (written by a zero MMA);
+  * tensor memory: the kernel's `TmemPlan` (buffers and columns, from the aref lowering);
+  * tcgen05 MMA configurations (dtypes, majors, M, N, A from shared or tensor memory) and TMA atoms.
+
+Register tiles of compute groups use tcgen05's row layout: a 128-row tile gives each thread one whole row
+(32x32b), a 64-row tile half a row (16x32bx2: threads t and t^16 share a row), so row reductions are
+thread-local (plus one shuffle for 64 rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aref import ops
+from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, KernelPlan, TensorPlan, TmaPlan, _add_tma,
+                                        _check_divisible, _cuda_core_read, _items_per_tile, _set_tiled, ident,
+                                        plan_channel_buffers, plan_tma_load)
+from aref.backend.cute.errors import BackendError
+from aref.backend.cute.operands import check_mma_dtypes, producers_of, smem_operand
+from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
+from aref.resources.memory import SWIZZLE_ALIGN, _align
+from aref.ws import WSKernel
+
+SMEM_LIMIT = 227 * 1024           # opt-in dynamic shared memory per CTA on sm_100a (as sm_90a)
+TCGEN05_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
+ROWS = (64, 128)                  # rows of a tcgen05 tile (cta_group::1): M = 64 or 128
+
+
+@dataclass(frozen=True)
+class Tcgen05Config:
+    """One tcgen05 tiling: operand dtypes and majors, the M×N tile, A from shared or tensor memory."""
+
+    a_dtype: DType
+    b_dtype: DType
+    a_major: str                 # "K" or "MN"
+    b_major: str
+    m: int
+    n: int
+    a_source: str                # "SMEM" or "TMEM"
+
+
+@dataclass
+class Sm100GroupPlan(GroupPlan):
+    warp0: int = 0               # the group's first warp in the CTA
+    issues_mma: bool = False
+
+
+@dataclass
+class Sm100Plan(KernelPlan):
+    tmem: object = None                                   # aref.tmem.TmemPlan
+    warps: int = 0                                        # warps of the CTA (whole warp groups)
+    zero_tile: BufferPlan | None = None                   # zero A/B operand of the tensor core's zero fill
+    zero_mmas: list = field(default_factory=list)         # (m, n) of every zero fill
+    mma_of: dict = field(default_factory=dict)            # id(mma_async op) -> index into mmas
+    direct_stores: dict = field(default_factory=dict)     # id(store op) -> slot buffer a TMA store reads
+    mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs (mixed groups)
+    exp2_fma: float = 0.0                                 # share of exp2 on the FMA units (software exp2)
+
+    def group_of(self, gid: int) -> Sm100GroupPlan:
+        return next(g for g in self.groups if g.gp.group.id == gid)
+
+
+def _role(gp) -> tuple[str, str, bool]:
+    kinds = {op.kind for op in gp.all_ops()}
+    mma = OpKind.MMA_ASYNC in kinds
+    traits = set().union(*(ops.entry(op).traits for op in gp.all_ops()))
+    if OpKind.TMA_LOAD in kinds:
+        work = kinds & (ops.kinds_with(ops.CUDA_CORE) | {OpKind.MMA_ASYNC, OpKind.STORE, OpKind.SLOT_STORE})
+        if work:
+            raise BackendError(f"warp group '{gp.group.name}' both issues TMA loads and computes; the Blackwell "
+                               f"templates keep the load warp a pure data-movement role",
+                               next(op.loc for op in gp.all_ops() if op.kind is OpKind.TMA_LOAD),
+                               hint="partition loads into their own warp")
+        return "load", "load warp: TMA copies into shared-memory rings", False
+    if gp.group.warps == 1:
+        if mma:
+            return "mma", "MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit", True
+        return "epilogue", "epilogue warp: TMA stores of tiles handed over in shared memory", False
+    does = []
+    if mma:
+        does.append("tcgen05 MMAs from one elected thread")
+    if {ops.EXPONENTIAL, ops.RUNNING_MAX} <= traits:
+        does.append("softmax")
+    elif OpKind.REDUCE in kinds:
+        does.append("row reductions")
+    if any(op.kind is OpKind.BINARY for op in gp.all_ops()) and gp.group.role == "correction":
+        does.append("accumulator rescaling in tensor memory")
+    if OpKind.STORE in kinds:
+        does.append("TMA-store epilogue")
+    return gp.group.role, f"{gp.group.role} warp group: " + (", ".join(does) or "CUDA-core work"), mma
+
+
+def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -> Sm100Plan:
+    """Check `ws` against the Blackwell templates and lay out its resources (see the module docstring)."""
+    if ws.level != "barrier":
+        raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
+    if ws.arch != "sm_100a":
+        raise BackendError(f"internal: the Blackwell templates got an {ws.arch} kernel", ws.loc)
+    if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
+        raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
+    if ws.tmem is None and any(op.kind is OpKind.MMA_ASYNC for gp in ws.groups for op in gp.all_ops()):
+        raise BackendError("internal: sm_100a Barrier IR with MMAs but no tensor-memory plan (it was not made by "
+                           "the sm_100a aref lowering)", ws.loc)
+    if persistent:
+        raise BackendError("persistent launches are not implemented by the Blackwell templates yet", ws.loc,
+                           hint="compile without --persistent for sm_100a")
+    tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
+               if isinstance(p.value.type, TensorType)]
+    by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}
+    groups = []
+    for i, gp in enumerate(ws.groups):
+        if gp.group.warps not in (1, 4):
+            raise BackendError(f"warp group '{gp.group.name}' has {gp.group.warps} warps; the Blackwell "
+                               f"templates use one warp or one warp group of four", ws.loc)
+        role, desc, mma = _role(gp)
+        groups.append(Sm100GroupPlan(gp, i, role, desc, issues_mma=mma))
+    warp = 0
+    for g in [g for g in groups if g.gp.group.warps == 4] + [g for g in groups if g.gp.group.warps == 1]:
+        g.warp0 = warp
+        warp += g.gp.group.warps
+    warps = -(-warp // 4) * 4
+    channels = [ChannelPlan(ch, ident(ch.name), []) for ch in ws.channels]
+    tmas: list[TmaPlan] = []
+    staging: dict[int, BufferPlan] = {}
+    direct: dict[int, str] = {}
+    # tiles in tensor memory (ws.tmem) take no shared-memory buffer
+    plan_channel_buffers(ws, channels, by_value, skip=lambda ch: any(t.space is Space.TMEM for t in ch.payload))
+    mmas: list[Tcgen05Config] = []
+    mma_of: dict[int, int] = {}
+    zero_mmas: list[tuple[int, int]] = []
+    for g in groups:
+        gp = g.gp
+        prod = producers_of(gp)
+        for op in gp.all_ops():
+            if op.kind is OpKind.TMA_LOAD:
+                plan_tma_load(op, by_value, channels, tmas)
+            elif op.kind is OpKind.STORE:
+                _plan_store(op, g, by_value, channels, prod, tmas, staging, direct)
+            elif op.kind is OpKind.MMA_ASYNC:
+                cfg = tcgen05_config(op, prod, ws)
+                if cfg not in mmas:
+                    mmas.append(cfg)
+                mma_of[id(op)] = mmas.index(cfg)
+            elif op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and g.issues_mma:
+                v = prod.get(id(op.operands[3]))
+                if v is not None and v.kind is OpKind.FULL:
+                    if v.attrs.value != 0.0:
+                        raise BackendError(f"the MMA warp publishes a tile filled with {v.attrs.value} in tensor "
+                                           f"memory; the tensor core writes zero fills only", op.loc,
+                                           hint="start the accumulator at zero")
+                    shape = tuple(op.operands[3].type.shape)
+                    if shape not in zero_mmas:
+                        zero_mmas.append(shape)
+    for g in groups:            # slots whose tiles CUDA cores of a warp group read (a barrier before the release)
+        if g.gp.group.warps == 4:
+            for op in g.gp.all_ops():
+                if op.kind is OpKind.SLOT_READ and _cuda_core_read(g.gp, op.result):
+                    next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)
+    zero_tile = None
+    if zero_mmas:
+        rows = max(max(m, n) for m, n in zero_mmas)
+        zero_tile = BufferPlan("s_zero", TileType((rows, 16), DType.float16, Space.SMEM), 1,
+                               "zeros: A and B of the tensor core's zero fills")
+    used = {nb.id for nb in ws.named_barriers}
+    next_id = max(used, default=0) + 1
+    mma_barriers = []
+    for g in groups:
+        if g.gp.group.warps == 4:
+            g.group_barrier = next_id
+            next_id += 1
+            if g.issues_mma and any(op.kind is OpKind.MMA_WAIT for op in g.gp.all_ops()):
+                mma_barriers.append(g.index)
+    if next_id > 16:
+        raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
+    smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in staging.values())
+    smem += zero_tile.nbytes if zero_tile else 0
+    smem += _align(16 * (sum(c.ch.depth for c in channels) + len(mma_barriers)) + 16, 16) + SWIZZLE_ALIGN
+    if smem > SMEM_LIMIT:
+        parts = ", ".join(f"{c.ch.name}: {c.ch.depth}×{c.ch.slot_bytes} B" for c in channels if c.buffers)
+        raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
+                           f"(rings {parts}; store staging {sum(b.nbytes for b in staging.values())} B)", ws.loc,
+                           hint="lower a channel depth or the tile sizes")
+    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
+                     items_per_tile=_items_per_tile(ws) if persistent else {}, tmem=ws.tmem, warps=warps, zero_tile=zero_tile,
+                     zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers)
+    plan.mmas = mmas
+    return plan
+
+
+def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> None:
+    t = by_value[id(op.operands[0])]
+    box = tuple(op.attrs.tile_shape)
+    value = op.operands[-1]
+    if len(box) != 2:
+        raise BackendError("the TMA-store epilogue writes rank-2 tiles only", op.loc)
+    _set_tiled(t, 2, op.loc)
+    _check_divisible(t, box, op.loc)
+    if value.type.dtype is not t.dtype:
+        raise BackendError(f"store of a {value.type.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
+    if value.type.dtype not in (DType.float16, DType.bfloat16, DType.float32):
+        raise BackendError(f"the epilogue stores 16-bit or float32 tiles, not {value.type.dtype.value}", op.loc)
+    so = smem_operand(value, prod, op.loc) if value.type.space is Space.SMEM else None
+    if so is not None:
+        if so.transposed or so.row0 or tuple(value.type.shape) != box:
+            raise BackendError("a TMA store of a view of a shared-memory slot", op.loc)
+        buf = next(c for c in channels if c.ch.name == so.channel).buffers[so.index]
+        direct[id(op)] = buf.name
+        name = buf.name
+    else:
+        if g.gp.group.warps != 4:
+            raise BackendError(f"warp '{g.gp.group.name}' stores a register tile; tiles live in warp groups of "
+                               f"four warps on sm_100a", op.loc)
+        name = f"s_{t.name}_{ident(g.gp.group.name)}"
+        if any(b.name.startswith(name) for b in staging.values()):
+            name += f"_{len(staging)}"
+        staging[id(op)] = BufferPlan(name, TileType(box, value.type.dtype, Space.SMEM), 1,
+                                     f"staging of {g.gp.group.name}'s store to {t.name}")
+    if not any(x.store and (x.tensor, x.box, x.reduce, x.buffer) == (t.name, box, op.attrs.reduce, name)
+               for x in tmas):
+        _add_tma(tmas, TmaPlan(f"tma_store_{t.name}" + ("_add" if op.attrs.reduce else ""), t.name, box, name,
+                               store=True, reduce=op.attrs.reduce))
+
+
+def tmem_operand(v: Value, prod) -> Op | None:
+    """The slot_read of a tensor-memory ring that `v` is (an MMA operand taken from tensor memory), or None."""
+    op = prod.get(id(v))
+    if op is not None and op.kind is OpKind.SLOT_READ and op.result.type.space is Space.TMEM:
+        return op
+    return None
+
+
+def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
+    """The tcgen05 tiling of one mma_async; what tcgen05 cannot do is a `BackendError` naming the line."""
+    a, b = op.operands[0], op.operands[1]
+    m, k = a.type.shape
+    n = b.type.shape[1]
+    fp8 = check_mma_dtypes(op, TCGEN05_DTYPES, "tcgen05")
+    k_atom = 32 if fp8 else 16
+    if m not in ROWS or k % k_atom or n % (16 if m == 128 else 8) or not 8 <= n <= 256:
+        raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into tcgen05 (cta_group::1) instructions "
+                           f"M=64/128, N a multiple of {16 if m == 128 else 8} up to 256, K a multiple of {k_atom}",
+                           op.loc, hint="use 64- or 128-row tiles")
+    sb = smem_operand(b, prod, op.loc)
+    if sb is None:
+        raise BackendError("the B operand of a tcgen05 MMA must come from shared memory (a channel slot)", op.loc,
+                           hint="publish the tile through an aref channel")
+    b_major = "K" if sb.transposed else "MN"
+    if tmem_operand(a, prod) is not None:
+        return Tcgen05Config(a.type.dtype, b.type.dtype, "K", b_major, m, n, "TMEM")
+    sa = smem_operand(a, prod, op.loc)
+    if sa is None:
+        raise BackendError("the A operand of a tcgen05 MMA comes from shared or tensor memory, not registers",
+                           op.loc, hint="internal: the partition should hand it over through a channel")
+    a_major = "MN" if sa.transposed else "K"
+    if fp8 and (a_major != "K" or b_major != "K"):
+        raise BackendError("fp8 tcgen05 MMAs need both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
+    return Tcgen05Config(a.type.dtype, b.type.dtype, a_major, b_major, m, n, "SMEM")

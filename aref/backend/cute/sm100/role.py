@@ -1,0 +1,552 @@
+"""One warp group of sm_100a Barrier IR → one role function of CuTe DSL source.
+
+The synchronisation skeleton is the Barrier IR's, op for op and under `# aref-ir[...]` tags, as on Hopper
+(`aref.backend.cute.role`, whose scalar, barrier, TMA, loop and tag machinery this emitter inherits). What
+Blackwell changes is filled in here:
+
+  * MMAs are tcgen05: one elected thread issues them into the tensor-memory buffer the IR names
+    (`mma_async … -> tmem O`), operands from shared-memory descriptors or (A) tensor memory; an
+    accumulator that starts at zero is issued without accumulation (a run-time flag when the first
+    iteration is not peeled); `mma_commit` is `tcgen05.commit` to the mbarrier;
+  * publishing an MMA result is free (it is in place); publishing a zero accumulator from the MMA warp is
+    a zero MMA into it;
+  * compute groups load tensor memory with tcgen05.ld and write it back with tcgen05.st in the row layout
+    (`sm100.support`), and do their math there: elementwise chains per thread, row reductions thread-local;
+  * epilogues store tiles from shared memory with one TMA store (the epilogue warp), or stage registers in
+    shared memory first (a compute group).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aref import ops
+from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
+from aref.resources.layout import ACC, COL, ROW, SCALAR
+from aref.backend.cute.render import NARROW, Ctx, Index, Nest
+from aref.backend.cute.role import TAGGED, RoleEmitter
+from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, strip_parens
+from aref.ir import Op, OpKind, Space, TileType, Value
+
+SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
+ROWS = (64, 128)
+
+
+def per_thread_cols(rows: int, cols: int) -> int:
+    """Columns of its row one thread holds: all of them at 128 rows, half at 64 (threads t and t ^ 16)."""
+    return cols if rows == 128 else cols // 2
+
+
+@dataclass
+class RowBuffer(Buffer):
+    """A register tile in the row layout: this thread's elements of its row, as a (1, n) tensor (`acc`), or
+    one value for its row (`row`), or one CTA-uniform value (`scalar`). Register index r is always 0."""
+
+    @property
+    def rows(self) -> int:
+        return 1
+
+    @property
+    def cols(self) -> int:
+        return per_thread_cols(*self.shape)
+
+    @property
+    def elements(self) -> int:
+        return self.cols if self.layout == ACC else 1
+
+
+@dataclass(frozen=True)
+class TmemTile:
+    """A tile in tensor memory: `buffer` of the plan (slot `slot` of a ring), `started` the run-time flag set
+    once an MMA has written an accumulator that began as zero (None: always written)."""
+
+    buffer: str
+    slot: str = "0"
+    started: str | None = None
+
+
+class Sm100RoleEmitter(RoleEmitter):
+    tagged = SM100_TAGGED
+    templates = "Blackwell templates"
+    runtime_predicates = False     # trip counts fixed by the specialization (no guarded pipeline steps yet)
+
+    def __init__(self, plan, g):
+        super().__init__(plan, g)
+        self.producer = False                 # one-warp load group: no inner warp selection
+        self.mixed = g.issues_mma and g.gp.group.warps == 4
+        self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
+
+    # ---------------------------------------------------------------------------------------- helpers
+    def thr(self, mma: str) -> str:
+        return self.local(("thr", mma), f"thr_{mma}", f"{self.arg(mma)}.get_slice(0)")
+
+    def tmem(self) -> str:
+        return self.local(("tmem",), "tmem", f"cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, "
+                                             f"ptr_to_buffer_holding_addr={self.arg('tmem_holder')})")
+
+    def tbuf(self, name: str):
+        return self.plan.tmem.buffer(name)
+
+    def tmem_view(self, buffer: str, slot: str = "0", packed: bool = False) -> str:
+        """The (rows, cols) 32-bit view of a buffer (slot) for tcgen05.ld / st."""
+        b = self.tbuf(buffer)
+        per_slot = b.cols // b.depth
+        col = f"{b.col}" if slot == "0" or b.depth == 1 else f"{b.col} + {per_slot} * ({slot})"
+        code = f"sm100.tmem_tile({self.tmem()}, {col}, {b.rows}, {per_slot})"
+        if slot == "0" or b.depth == 1:
+            return self.local(("tview", buffer), f"t_{ident(buffer)}", code)
+        name = self.names(f"t_{ident(buffer)}")
+        self.out(f"{name} = {code}")
+        return name
+
+    def acc_tensor(self, buffer: str, mma: str, cfg) -> str:
+        b = self.tbuf(buffer)
+        return self.local(("acc", buffer, mma), f"acc_{ident(buffer)}",
+                          f"cute.make_tensor({self.tmem()} + {b.col}, {self.arg(mma)}.make_fragment_C("
+                          f"{self.arg(mma)}.partition_shape_C(({cfg.m}, {cfg.n}))).layout)")
+
+    def issue(self, line: str) -> None:
+        """A tensor-core instruction: one warp issues it (in a warp group, the group's first warp)."""
+        if self.mixed:
+            with self.out.block("if warp_in_group == 0:"):
+                self.out(line)
+        else:
+            self.out(line)
+
+    def my_row(self, rows: int) -> str:
+        return self.local(("row", rows), f"row{rows}", f"sm100.coords({rows}, 32, tidx)[0][0]")
+
+    def check_rows(self, t: TileType) -> None:
+        if t.shape[0] not in ROWS:
+            raise BackendError(f"a register tile {t} in warp group '{self.gp.group.name}'; the Blackwell templates "
+                               f"hold 64- or 128-row tiles per warp group (tcgen05's row layout)", self.loc,
+                               hint="split the rows into 64- or 128-row sub-tiles")
+
+    # ------------------------------------------------------------------------------ register storage
+    # The layout-independent part of register math (liveness, fusion, the registry's element templates
+    # and reduce specs) is `MathEmitter`'s; these hooks give it tcgen05's row layout: register index r is
+    # the thread's one row (a loop of 1), c the columns of that row it holds.
+    def check_fits(self, t: TileType, layout: str) -> None:
+        if layout == COL:
+            raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}'; "
+                               f"the Blackwell templates hold one row per thread (tcgen05's row layout) and have no "
+                               f"column-vector layout", self.loc,
+                               hint="on sm_100a broadcast vectors along the rows only (`x[:, None]`), or "
+                                    "compile for sm_90a")
+        if layout in (ACC, ROW):
+            self.check_rows(t)
+
+    def alloc_buffer(self, name: str, t: TileType, layout: str) -> Buffer:
+        dt = f"cutlass.{CUTLASS_DTYPE.get(t.dtype, 'Boolean')}"
+        buf = RowBuffer(name, tuple(t.shape), t.dtype, "", layout=layout)
+        if layout == ACC:
+            self.setup(f"{name} = sm100.row_tile({t.shape[0]}, {t.shape[1]}, {dt})")
+            buf.rc = name
+        else:
+            self.setup(f"{name} = cute.make_rmem_tensor(1, {dt})")
+        return buf
+
+    def nest_for(self, layout: str, t) -> Nest:
+        if layout == SCALAR:
+            return Nest([])
+        if layout == ROW:
+            return Nest([("r", 1)])
+        self.check_fits(t, layout)
+        return Nest([("r", 1), ("c", per_thread_cols(*t.shape))])
+
+    def slice_ctx(self, op: Op, ctx: Ctx) -> Ctx:
+        """A column slice of a 128-row register tile is a shift of the column index (the thread holds its
+        whole row); rows are threads, and a 64-row tile's columns are split between two threads."""
+        a, src = op.attrs, op.operands[0].type
+        if len(src.shape) != 2 or a.axis != 1 or src.shape[0] != 128:
+            raise BackendError(f"a {'row' if a.axis == 0 or len(src.shape) == 1 else 'column'} slice of the "
+                               f"register tile {src}; the Blackwell row layout slices the columns of 128-row "
+                               f"tiles only (rows are threads)", op.loc,
+                               hint="slice the tile in tensor or shared memory before it reaches registers")
+        return Ctx(ctx.r, ctx.c.shift(a.start) if ctx.c else ctx.c, ctx.orient)
+
+    def transpose_registers(self, op: Op) -> None:
+        raise BackendError("a transposed register tile read by register math; the Blackwell templates have no "
+                           "exchange between rows and columns", op.loc,
+                           hint="transpose the operand in shared memory (load it transposed)")
+
+    def reduce(self, op: Op) -> None:
+        """Along a row (axis 1): a loop over the thread's columns, plus one shuffle at 64 rows; the identity
+        and combination are the op's registry entry's."""
+        src, res = op.operands[0], op.result
+        s_layout, r_layout = self.layout_of(src), self.layout_of(res)
+        if not (s_layout == ACC and op.attrs.axis == 1):
+            if s_layout == ACC or s_layout == ROW and r_layout == SCALAR:
+                raise BackendError(f"a {op.attrs.fn} reduction across rows (of {src.type}); in the Blackwell "
+                                   f"row layout each row is a thread, so only row reductions (axis 1) are "
+                                   f"thread-local and implemented", op.loc,
+                                   hint="reduce along axis 1, or transpose the tile in shared memory first")
+            super().reduce(op)                                 # along a unit axis: the value itself
+            return
+        self.check_rows(src.type)
+        rows, cols = src.type.shape
+        cls = ops.compute_class(src.type.dtype)
+        try:
+            spec = ops.cute_emission(ops.entry(op), self.role_key(), s_layout, cls).reduce
+        except ops.NoEmission as err:
+            raise BackendError(str(err), op.loc) from None
+        buf = self.new_buffer(res, hint=self.hint(res) or f"row_{op.attrs.fn}", layout=r_layout)
+        nest = Nest([("r", 1), ("c", per_thread_cols(rows, cols))])
+        expr = strip_parens(self.render(src, Ctx(Index("r"), Index("c")), nest, top=False))
+        nest.levels[1].append(f"x = {spec.identity}")
+        nest.levels[2].append(f"x = {strip_parens(spec.combine.format(a='x', b=expr))}")
+        if rows == 64:
+            other = "cute.arch.shuffle_sync_bfly(x, offset=16)"
+            nest.after[1].append(f"x = {strip_parens(spec.combine.format(a='x', b=other))}  # threads t and "
+                                 f"t^16 hold one row")
+        target = buf.at("r", None) if r_layout == ROW else buf.at(None, None)
+        nest.after[1].append(f"{target} = {self.convert_to('x', res.type.dtype)}"
+                             + ("  # the thread's whole row" if rows == 128 else ""))
+        self.emit_nest(nest)
+        self.env[id(res)] = Reg(buf)
+
+    def smem_element(self, s: SmemTile, v: Value, ctx: Ctx, nest: Nest) -> str:
+        if s.transposed:
+            raise BackendError("register math on a transposed shared-memory tile", self.loc)
+        ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
+        slot = strip_parens(s.slot.expr)
+        if ctx.layout == ACC:
+            text = f"{self.smem_view(s)}[{ctx.c}]"
+        elif ctx.layout == COL:
+            self.check_fits(s.tile, COL)
+        else:
+            row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
+                else str(s.row0)
+            text = f"{ring}[{row}, {slot}]" if len(s.tile.shape) == 1 else f"{ring}[{row}, 0, {slot}]"
+            text = f"cutlass.Float32({text})" if s.tile.dtype in NARROW else text
+            # one shared-memory read per row, not per element of it
+            if ctx.layout != ROW or not nest.loops:
+                return text
+            name = self.names(f"row_{v.name or ident(s.channel)}")
+            nest.levels[nest.depth_of(ctx)].append(f"{name} = {text}")
+            return name
+        return f"cutlass.Float32({text})" if s.tile.dtype in NARROW else text
+
+    def rows_of(self, v: Value) -> int:
+        """Rows of the tiles this value is combined with (a row vector has the rows of its tile)."""
+        return v.type.shape[0]
+
+    def smem_view(self, s: SmemTile, rows_view: bool = False) -> str:
+        cp = self.plan.channel(s.channel)
+        ring = cp.buffers[s.index]
+        rows, cols = s.tile.shape
+        if rows != ring.tile.shape[0]:
+            raise BackendError("a row block of a shared-memory tile in register math", self.loc)
+        self.check_rows(s.tile)
+        name = self.names(f"{ring.name[2:]}_rows")
+        self.out(f"{name} = sm100.smem_rows({self.arg(ring.name)}[None, None, {strip_parens(s.slot.expr)}], "
+                 f"{rows}, {cols}, tidx)")
+        return name
+
+    def materialize(self, v: Value) -> Buffer:
+        c = self.env[id(v)]
+        if isinstance(c, SmemTile) and len(v.type.shape) == 2:
+            buf = self.new_buffer(v)
+            self.out(f"sm100.copy_rows({self.smem_view(c)}, {buf.name})")
+            self.env[id(v)] = Reg(buf)
+            return buf
+        if isinstance(c, TmemTile):         # CUDA cores read an MMA result (its mma_wait came before)
+            t = v.type
+            if t.dtype.bits != 32:
+                raise BackendError(f"CUDA cores read a {t.dtype.value} tile from tensor memory", self.loc)
+            self.check_rows(t)
+            buf = self.new_buffer(v)
+            self.out(f"sm100.tmem_load({self.tmem_view(c.buffer, c.slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, "
+                     f"tidx)  # tcgen05.ld + wait::ld")
+            self.env[id(v)] = Reg(buf)
+            return buf
+        return super().materialize(v)
+
+    def elementwise(self, v: Value, op: Op) -> Buffer:
+        for o in self.leaves(op):           # tensor-memory inputs come to registers first (then reusable)
+            if isinstance(self.env.get(id(o)), TmemTile):
+                self.materialize(o)
+        return super().elementwise(v, op)
+
+    def leaf(self, v: Value, c, ctx: Ctx, nest: Nest) -> str:
+        if isinstance(c, TmemTile):         # an MMA result read by CUDA cores: tcgen05.ld first
+            c = Reg(self.materialize(v))
+        return super().leaf(v, c, ctx, nest)
+
+    # ------------------------------------------------------------------------------- slots, TMEM
+    def op_slot_read(self, op: Op) -> None:
+        ring_t = op.operands[0].type.tile
+        if ring_t.space is not Space.TMEM:
+            super().op_slot_read(op)
+            return
+        a = op.attrs
+        buffer = self.plan.tmem.ring_buffer[a.channel]
+        slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
+        users = [u for _, u in self.use_at.get(id(op.result), [])]
+        if not self._cuda_core_use(op.result) or users and all(
+                u is not None and u.kind is OpKind.SLICE for u in users):
+            # an MMA operand / accumulator, or read by column chunks (each loaded where it is sliced)
+            self.env[id(op.result)] = TmemTile(buffer, slot)
+            return
+        t = op.result.type
+        if t.dtype.bits != 32:
+            raise BackendError(f"CUDA cores read a {t.dtype.value} tile from tensor memory; the templates load "
+                               f"32-bit tiles", op.loc)
+        self.check_rows(t)
+        buf = self.new_buffer(op.result)
+        self.env[id(op.result)] = Reg(buf)
+        self.out(f"sm100.tmem_load({self.tmem_view(buffer, slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)"
+                 f"  # tcgen05.ld + wait::ld")
+
+    def _cuda_core_use(self, v: Value, depth: int = 0) -> bool:
+        for _, user in self.use_at.get(id(v), []):
+            if user is None:
+                return True
+            if user.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.SELECT):
+                if depth < 16 and self._cuda_core_use(user.result, depth + 1):
+                    return True
+            elif user.kind is not OpKind.MMA_ASYNC and not (
+                    user.kind is OpKind.SLOT_STORE and user.operands[0].type.tile.space is Space.TMEM
+                    and self.g.issues_mma):
+                return True
+        return False
+
+    def op_slot_store(self, op: Op) -> None:
+        a = op.attrs
+        cp = self.plan.channel(a.channel)
+        v = op.operands[3]
+        t = v.type
+        slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
+        if op.operands[0].type.tile.space is Space.TMEM:
+            buffer = self.plan.tmem.ring_buffer[a.channel]
+            c = self.env.get(id(v))
+            if isinstance(c, TmemTile):
+                self.out(f"# in place: the MMA wrote {buffer} (tensor memory), which holds {cp.ch.name}")
+                return
+            if isinstance(c, Zero) and self.g.issues_mma and not self._cuda_core_writer():
+                self.zero_fill(buffer, t)
+                self.env[id(v)] = TmemTile(buffer)         # the zeros are there now: MMAs accumulate on them
+                return
+            buf = self.materialize(v)
+            self.check_rows(t)
+            if t.dtype.bits == 16:
+                if t.shape[0] != 128:
+                    raise BackendError("a 16-bit tile written to tensor memory must have 128 rows", op.loc)
+                self.out(f"sm100.tmem_store_packed({self.tmem_view(buffer, slot)}, {buf.name}, {t.shape[0]}, "
+                         f"{t.shape[1]}, tidx)  # tcgen05.st, two 16-bit elements per column")
+            else:
+                self.out(f"sm100.tmem_store({self.tmem_view(buffer, slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, "
+                         f"tidx)  # tcgen05.st")
+            return
+        ring = cp.buffers[a.index]
+        buf = self.materialize(v)
+        if len(t.shape) == 1:
+            self.out(f"{self.arg(ring.name)}[{self.my_row(t.shape[0])}, {slot}] = {buf.name}[0]")
+            return
+        self.check_rows(t)
+        self.out(f"sm100.copy_rows({buf.name}, sm100.smem_rows({self.arg(ring.name)}[None, None, {slot}], "
+                 f"{t.shape[0]}, {t.shape[1]}, tidx))")
+
+    def _cuda_core_writer(self) -> bool:
+        return self.gp.group.warps == 4 and not self.mixed
+
+    def zero_fill(self, buffer: str, t: TileType) -> None:
+        m, n = t.shape
+        i = self.plan.zero_mmas.index((m, n))
+        zm = self.arg(f"zmma{i}")
+        thr = self.local(("thr", f"zmma{i}"), f"thr_zmma{i}", f"{zm}.get_slice(0)")
+        za = self.local(("za", i), f"zeros_a{i}", f"{zm}.make_fragment_A({thr}.partition_A(aref.row_block("
+                                                   f"{self.arg('s_zero')}, {m}, 16, 0)))[None, None, None, 0]")
+        zb = self.local(("zb", i), f"zeros_b{i}", f"{zm}.make_fragment_B({thr}.partition_B(aref.row_block("
+                                                   f"{self.arg('s_zero')}, {n}, 16, 0)))[None, None, None, 0]")
+        acc = self.local(("zacc", buffer), f"zacc_{ident(buffer)}",
+                         f"cute.make_tensor({self.tmem()} + {self.tbuf(buffer).col}, {zm}.make_fragment_C("
+                         f"{zm}.partition_shape_C(({m}, {n}))).layout)")
+        self.out(f"# {buffer} starts at zero: the tensor core writes it (an MMA of two zero tiles)")
+        self.issue(f"sm100.zero_fill({zm}, {acc}, {za}, {zb})")
+
+    def op_tmem_store_fence(self, op: Op) -> None:
+        self.out("sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes")
+
+    def op_tmem_alloc(self, op: Op) -> None:
+        self.out(f"# {op.attrs.columns} columns allocated by this warp before the roles started (kernel prologue)")
+
+    def op_tmem_dealloc(self, op: Op) -> None:
+        self.out(f"cute.arch.dealloc_tmem({self.tmem()}, {op.attrs.columns})")
+
+    # -------------------------------------------------------------------------------------- MMAs
+    def operand_frag(self, v: Value, mma: str, which: str) -> str:
+        c = self.env.get(id(v))
+        if isinstance(c, TmemTile):
+            if which != "A":
+                raise BackendError("a tcgen05 B operand in tensor memory", self.loc)
+            cfg = self.plan.mmas[int(mma[3:])]
+            b = self.tbuf(c.buffer)
+            k = v.type.shape[1]
+            return self.local(("tmem_a", c.buffer, mma), f"a_{ident(c.buffer)}",
+                              f"sm100.tmem_operand_a({self.arg(mma)}, {self.tmem()}, {b.col}, {cfg.m}, {cfg.n}, {k}, "
+                              f"cutlass.{CUTLASS_DTYPE[v.type.dtype]})")
+        return super().operand_frag(v, mma, which)
+
+    def op_mma_async(self, op: Op) -> None:
+        i = self.plan.mma_of[id(op)]
+        cfg = self.plan.mmas[i]
+        mma = f"mma{i}"
+        a = self.operand_frag(op.operands[0], mma, "A")
+        b = self.operand_frag(op.operands[1], mma, "B")
+        buffer = op.attrs.tmem
+        started = None
+        accumulate = "False"
+        if len(op.operands) > 2:
+            c = self.env.get(id(op.operands[2]))
+            if isinstance(c, TmemTile):
+                if c.buffer != buffer:
+                    raise BackendError("internal: an MMA accumulates from another tensor-memory buffer", op.loc)
+                started = c.started
+                accumulate = c.started or "True"
+            elif not (isinstance(c, Zero) and c.fill == 0.0):
+                raise BackendError("a tcgen05 accumulator that is neither zero nor in tensor memory", op.loc)
+        acc = self.acc_tensor(buffer, mma, cfg)
+        self.issue(f"sm100.umma({self.arg(mma)}, {acc}, {a}, {b}, accumulate={accumulate})")
+        if started:
+            self.out(f"{started} = cutlass.Boolean(True)")
+        self.env[id(op.result)] = TmemTile(buffer, "0", None)
+
+    def op_mbarrier_wait(self, op: Op) -> None:
+        super().op_mbarrier_wait(op)
+        if not self.plan.channel(op.attrs.channel).buffers:      # a tensor-memory ring: its data (or room)
+            self.out("sm100.after_wait()  # tcgen05.fence::after_thread_sync")
+
+    op_mbar_wait = op_mbarrier_wait
+
+    def op_mma_commit(self, op: Op) -> None:
+        a = op.attrs
+        if a.which == "empty" and self.g.index in self.plan.channel(a.channel).cuda_core_readers:
+            self.out("# every warp's CUDA-core reads of the slot are done before the MMAs' commit releases it")
+            self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
+        self.issue(f"sm100.commit({self.bar(op.operands[0], op.operands[1], a.which, a.channel)})  # tcgen05.commit")
+
+    def op_mma_wait(self, op: Op) -> None:
+        bar = self.arg(f"mma_done_{ident(self.gp.group.name)}")
+        phase = self.names.reserve("mma_phase")
+        if ("mma_phase",) not in self.frags:
+            self.frags[("mma_phase",)] = phase
+            self.setup("mma_phase = cutlass.Int32(0)")
+        self.out("# this group's MMAs are done before its CUDA cores read their results")
+        self.issue(f"sm100.commit({bar})")
+        self.out(f"cute.arch.mbarrier_wait({bar}, mma_phase)")
+        self.out("mma_phase = mma_phase ^ 1")
+        self.retire(0)
+
+    # ------------------------------------------------------------------------------- loop-carried
+    def loop_entry(self, lp) -> None:
+        tiles = {}
+        for init, car in zip(lp.inits, lp.carried):
+            if isinstance(car.type, TileType) and car.type.space is Space.TMEM:
+                c = self.env[id(init)]
+                buffer = self._buffer_of_carried(lp, car)
+                if isinstance(c, Zero):
+                    flag = self.names(f"{ident(buffer)}_started")
+                    self.out(f"{flag} = cutlass.Boolean(False)  # {buffer} holds no MMA result yet")
+                    tiles[id(car)] = TmemTile(buffer, "0", flag)
+                else:
+                    tiles[id(car)] = TmemTile(buffer, "0", getattr(c, "started", None))
+                self.dead_carried.add(id(car))          # no registers: the tile stays in tensor memory
+        super().loop_entry(lp)
+        self.env.update(tiles)
+
+    def _buffer_of_carried(self, lp, car) -> str:
+        y = lp.yields[list(lp.carried).index(car)]
+        op = self.prod.get(id(y))
+        while op is not None and op.kind is OpKind.SELECT:
+            op = self.prod.get(id(op.operands[1]))
+        if op is None or op.kind is not OpKind.MMA_ASYNC:
+            raise BackendError("internal: a loop-carried tensor-memory tile not computed by an MMA", lp.loc)
+        return op.attrs.tmem
+
+    def loop_results(self, lp, trip) -> None:
+        carried_tmem = {id(c): self.env[id(c)] for c in lp.carried if isinstance(self.env.get(id(c)), TmemTile)}
+        super().loop_results(lp, trip)
+        for c, r in zip(lp.carried, lp.results):
+            if id(c) in carried_tmem:
+                self.env[id(r)] = carried_tmem[id(c)]
+
+    # ----------------------------------------------------------------------------------- stores
+    def op_store(self, op: Op) -> None:
+        t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
+            [id(p.value) for p in self.plan.ws.params].index(id(op.operands[0]))].name)
+        value = op.operands[-1]
+        coords = [self.scalar(c) for c in op.operands[1:-1]]
+        rank = len(t.shape)
+        lead = rank - 2
+        idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
+        direct = self.plan.direct_stores.get(id(op))
+        if direct is not None:
+            s = self.env[id(value)]
+            tma = self.plan.tma(t.name, op.attrs.tile_shape, direct, store=True, reduce=op.attrs.reduce)
+            s_part, g_part = self.tma_partition(tma, direct, 2, rank)
+            self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}[None, {strip_parens(s.slot.expr)}], "
+                     f"{g_part}[None, {idx}], 0)  # one thread: TMA store straight from the slot")
+            self.pending_direct[s.channel] = tma.name
+            self.pending_store.add(direct)
+            return
+        stage = self.plan.staging[id(op)]
+        tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
+        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank)
+        buf = self.materialize(value)
+        if stage.name in self.pending_store or self.in_loop:
+            self.out("# the previous TMA store from this staging tile must have read it")
+            self.out("aref.staging_free(warp_in_group)")
+            self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
+        rows, cols = value.type.shape
+        self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
+                 f"barrier_id={self.g.group_barrier})")
+        self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
+        self.pending_store.add(stage.name)
+
+    def before_release(self, channel: str) -> None:
+        if channel in self.pending_direct:
+            del self.pending_direct[channel]
+            self.out("# the TMA store has read the slot before it is released")
+            self.out("aref.staging_free(0)")
+
+    def op_mbar_arrive(self, op: Op) -> None:
+        a = op.attrs
+        if a.which == "empty":
+            self.before_release(a.channel)
+            if self.gp.group.warps == 1:
+                self.out(f"aref.arrive_once({self.bar(op.operands[0], op.operands[1], 'empty', a.channel)}, 0)")
+                return
+        super().op_mbar_arrive(op)
+
+    def op_slice(self, op: Op) -> None:
+        c = self.env.get(id(op.operands[0]))
+        a = op.attrs
+        if not isinstance(c, TmemTile) or a.axis != 1:
+            super().op_slice(op)
+            return
+        t = op.result.type
+        b = self.tbuf(c.buffer)
+        if b.depth != 1 or t.dtype.bits != 32:
+            raise BackendError("a column chunk of a multi-slot or 16-bit tensor-memory tile", op.loc)
+        self.check_rows(t)
+        view = self.local(("tview", c.buffer, a.start), f"t_{ident(c.buffer)}_{a.start}",
+                          f"sm100.tmem_tile({self.tmem()}, {b.col + a.start}, {t.shape[0]}, {t.shape[1]})")
+        buf = self.new_buffer(op.result)
+        self.env[id(op.result)] = Reg(buf)
+        self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "
+                 f"{a.start}..{a.start + a.size - 1} of {c.buffer}")
+
+    def render_op(self, op: Op, args: list[str], ctx: Ctx, nest: Nest) -> str:
+        """The registry's expression, except exp2 of a tile under the `exp2_fma` option: a share of each
+        row's elements on the FMA units (FA4's software exp2)."""
+        share = getattr(self.plan, "exp2_fma", 0.0)
+        if share and ctx.layout == ACC and ops.entry(op) is ops.lookup(OpKind.UNARY, "exp2"):
+            if not 0.0 < share <= 1.0:
+                raise BackendError(f"exp2_fma is a share of the elements, in (0, 1]; got {share}", op.loc)
+            return f"sm100.exp2_mixed({strip_parens(args[0])}, {ctx.c}, 16, {max(1, round(share * 16))})"
+        return super().render_op(op, args, ctx, nest)
+
+    # ---------------------------------------------------------------------------- unsupported ops
+    def op_arange(self, op: Op) -> None:
+        raise BackendError("arange (index tiles) in a warp group; the Blackwell templates do not implement "
+                           "index tiles yet", op.loc)

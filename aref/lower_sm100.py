@@ -1,0 +1,413 @@
+"""Aref lowering rules of Blackwell (sm_100a): MMAs write tensor memory and signal with `tcgen05.commit`.
+
+On top of the common lowering (`aref.lower`: slots, parities, TMA rings, register hand-offs):
+
+* A group that issues MMAs (FA4's MMA warp, or a 4-warp group that also computes) never waits for its own
+  MMAs to hand their results on. Publishing an MMA result through a tensor-memory channel is
+  `wait empty → (the MMA writes the slot's columns) → mma_commit full`: the commit arrives once the MMAs
+  issued so far complete. Releasing a slot its MMAs read is `mma_commit empty`.
+* The group waits for its MMAs (`mma_wait 0`, a commit to its own barrier and a parity wait in the code)
+  only before its CUDA cores read an MMA result.
+* A group that writes a tensor-memory tile computed from one it read releases what it read before
+  publishing what it wrote, so the tile can be rewritten in place (the correction group's O).
+* Tensor memory is planned (`aref.tmem.plan_tensor_memory`), allocated by the first MMA-issuing group before
+  the others start, and freed once every group using it has arrived at its named barrier.
+"""
+from __future__ import annotations
+
+from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
+from aref.lower import VIEWS, _Lowering, _mma_origin
+from aref.subtile_sm100 import subtile_epilogues
+from aref.tmem import plan_tensor_memory
+from aref.ws import Channel, GroupProgram, NamedBarrier, WSKernel
+
+
+def _in_tmem(ch: Channel) -> bool:
+    return any(t.space is Space.TMEM for t in ch.payload)
+
+
+def tensor_core_group(gp: GroupProgram) -> bool:
+    return any(op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in gp.all_ops())
+
+
+def lower_blackwell(ws: WSKernel) -> None:
+    """Lower every group of pipelined sm_100a kernel `ws` (in place) and plan its tensor memory."""
+    subtile_epilogues(ws)
+    for ch in ws.channels:
+        producer = ws.groups[ch.producer]
+        if ch.kind == "store" and _in_tmem(ch) and tensor_core_group(producer):
+            ch.full_count = 1                       # one tcgen05.commit publishes the slot
+    # before any group is lowered (its gets, puts and MMAs are still channel ops)
+    successors = {ch.name: _in_place_successors(ws, ch) for ch in ws.channels if _in_tmem(ch)}
+    for gp in ws.groups:
+        _release_before_publish(gp, ws)
+        _BlackwellLowering(ws, gp, successors).run()
+        for _, block in gp.regions():
+            _wait_before_writing(block.ops)
+        _insert_mma_waits(gp)
+    ws.tmem = plan_tensor_memory(ws)
+    if ws.tmem is not None:
+        _allocation(ws)
+    register_budgets(ws)
+
+
+class _BlackwellLowering(_Lowering):
+    def __init__(self, kernel: WSKernel, gp: GroupProgram, successors: dict[str, list[Channel]]):
+        super().__init__(kernel, gp)
+        self.successors = successors
+        self.tensor_core = tensor_core_group(gp)
+        self.mma_reads = {ch.name for ch in kernel.channels if self.tensor_core and _mma_reads_slot(gp, ch)}
+
+    def put(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        if not (self.tensor_core and ch.kind == "store" and _in_tmem(ch)
+                and all(from_mma(v, self.gp) for v in op.operands[2:])):
+            if ch.kind == "store" and _in_tmem(ch):
+                # the columns also hold the MMA result accumulated on this tile and handed on through `later`:
+                # its previous item must be released there too before CUDA cores overwrite them
+                item = op.operands[1]
+                for later in self.successors.get(ch.name, []):
+                    if self.gp.group.id in later.consumers:
+                        continue
+                    slot = self.slot(later, item, out, op.loc)
+                    flip = self.flipped(self.phase(later, item, out, op.loc), out, op.loc)
+                    self.emit(out, op, OpKind.MBAR_WAIT, (later.empty, slot, flip), (),
+                              BarrierAttrs(later.name, "empty"))
+            super().put(op, out)
+            return
+        item, tiles = op.operands[1], op.operands[2:]
+        slot = self.slot(ch, item, out, op.loc)
+        flip = self.flipped(self.phase(ch, item, out, op.loc), out, op.loc)
+        self.emit(out, op, OpKind.MBAR_WAIT, (ch.empty, slot, flip), (), BarrierAttrs(ch.name, "empty"))
+        for j, t in enumerate(tiles):       # in place: the MMA wrote these columns (a zero tile: the tensor core)
+            self.emit(out, op, OpKind.SLOT_STORE, (ch.rings[j], slot, item, t), (), _slot_attrs(ch, j))
+        self.emit(out, op, OpKind.MMA_COMMIT, (ch.full, slot, item), (), BarrierAttrs(ch.name, "full", 1))
+
+    def consumed(self, op: Op, out: list[Op]) -> None:
+        ch = self.chans[id(op.operands[0])]
+        if ch.name not in self.mma_reads:
+            super().consumed(op, out)
+            return
+        slot = self.slot(ch, op.operands[1], out, op.loc)
+        self.emit(out, op, OpKind.MMA_COMMIT, (ch.empty, slot, op.operands[1]), (), BarrierAttrs(ch.name, "empty", 1))
+
+
+def _in_place_successors(ws: WSKernel, ch: Channel) -> list[Channel]:
+    """Tensor-memory rings sharing `ch`'s columns downstream: a tensor-core consumer's MMA accumulates in place
+    on the tile it gets from `ch` and puts the result into them. (A writer of `ch` that consumes them itself,
+    e.g. a correction group rescaling O, is ordered by its own release.)"""
+    out = []
+    for g in ch.consumers:
+        gp = ws.groups[g]
+        if not tensor_core_group(gp):
+            continue
+        ops = list(gp.all_ops())
+        vals = {id(r) for op in ops if op.kind is OpKind.GET and op.operands[0] is ch.value for r in op.results}
+        for op in ops:
+            if op.kind in VIEWS and id(op.operands[0]) in vals or (
+                    op.kind is OpKind.MMA and len(op.operands) > 2 and id(op.operands[2]) in vals):
+                vals.add(id(op.result))
+        chans = {id(c.value): c for c in ws.channels}
+        for op in ops:
+            if op.kind is OpKind.PUT and any(id(v) in vals for v in op.operands[2:]):
+                later = chans[id(op.operands[0])]
+                if later is not ch and _in_tmem(later) and later.region == ch.region and later not in out:
+                    out.append(later)
+    return out
+
+
+def _mma_reads_slot(gp: GroupProgram, ch: Channel) -> bool:
+    """Does an MMA of this group read `ch`'s slot (an operand, or the accumulator it updates in place)?"""
+    got: set[int] = set()
+    for op in gp.all_ops():
+        if op.kind is OpKind.GET and op.operands[0] is ch.value:
+            got |= {id(r) for r in op.results}
+        elif op.kind in VIEWS + (OpKind.SELECT,) and any(id(v) in got for v in op.operands):
+            got.add(id(op.result))
+    if gp.loop is not None:
+        for init, c in zip(gp.loop.inits, gp.loop.carried):
+            if id(init) in got:
+                got.add(id(c))
+    return any(op.kind is OpKind.MMA and any(id(v) in got for v in op.operands) for op in gp.all_ops())
+
+
+def _slot_attrs(ch: Channel, j: int):
+    from aref.ir import SlotAttrs
+    return SlotAttrs(ch.name, j)
+
+
+def from_mma(v, gp: GroupProgram, depth: int = 0) -> bool:
+    """Is `v` an MMA result of this group, or a constant or select of such (an accumulator chain)? Such a
+    tile lives in tensor memory where the group's MMAs (or the tensor core's zero fill) wrote it."""
+    prod = gp.producers()
+    op = prod.get(id(v))
+    if op is None or depth > 32:
+        return False
+    if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.FULL):
+        return True
+    if op.kind is OpKind.SELECT:
+        return all(from_mma(x, gp, depth + 1) for x in op.operands[1:])
+    return False
+
+
+def read_by_tensor_core(v, gp: GroupProgram, depth: int = 0) -> bool:
+    """Is the tensor-memory tile `v` (a slot_read) used only by this group's MMAs, through views? Then it is
+    an operand or accumulator taken where it lies: no tcgen05.ld moves it into registers."""
+    users = [op for op in gp.all_ops() if any(o is v for o in op.operands)]
+    if not users or depth > 16:
+        return False
+    return all(read_by_tensor_core(u.result, gp, depth + 1) if u.kind in VIEWS + (OpKind.SELECT,)
+               else u.kind is OpKind.MMA_ASYNC
+               for u in users)
+
+
+# ------------------------------------------------------------------------------ in-place rewrites
+def _release_before_publish(gp: GroupProgram, ws: WSKernel) -> None:
+    """In each block, move the release of a tensor-memory slot up to just after its last reader (through
+    views), ahead of later puts: a group that rewrites the tile in place (O ← O·α) then gives up the old
+    item before it publishes the new one."""
+    chans = {id(c.value): c for c in ws.channels}
+    for _, block in gp.regions():
+        ops = block.ops
+        for i in range(len(ops)):
+            op = ops[i]
+            if op.kind is not OpKind.CONSUMED or not _in_tmem(chans[id(op.operands[0])]):
+                continue
+            got = None
+            for j in range(i - 1, -1, -1):
+                g = ops[j]
+                if g.kind is OpKind.GET and g.operands[0] is op.operands[0] and g.operands[1] is op.operands[1]:
+                    got = j
+                    break
+            if got is None:
+                continue
+            seen = {id(r) for r in ops[got].results}
+            last = got
+            for j in range(got + 1, i):
+                if any(id(v) in seen for v in ops[j].operands):
+                    last = j
+                    if ops[j].kind in VIEWS:
+                        seen.update(id(r) for r in ops[j].results)
+            if last + 1 < i and all(o.stage == op.stage for o in ops[last + 1:i]):
+                ops.insert(last + 1, ops.pop(i))
+
+
+def _wait_before_writing(ops: list[Op]) -> None:
+    """An MMA writes the tensor-memory slot it publishes when it is issued, not when its result is put: the
+    `empty` wait of an in-place publish moves up to the first MMA of the block that writes those columns
+    (the MMA producing the value and those it accumulates on), with the index math it needs."""
+    prod = {id(r): i for i, op in enumerate(ops) for r in op.results}
+    i = 0
+    while i < len(ops):
+        st = ops[i]
+        i += 1
+        if st.kind is not OpKind.SLOT_STORE or id(st.operands[3]) not in prod:
+            continue
+        first = prod[id(st.operands[3])]
+        if ops[first].kind is not OpKind.MMA_ASYNC:
+            continue
+        while len(ops[first].operands) > 2 and id(ops[first].operands[2]) in prod \
+                and ops[prod[id(ops[first].operands[2])]].kind is OpKind.MMA_ASYNC:
+            first = prod[id(ops[first].operands[2])]
+        wait = next((j for j in range(i - 2, first, -1) if ops[j].kind is OpKind.MBAR_WAIT
+                     and ops[j].attrs.which == "empty" and ops[j].attrs.channel == st.attrs.channel), None)
+        if wait is None:
+            continue
+        # the wait and the index math it reads that sits between the MMA and the wait move up together
+        need = {id(v) for v in (*ops[wait].operands, *([ops[wait].pred] if ops[wait].pred else []))}
+        moved = [wait]
+        for j in range(wait - 1, first, -1):
+            if any(id(r) in need for r in ops[j].results):
+                moved.append(j)
+                need |= {id(v) for v in ops[j].operands}
+        block = [ops[j] for j in sorted(moved)]
+        for j in sorted(moved, reverse=True):
+            del ops[j]
+        ops[first:first] = block
+        prod = {id(r): k for k, op in enumerate(ops) for r in op.results}
+
+
+# ------------------------------------------------------------------------------------- MMA waits
+def _insert_mma_waits(gp: GroupProgram) -> None:
+    """`mma_wait 0` before the first CUDA-core read of an MMA result since the group last issued an MMA.
+    On Blackwell a wait covers every MMA issued so far (a commit to the group's own barrier)."""
+    if not any(op.kind is OpKind.MMA_ASYNC for op in gp.all_ops()):
+        return
+    prod = gp.producers()
+    issued = False
+    for region, block in gp.regions():
+        out: list[Op] = []
+        if region == "loop":
+            issued = issued or any(op.kind is OpKind.MMA_ASYNC for op in block.ops)
+        for op in block.ops:
+            if issued and _reads_mma_result(op, prod, gp):
+                out.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), op.loc))
+                issued = False
+            out.append(op)
+            issued = issued or op.kind is OpKind.MMA_ASYNC
+        if region == "loop" and any(op.kind is OpKind.MMA_ASYNC for op in block.ops):
+            issued = True
+        block.ops = out
+
+
+def _reads_mma_result(op: Op, prod, gp: GroupProgram) -> bool:
+    """Does `op` read an MMA result with CUDA cores (not: another MMA, a view, a select, the in-place publish)?"""
+    if op.kind in (OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.SELECT) or op.kind in VIEWS:
+        return False
+    if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and from_mma(op.operands[3], gp):
+        return False
+    return any(_mma_origin(v, prod) for v in op.operands)
+
+
+# ------------------------------------------------------------------------------- allocation
+def _allocation(ws: WSKernel) -> None:
+    """tmem_alloc first in the allocating group; every group using tensor memory arrives at a named barrier
+    when done with it, and the allocator frees the columns after waiting there."""
+    plan = ws.tmem
+    users = [gp for gp in ws.groups if _uses_tmem(gp, ws)]
+    if ws.groups[plan.allocator] not in users:
+        users.append(ws.groups[plan.allocator])
+    threads = sum(gp.group.threads for gp in users)
+    bid = max((nb.id for nb in ws.named_barriers), default=0) + 1
+    plan.dealloc_barrier = bid
+    ws.named_barriers.append(NamedBarrier(bid, threads, "tensor memory freed after its last use"))
+    cols = TmemAttrs(plan.columns)
+    for gp in users:
+        if gp.group.id == plan.allocator:
+            gp.pre.ops.insert(0, Op(OpKind.TMEM_ALLOC, (), (), cols, ws.loc))
+            if _unobserved_mma(gp):
+                gp.post.ops.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), ws.loc))
+            gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
+            gp.post.ops.append(Op(OpKind.TMEM_DEALLOC, (), (), cols, ws.loc))
+        else:
+            gp.post.ops.append(Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
+
+
+def _unobserved_mma(gp: GroupProgram) -> bool:
+    """Does the loop's last iteration issue an MMA whose result nothing reads after the loop (a carried state
+    the program drops)? Its completion reaches no other group, so the allocator waits for it before freeing
+    the columns it writes."""
+    lp = gp.loop
+    if lp is None:
+        return False
+    prod = {id(r): op for op in lp.body.ops for r in op.results}
+    used = {id(v) for region, block in gp.regions() if region in ("epilogue", "post")
+            for op in block.ops for v in op.operands}
+    for y, r in zip(lp.yields, lp.results):
+        op = prod.get(id(y))
+        while op is not None and op.kind is OpKind.SELECT:
+            op = prod.get(id(op.operands[1]))
+        if op is not None and op.kind is OpKind.MMA_ASYNC and id(r) not in used:
+            return True
+    return False
+
+
+def _uses_tmem(gp: GroupProgram, ws: WSKernel) -> bool:
+    tmem = {id(r) for ch in ws.channels if _in_tmem(ch) for r in ch.rings}
+    return any(op.kind is OpKind.MMA_ASYNC or (op.kind in (OpKind.SLOT_READ, OpKind.SLOT_STORE)
+                                                and id(op.operands[0]) in tmem) for op in gp.all_ops())
+
+
+# ------------------------------------------------------------------------------- register budgets
+ONE_WARP_REGS = 48                  # load, MMA and epilogue warps: addresses and loop state (FA4's "other")
+OVERHEAD = 32                       # per thread beside tiles: addresses, descriptors, loop state
+ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.EXPAND_DIMS)
+
+
+def tile_registers(t) -> int:
+    """32-bit registers per thread of a tile in tcgen05's row layout (128 rows: a row per thread, 64 rows:
+    half a row); a row vector is one register."""
+    from aref.ir import TileType
+    if not isinstance(t, TileType) or t.space is not Space.RMEM and t.space is not Space.TMEM:
+        return 0
+    if len(t.shape) == 1:
+        return 1
+    if len(t.shape) != 2 or t.shape[1] == 1:
+        return 1
+    per = t.shape[1] if t.shape[0] >= 128 else t.shape[1] // 2
+    return max(1, per * t.dtype.bits // 32)
+
+
+def group_register_need(gp: GroupProgram) -> int:
+    """Registers per thread a warp group needs: its largest set of register tiles live at once (a value used
+    once by an elementwise op or reduction of its block is computed inside that op's loop, as the backend
+    does, and needs none), plus `OVERHEAD`."""
+    from aref.ir import TileType
+    ops = [op for _, block in gp.regions() for op in block.ops]
+    pos = {id(op): i for i, op in enumerate(ops)}
+    block_of = {id(op): b for b, (_, block) in enumerate(gp.regions()) for op in block.ops}
+    users: dict[int, list] = {}
+    for op in ops:
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    loop_span = None
+    if gp.loop is not None:
+        body = gp.loop.body.ops
+        if body:
+            loop_span = (pos[id(body[0])], pos[id(body[-1])])
+    def fused(op) -> bool:
+        us = [u for r in op.results for u in users.get(id(r), [])]
+        return op.kind in ELEMENTWISE and len(us) == 1 and us[0].kind in ELEMENTWISE + (OpKind.REDUCE,) \
+            and block_of[id(us[0])] == block_of[id(op)]
+
+    def at(op, depth=0) -> int:
+        """Where `op` really runs: a fused elementwise op inside its user's loop."""
+        if depth < 64 and fused(op):
+            return at(next(u for r in op.results for u in users.get(id(r), [])), depth + 1)
+        return pos[id(op)]
+
+    live: list[tuple[int, int, int]] = []
+    for op in ops:
+        for r in op.results:
+            if not isinstance(r.type, TileType) or r.type.space is Space.SMEM:
+                continue
+            if r.type.space is Space.TMEM and all(u.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.SLOT_STORE,
+                                                           OpKind.PUT, OpKind.SLICE) for u in users.get(id(r), [])):
+                continue                  # an MMA operand or accumulator, or read by column chunks: not registers
+            if fused(op):
+                continue
+            us = users.get(id(r), [])
+            end = max((at(u) for u in us), default=pos[id(op)])
+            if loop_span and loop_span[0] <= pos[id(op)] <= loop_span[1] and gp.loop is not None \
+                    and any(y is r for y in gp.loop.yields):
+                end = max(end, loop_span[1])
+            live.append((pos[id(op)], end, tile_registers(r.type)))
+    # a value is live from its definition up to (not including) its last use: an elementwise op writes its
+    # result over an operand that dies there, as the backend does
+    peak = 0
+    for i in range(len(ops)):
+        peak = max(peak, sum(n for a, b, n in live if a <= i < b or a == b == i))
+    return peak + OVERHEAD
+
+
+def register_budgets(ws: WSKernel) -> None:
+    """Per-group register budgets (setmaxnreg) from liveness: one-warp groups share `ONE_WARP_REGS` (they and
+    the padding warps of their warp group execute one setmaxnreg), each four-warp group gets what its tiles
+    need, and the registers left over are shared out among the four-warp groups (multiples of 8, at most 256).
+    When the needs add up to more than the register file, every four-warp group gets an equal share of it:
+    the backend, which knows each role's exact register use, then refuses what would spill, naming it."""
+    from aref.ws import WarpGroup
+    from partition.model import MAX_REGS, MIN_REGS, REGISTERS_PER_SM
+    one = [gp for gp in ws.groups if gp.group.warps == 1]
+    wide = [gp for gp in ws.groups if gp.group.warps != 1]
+    one_warp_threads = -(-len(one) // 4) * 4 * 32
+    need = {gp.group.id: min(MAX_REGS, -(-group_register_need(gp) // 8) * 8) for gp in wide}
+    room = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS
+    free = room - sum(need[gp.group.id] * gp.group.threads for gp in wide)
+    if free < 0:
+        share = max(MIN_REGS, room // max(1, sum(gp.group.threads for gp in wide)) // 8 * 8)
+        need = {g: share for g in need}
+        free = room - sum(share * gp.group.threads for gp in wide)
+    budgets = dict(need)
+    while wide:                       # share the rest out, 8 registers per thread at a time
+        grow = [gp for gp in wide if budgets[gp.group.id] + 8 <= MAX_REGS and free >= 8 * gp.group.threads]
+        if not grow:
+            break
+        for gp in sorted(grow, key=lambda g: budgets[g.group.id]):
+            if free >= 8 * gp.group.threads and budgets[gp.group.id] + 8 <= MAX_REGS:
+                budgets[gp.group.id] += 8
+                free -= 8 * gp.group.threads
+    for gp in ws.groups:
+        regs = ONE_WARP_REGS if gp.group.warps == 1 else budgets[gp.group.id]
+        g = gp.group
+        gp.group = WarpGroup(g.id, g.name, g.role, g.warps, regs)

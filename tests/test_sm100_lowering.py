@@ -1,0 +1,134 @@
+"""The sm_100a pipeline and aref lowering: FA4's MMA order, tensor-memory rings, tcgen05.commit hand-offs,
+register budgets, and the Blackwell units of the machine model."""
+import pytest
+
+from aref.compiler import CompileOptions, lower_to
+from aref.harness import load_example
+from aref.ir import OpKind, Space
+from aref.machine import B200, H100, mma_issue_cycles, op_cost
+from example_paths import example_path
+from partition.model import REGISTERS_PER_SM
+
+
+def stage(example, level, partition="heuristic", **overrides):
+    ex = load_example(example_path(example))
+    kernel = ex.kernel.specialize(**ex.inputs(**overrides))
+    return lower_to(kernel, level, CompileOptions(arch="sm_100a", partition=partition))
+
+
+def mma_group(ws):
+    return next(gp for gp in ws.groups if gp.group.role in ("mma", "consumer") and gp.loop is not None)
+
+
+@pytest.mark.parametrize("overrides, order", [
+    ({"BM": 256, "D": 128}, [(1, 3), (0, 2), (1, 3), (0, 2)]),     # P in tensor memory: FA4's order
+    ({}, [(0, 2), (0, 2), (1, 3), (1, 3)]),                          # P in shared memory: every Q·Kᵀ first
+])
+def test_mma_warp_issue_order(overrides, order):
+    """With P in tensor memory (128-row sub-tiles), per sub-tile P·V of the previous block (stage 1), then
+    Q·Kᵀ of this one (stage 0), so S may be written over P; with P in shared memory every Q·Kᵀ goes first. V is
+    released after the last P·V, K after the last Q·Kᵀ."""
+    ws = stage("attention_fwd", "pipelined", **overrides)
+    body = mma_group(ws).loop.body.ops
+    mmas = [(op.stage, len(op.operands)) for op in body if op.kind is OpKind.MMA]
+    assert mmas == order
+    releases = [op for op in body if op.kind is OpKind.CONSUMED]
+    names = [ws.channel_of(op.operands[0]).name for op in releases]
+    last_pv = max(i for i, op in enumerate(body) if op.kind is OpKind.MMA and len(op.operands) == 3)
+    last_qk = max(i for i, op in enumerate(body) if op.kind is OpKind.MMA and len(op.operands) == 2)
+    assert body.index(releases[names.index("vc")]) > last_pv
+    assert body.index(releases[names.index("kc")]) > last_qk
+
+
+@pytest.mark.parametrize("overrides, p_space", [({}, Space.SMEM), ({"BM": 256}, Space.TMEM)])
+def test_p_goes_through_tensor_memory_for_128_row_sub_tiles(overrides, p_space):
+    """tcgen05 reads A from tensor memory one row per lane: P of a 128-row sub-tile is written there by the
+    softmax group; a 64-row P goes through shared memory."""
+    ws = stage("attention_fwd", "partitioned", **overrides)
+    softmax = {gp.group.id for gp in ws.groups if gp.group.role == "softmax"}
+    p = [ch for ch in ws.channels if ch.producer in softmax and any(t.dtype.bits == 16 for t in ch.payload)]
+    assert p and all(t.space is p_space for ch in p for t in ch.payload)
+
+
+def test_tensor_memory_rings_hold_one_item_and_mma_results_are_committed():
+    ws = stage("attention_fwd", "barrier")
+    tmem = [ch for ch in ws.channels if any(t.space is Space.TMEM for t in ch.payload)]
+    assert tmem and all(ch.depth == 1 for ch in tmem)
+    mma = mma_group(ws)
+    kinds = [op.kind for op in mma.all_ops()]
+    assert OpKind.MMA_WAIT not in kinds                        # the MMA warp never waits for its MMAs
+    published = {op.attrs.channel for op in mma.all_ops() if op.kind is OpKind.MMA_COMMIT and op.attrs.which == "full"}
+    assert published == {ch.name for ch in tmem if ch.producer == mma.group.id}
+    assert all(ch.full_count == 1 for ch in tmem if ch.producer == mma.group.id)
+    # every slot the MMAs read (K, V, Q, P, the rescaled O) is released by a commit, never by a plain arrive
+    plain = {op.attrs.channel for op in mma.all_ops() if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty"}
+    assert not plain
+
+
+def test_correction_releases_o_before_publishing_it_rescaled():
+    ws = stage("attention_fwd", "barrier")
+    corr = next(gp for gp in ws.groups if gp.group.role == "correction")
+    body = corr.loop.body.ops
+    for store in (op for op in body if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM):
+        i = body.index(store)
+        released = [op.attrs.channel for op in body[:i] if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty"]
+        assert any(ws.tmem.ring_buffer.get(c) == ws.tmem.ring_buffer[store.attrs.channel] for c in released)
+
+
+@pytest.mark.parametrize("example", ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"])
+@pytest.mark.parametrize("partition", ["heuristic", "optimal"])
+def test_register_budgets_fit_the_register_file(example, partition):
+    ws = stage(example, "barrier", partition)
+    one = [gp.group.regs for gp in ws.groups if gp.group.warps == 1]
+    assert len(set(one)) <= 1                       # one setmaxnreg for the warp group they share
+    padded = -(-len(one) // 4) * 4 * 32
+    total = padded * (one[0] if one else 0) + sum(gp.group.regs * gp.group.threads for gp in ws.groups
+                                                  if gp.group.warps == 4)
+    assert total <= REGISTERS_PER_SM
+    assert all(gp.group.regs % 8 == 0 and 24 <= gp.group.regs <= 256 for gp in ws.groups)
+
+
+def test_dual_gemm_epilogue_runs_over_column_chunks():
+    """Two 128x128 fp32 accumulators would take 256 registers per thread: the epilogue is subtiled."""
+    ws = stage("dual_gemm", "barrier")
+    epi = next(gp for gp in ws.groups if gp.group.warps == 4)
+    stores = [op for op in epi.post.ops if op.kind is OpKind.STORE]
+    assert len(stores) > 1 and all(op.attrs.tile_shape[1] < 128 for op in stores)
+    assert all(op.attrs.axis == 1 for op in epi.post.ops if op.kind is OpKind.SLICE)
+    # each accumulator is released after the last chunk of it was read
+    ops = epi.post.ops
+    reads = {id(op.result): op.attrs.channel for op in ops if op.kind is OpKind.SLOT_READ}
+    for i, op in enumerate(ops):
+        if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty":
+            slices = [j for j, s in enumerate(ops) if s.kind is OpKind.SLICE
+                      and reads.get(id(s.operands[0])) == op.attrs.channel]
+            assert len(slices) > 1 and max(slices) < i
+
+
+def test_blackwell_units_of_the_machine_model():
+    ws = stage("attention_fwd", "barrier")
+    ops = [op for gp in ws.groups for op in gp.all_ops()]
+    ld = next(op for op in ops if op.kind is OpKind.SLOT_READ and op.result.type.space is Space.TMEM
+              and op.result.type.shape == (64, 128))
+    assert op_cost(ld, B200) == ("tmem_ld", 64 * 128 * 4 // B200.tmem_bytes_per_clk)
+    st = next(op for op in ops if op.kind is OpKind.SLOT_STORE and op.operands[3].type.space is Space.RMEM
+              and op.operands[0].type.tile.space is Space.TMEM)
+    assert op_cost(st, B200)[0] == "tmem_st"
+    in_place = next(op for op in ops if op.kind is OpKind.SLOT_STORE and op.operands[3].type.space is Space.TMEM)
+    assert op_cost(in_place, B200) == ("issue", 0)
+    qk = next(op for op in ops if op.kind is OpKind.MMA_ASYNC and len(op.operands) == 2)
+    # one warp issues a tcgen05.mma per 16-element K atom; Hopper's warp group pays the async issue cost
+    assert mma_issue_cycles(qk, B200) == max(B200.async_issue_cycles, qk.operands[0].type.shape[1] // 16 *
+                                             B200.mma_instr_issue_cycles)
+    assert mma_issue_cycles(qk, H100) == H100.async_issue_cycles
+
+
+def test_timing_model_runs_blackwell_schedules():
+    from aref.machine import machine_for
+    from aref.sim.timing import simulate_timing
+    for partition in ("heuristic", "optimal"):
+        ws = stage("attention_fwd", "barrier", partition)
+        report = simulate_timing(ws, None, machine_for("sm_100a"))
+        assert report.ok, report.violations
+        assert report.utilization["tc"] > 0 and report.utilization["tmem_ld"] > 0
+        assert report.utilization["tmem_st"] > 0 and report.cycles_per_iter > 0

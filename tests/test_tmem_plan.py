@@ -1,0 +1,105 @@
+"""Tensor memory on Blackwell: the allocation plan of the aref lowering (aref.tmem) and what it refuses.
+
+FA4's configuration — two 128-row Q sub-tiles, 128 keys per block, head dim 128 — needs S₀, S₁, O₀, O₁ of 128
+columns each, plus P₀, P₁ (16-bit, 64 columns): 640 columns side by side, 512 exist. The plan writes P over
+the top half of S (the MMA warp issues P·V before the next Q·Kᵀ overwrites S) and rescales O in place, so
+the kernel fits in exactly 512 — with both partitioners.
+"""
+import pytest
+
+from aref.compiler import CompileOptions, lower_to
+from aref.errors import ArefError
+from aref.harness import load_example
+from aref.ir import OpKind
+from aref.tmem import COLUMNS, plan_tensor_memory, tile_columns
+from example_paths import example_path
+
+FA4 = dict(BM=256, D=128)          # two 128-row sub-tiles, head dim 128
+
+
+def barrier(example, partition="heuristic", **overrides):
+    ex = load_example(example_path(example))
+    kernel = ex.kernel.specialize(**ex.inputs(**overrides))
+    return lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition=partition))
+
+
+@pytest.mark.parametrize("partition", ["heuristic", "optimal"])
+def test_fa4_attention_fits_512_columns_with_p_over_s(partition):
+    ws = barrier("attention_fwd", partition, **FA4)
+    plan = ws.tmem
+    assert (plan.used, plan.columns) == (512, 512)
+    by_name = {b.name: b for b in plan.buffers}
+    aliased = [b for b in plan.buffers if b.alias_of is not None]
+    assert len(aliased) == 2
+    for p in aliased:
+        s = by_name[p.alias_of]
+        assert p.tile.dtype.bits == 16 and s.tile.dtype.bits == 32
+        assert (p.col, p.cols) == (s.col + s.cols - 64, 64)          # the top half of S's 128 columns
+    # O is one buffer for the MMA's accumulator, the correction's rescaled copy and the final result
+    o = [b for b in plan.buffers if len(b.holds) == 3]
+    assert len(o) == 2 and all(b.cols == 128 for b in o)
+    # without the aliasing the tiles would need 640 columns
+    assert sum(b.cols for b in plan.buffers) == 640
+
+
+def test_every_mma_names_its_buffer_and_the_allocation_is_a_power_of_two():
+    for example in ("gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"):
+        ws = barrier(example)
+        names = {b.name for b in ws.tmem.buffers}
+        mmas = [op for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.MMA_ASYNC]
+        assert mmas and all(op.attrs.tmem in names for op in mmas)
+        assert ws.tmem.columns in (32, 64, 128, 256, 512) and ws.tmem.used <= ws.tmem.columns
+        assert all(op.result.type.space.value == "tmem" for op in mmas)
+        # one group allocates first thing and frees last; the others arrive at its barrier when done
+        alloc = ws.groups[ws.tmem.allocator]
+        assert alloc.pre.ops[0].kind in (OpKind.SETMAXNREG, OpKind.TMEM_ALLOC)
+        assert alloc.post.ops[-1].kind is OpKind.TMEM_DEALLOC
+        assert alloc.post.ops[-2].kind is OpKind.NAMED_BAR_SYNC
+
+
+def test_a_plan_that_does_not_fit_names_the_tiles():
+    # head dim 256 with FA4's sub-tiles: O alone needs 2 x 256 columns
+    with pytest.raises(ArefError) as err:
+        barrier("attention_fwd", BM=256, D=256)
+    text = str(err.value)
+    assert "tensor memory" in text and f"an SM has {COLUMNS}" in text
+    assert "(128x256 f32) 256" in text            # each O accumulator named with its shape and columns
+
+
+def test_unsafe_issue_order_gets_no_aliasing():
+    """If the MMA warp issued the next Q·Kᵀ (writing S) before the P·V that reads P, P must not share S's
+    columns: the plan keeps them apart (and then the FA4 configuration no longer fits)."""
+    import copy
+
+    import aref.tmem as T
+    ws = barrier("attention_fwd", **FA4)
+    mma = ws.groups[ws.tmem.allocator]
+    body = mma.loop.body.ops
+    pvs = [op for op in body if op.kind is OpKind.MMA_ASYNC and len(op.operands) == 3]
+    assert pvs
+    reordered = copy.copy(ws)
+    reordered.tmem = None
+    for op in pvs:                        # pretend each P·V ran a step later than the Q·Kᵀ it reads behind
+        op.stage = (op.stage or 0) + 2
+    with pytest.raises(ArefError, match="need 640 columns"):
+        T.plan_tensor_memory(reordered)
+
+
+@pytest.mark.parametrize("shape, dtype_bits, cols", [((128, 128), 32, 128), ((64, 128), 32, 128),
+                                                      ((128, 128), 16, 64), ((128, 256), 32, 256)])
+def test_tile_columns(shape, dtype_bits, cols):
+    from aref.ir import DType, Space, TileType
+    dtype = DType.float32 if dtype_bits == 32 else DType.float16
+    assert tile_columns(TileType(shape, dtype, Space.TMEM), "t", None) == cols
+
+
+def test_tiles_taller_than_the_lanes_are_refused():
+    from aref.ir import DType, Space, TileType
+    with pytest.raises(ArefError, match="128 lanes"):
+        tile_columns(TileType((256, 64), DType.float32, Space.TMEM), "tile x", None)
+
+
+def test_resource_report_counts_the_plan():
+    from aref.sim.resources import tensor_memory_columns
+    ws = barrier("attention_fwd", **FA4)
+    assert tensor_memory_columns(ws) == 512 == plan_tensor_memory(ws).columns
