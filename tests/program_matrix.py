@@ -40,6 +40,7 @@ class Outcome:
     seconds: float = 0.0
     warnings: list = field(default_factory=list)      # static resource problems the simulator reports
     explored: dict = field(default_factory=dict)      # trip count -> (states, completed)
+    ir: object = field(default=None, repr=False)       # the Barrier IR (when lowering succeeded)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def check_config(program, name: str, how: dict, *, seeds: int = 2, exhaustive: b
         tolerance = 2e-2 if name.endswith("cooperative") else 1e-5
     report = sim.check(barrier, inputs, lambda **_: outs, seeds=seeds,
                        tolerance={k: (tolerance, tolerance) for k in outs})
-    out = Outcome(name, "ok", "", len(barrier.groups), warnings=list(report.warnings))
+    out = Outcome(name, "ok", "", len(barrier.groups), warnings=list(report.warnings), ir=barrier)
     if not report.ok:
         out.status, out.detail = "failed", str(report.to_json())
     elif exhaustive:
@@ -153,3 +154,49 @@ def run_matrix(program, arch: str, rng: random.Random, *, random_partitions: int
     for name, how in configs(arch, rng, random_partitions):
         result.outcomes.append(check_config(program, name, how, **kw))
     return result
+
+
+# ------------------------------------------------------------------------------------- the sm_90a compile
+def refusal_rule(err: Exception) -> str:
+    """A refusal's rule: its error class and its message with the program-specific parts (numbers, names,
+    tile types, parenthesised lists) blanked, so refusals of one rule group together."""
+    return f"{type(err).__name__}: {normalize_message(getattr(err, 'message', None) or str(err))}"
+
+
+def normalize_message(text: str) -> str:
+    """`text`'s first line with numbers, quoted names, tile types and parenthesised lists blanked."""
+    import re
+    text = text.splitlines()[0] if text else ""
+    text = re.sub(r"tile<[^>]*>", "tile<…>", text)
+    text = re.sub(r"\([^()]*\)", "(…)", text)
+    text = re.sub(r"'[^']*'", "'…'", text)
+    return re.sub(r"\b\d+\b", "N", text)[:140]
+
+
+@dataclass
+class CompileOutcome:
+    """The sm_90a compile of one Barrier IR: `status` is "compiled", "refused" (an `ArefError` that is not a
+    compiler bug; `rule` groups it) or "bug" (a `CompilerBugError` or any other exception)."""
+
+    status: str
+    rule: str = ""
+    detail: str = ""
+    seconds: float = 0.0
+    registers: int | None = None
+    spill_bytes: int | None = None
+    cached: bool = False
+    error: Exception | None = field(default=None, repr=False)
+
+
+def compile_sm90(barrier, *, emit: str = "ptx", cache_dir=None) -> CompileOutcome:
+    """`aref.backend.cute.compile_barrier(barrier)` (no GPU needed), classified."""
+    import time
+    from aref.backend.cute import compile_barrier
+    t0 = time.perf_counter()
+    try:
+        res = compile_barrier(barrier, emit=emit, cache_dir=cache_dir)
+    except Exception as err:  # noqa: BLE001 - classified: a refusal or a bug
+        status = "refused" if isinstance(err, ArefError) and not isinstance(err, CompilerBugError) else "bug"
+        return CompileOutcome(status, refusal_rule(err), str(err)[:2000], time.perf_counter() - t0, error=err)
+    return CompileOutcome("compiled", seconds=time.perf_counter() - t0, registers=res.registers,
+                          spill_bytes=res.spill_bytes, cached=res.cached)

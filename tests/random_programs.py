@@ -9,7 +9,11 @@ loop and every CTA enumerated, for eager torch (`tt`, defined in the module itse
 Language features the generator draws (`RandomProgram.features` lists those of one program):
 
 * tiles at sizes wgmma and TMA accept (`size="wgmma"`, the default): rows 64 or 128 per (sub-)tile, columns
-  32/64/128 halves, K steps 32/64 halves (16-byte TMA boxes); `size="small"`: 16/32-wide tiles, quicker;
+  32/64/128 halves, K steps 32/64 halves (16-byte TMA boxes), from a table of shapes whose tiles fit a
+  consumer's registers (`WGMMA_SHAPES`; `WIDE_SHAPES`, twice the registers, with shallower expressions);
+  `size="small"`: 16/32-wide tiles, quicker;
+* extents that do not divide the tiles (`ragged`, about three programs in ten: M, N, K short of whole tiles by
+  multiples of 8 elements) with `cdiv` grids and trip counts: loads zero-fill, stores clip;
 * a grid of 1–2 × 1–2 CTAs (`program_id` on two axes), one or two row sub-tiles per CTA carried in lists
   (`acc[i] = ...`: independent sub-tiles make ping-pong consumers apply);
 * operands through a user channel (depth 1–3) or loaded directly in the loop (compiler TMA channels);
@@ -21,7 +25,8 @@ Language features the generator draws (`RandomProgram.features` lists those of o
   them and on run-time scalars (`k >= pid_n`), index tiles cast to float;
 * math: + − × maximum minimum, exp2, abs, neg, scaling, casts to f16 / bf16 and back, `where` on
   comparisons, broadcasts along both axes (`x[:, None]`, `x[None, :]`), reductions along both axes
-  (rowsum / rowmax / rowmin, `.sum(0)` / `.max(0)`), MMAs with operands from registers, chained MMAs;
+  (rowsum / rowmax / rowmin, `.sum(0)` / `.max(0)`), MMAs with operands from registers, chained MMAs (one
+  MMA beyond the loop's own per program: every MMA result is live from its issue);
 * loop-carried values: the accumulators (lists), a row vector per sub-tile, a column vector shared by all;
 * stores: in the loop every iteration (a tile, and a row vector with `reduce="add"`), after the loop (the
   output tile as f16 or f32, a rank-1 row vector, a column vector with `reduce="add"` across CTAs).
@@ -108,38 +113,59 @@ class Spec:
     o_mn: tuple
     o_m: tuple
     o_n: tuple | None
+    ragged: tuple = ()        # (dM, dN, dK): extents this much short of whole tiles (multiples of 8: TMA's
+                              # 16-byte global strides); () for extents that divide the tiles
 
     @property
     def BM(self) -> int:
         return self.S * self.SUB
 
 
+# wgmma shapes (S, SUB, BN, BK) whose consumer tiles fit the registers (at most 256 per thread): one BM × BN
+# (and BM × BK, A as f32) tile takes ≤ 32 registers per thread (4096 f32 over a warp group's 128 threads), or
+# each of two independent 64-row sub-tiles does (consumers take one each); the wide shapes take twice that and
+# are drawn with shallower expressions (fewer tiles live at once)
+WGMMA_SHAPES = [(1, 64, 32, 32), (1, 64, 64, 32), (1, 64, 64, 64), (1, 128, 32, 32), (2, 64, 32, 32)]
+WIDE_SHAPES = [(1, 64, 128, 32), (1, 128, 64, 32), (2, 64, 64, 32)]
+
+
 def draw_spec(d, size: str = "wgmma") -> Spec:
     sizes = SIZES[size]
-    S = d.integer(1, 2)
-    SUB = d.choice(sizes["SUB"] + sizes["SUB"][-1:])     # the larger size twice as often: cooperative splits
-    if size == "wgmma" and S == 2:
-        SUB = 64                                         # keep BM ≤ 128 rows of registers per consumer
+    wide = size == "wgmma" and d.flag(0.1)
+    if size == "wgmma":
+        S, SUB, bn, bk = d.choice(WIDE_SHAPES if wide else WGMMA_SHAPES)
+    else:
+        S, SUB, bn, bk = d.integer(1, 2), d.choice(sizes["SUB"]), d.choice(sizes["BN"]), d.choice(sizes["BK"])
+    deep = 1 if wide else 3
     flags = dict(pre_bias=d.choice(["", "smem", "rmem"]), pre_rowvec=d.flag(), pre_colvec=d.flag(),
                  post_bias=d.flag(), post_colvec=d.flag(), chain=d.flag(0.35), masks=d.flag(),
                  carry_col=d.flag(0.4), inloop_store=d.flag(0.35), inloop_reduce=d.flag(0.35))
     depth = d.choice([0, 1, 2, 3])
     flags["split_puts"] = S == 2 and depth >= 2 and d.flag()
     flags["reg_depth"] = d.choice([0, 0, 1, 2])
+    if wide:                                  # no second B-like tile, register bias or handed-over tiles
+        flags.update(chain=False, reg_depth=0, pre_bias=flags["pre_bias"].replace("rmem", "smem"))
     ctx = _Leaves(**{k: flags[k] for k in ("pre_bias", "pre_rowvec", "pre_colvec", "chain", "masks",
                                            "carry_col", "post_bias", "post_colvec", "reg_depth")})
     loop, post = ctx.loop(), ctx.post()
     return Spec(
-        size=size, SUB=SUB, S=S, BN=d.choice(sizes["BN"]), BK=d.choice(sizes["BK"]),
+        size=size, SUB=SUB, S=S, BN=bn, BK=bk,
         GM=d.integer(1, 2), GN=d.integer(1, 2), trips=d.integer(0, 4),
         trip_kind=d.choice(["static", "static", "shrink", "causal"]), depth=depth,
         out_f16=d.flag(), **flags,
-        e_acc=_expr(d, "MN", 3, loop), e_r=_expr(d, "M", 3, loop),
+        e_acc=_expr(d, "MN", deep, loop), e_r=_expr(d, "M", deep, loop),
         e_c=_expr(d, "N", 2, loop) if flags["carry_col"] else None,
         e_store=_expr(d, "MN", 2, loop) if flags["inloop_store"] else None,
         e_radd=_expr(d, "M", 2, loop) if flags["inloop_reduce"] else None,
         o_mn=_expr(d, "MN", 2, post), o_m=_expr(d, "M", 2, post),
-        o_n=_expr(d, "N", 2, post) if (flags["carry_col"] or flags["post_colvec"]) else None)
+        o_n=_expr(d, "N", 2, post) if (flags["carry_col"] or flags["post_colvec"]) else None,
+        ragged=_ragged(d, S * SUB, bn, bk) if d.flag(0.3) else ())
+
+
+def _ragged(d, BM: int, BN: int, BK: int) -> tuple:
+    """How far M, N and K fall short of whole tiles (in 8-element steps, so every tensor's rows stay 16-byte
+    aligned as TMA requires; less than a tile, so the grid keeps its CTAs)."""
+    return tuple(8 * d.integer(0, n // 8 - 1) for n in (BM, BN, BK))
 
 
 @dataclass
@@ -157,6 +183,7 @@ class _Leaves:
     reg_depth: int
     where: str = "loop"
     table: dict = field(default_factory=dict)
+    mmas: list = field(default_factory=lambda: [1])   # MMAs the loop's expressions may still add (shared)
 
     def _common(self) -> dict:
         mn = ["acc"] + (["bias"] if self.pre_bias else [])
@@ -192,8 +219,8 @@ def _expr(d, cls: str, depth: int, ctx: _Leaves) -> tuple:
         kinds += ["bcast_m"]
     if cls == "MN":
         kinds += ["bcast_n"] + (["mask"] if ctx.masks else []) + (["psel"] if ctx.where == "loop" else [])
-        kinds += ["mma", "mma"] if ctx.where == "loop" else []
-        kinds += ["mma2"] if ctx.where == "loop" and ctx.chain else []
+        if ctx.where == "loop" and ctx.mmas[0] > 0:     # each MMA's result is live from its issue on
+            kinds += ["mma", "mma"] + (["mma2"] if ctx.chain else [])
     if cls == "M":
         kinds += ["rowred", "rowred"]
     if cls == "N":
@@ -215,10 +242,9 @@ def _expr(d, cls: str, depth: int, ctx: _Leaves) -> tuple:
         return ("mask", d.integer(0, 3) * 8 if ctx.where == "loop" else 0, sub())
     if kind == "psel":
         return ("psel", sub(), sub())
-    if kind == "mma":
-        return ("mma", sub("MK"))
-    if kind == "mma2":
-        return ("mma2", sub())
+    if kind in ("mma", "mma2"):
+        ctx.mmas[0] -= 1
+        return (kind, sub("MK") if kind == "mma" else sub())
     if kind == "rowred":
         src = "MK" if ctx.where == "loop" and d.flag(0.3) else "MN"
         return ("rowred", d.choice(["sum", "max", "min"]), sub(src))
@@ -310,9 +336,9 @@ def _body(spec: Spec, ns: str) -> list[str]:
         L.append(f"    ch = {ns}.channel(depth={spec.depth})")
     if spec.reg_depth:
         L.append(f"    rc = {ns}.channel(depth={spec.reg_depth})")
-    trip = {"static": "A.shape[1] // BK",
-            "shrink": f"{ns}.maximum(A.shape[1] // BK - pid_m, 0)",
-            "causal": f"{ns}.minimum(A.shape[1] // BK, (pid_m + 1) * CT)"}[spec.trip_kind]
+    trip = {"static": f"{ns}.cdiv(A.shape[1], BK)",
+            "shrink": f"{ns}.maximum({ns}.cdiv(A.shape[1], BK) - pid_m, 0)",
+            "causal": f"{ns}.minimum({ns}.cdiv(A.shape[1], BK), (pid_m + 1) * CT)"}[spec.trip_kind]
     L.append(f"    for k in {'aref.range' if ns == 'aref' else 'range'}({trip}):")
     loads = [f"{ns}.load(A, (pid_m * S + i, k), (SUB, BK))", f"{ns}.load(B, (pid_n, k), (BN, BK))"]
     if spec.split_puts:                       # one item per A sub-tile; B loaded directly
@@ -413,6 +439,7 @@ class tt:
         return x.float() @ y.float()
 
     exp2 = staticmethod(lambda x: torch.exp2(x.float()))
+    cdiv = staticmethod(lambda a, b: -(-a // b))
     abs = staticmethod(torch.abs)
     arange = staticmethod(lambda n: torch.arange(n, dtype=torch.int32))
     zeros = staticmethod(lambda shape, dtype: torch.zeros(shape, dtype=dtype))
@@ -463,7 +490,7 @@ import aref
 from aref import aref_kernel
 {TORCH_NS}
 
-@aref_kernel(grid=lambda A, B, SUB, S, BN, **_: (A.shape[0] // (SUB * S), B.shape[0] // BN))
+@aref_kernel(grid=lambda A, B, SUB, S, BN, **_: (-(-A.shape[0] // (SUB * S)), -(-B.shape[0] // BN)))
 def prog({sig}, *, {consts}):
     pid_m, pid_n = aref.program_id(0), aref.program_id(1)
 {kernel}
@@ -479,8 +506,8 @@ def example_inputs(size="small", trips=None, GM=None, GN=None, seed=0, **constex
 
 def reference({sig}, *, SUB={spec.SUB}, S={spec.S}, BN={spec.BN}, BK={spec.BK}, NK={spec.trips}, CT=1):
     {", ".join(outs)} = {", ".join(f"{o}.clone()" for o in outs)}
-    for pid_m in range(A.shape[0] // (SUB * S)):
-        for pid_n in range(B.shape[0] // BN):
+    for pid_m in range(tt.cdiv(A.shape[0], SUB * S)):
+        for pid_n in range(tt.cdiv(B.shape[0], BN)):
 {oracle}
     return {{{", ".join(f'"{o}": {o}' for o in outs)}}}
 
@@ -494,6 +521,9 @@ _MAKE_INPUTS = '''def make_inputs(spec, trips=None, GM=None, GN=None, seed=0, **
     trips = spec['trips'] if trips is None else trips
     GM, GN = GM or spec['GM'], GN or spec['GN']
     M, N, K, NK = GM * spec['S'] * spec['SUB'], GN * spec['BN'], trips * spec['BK'], trips
+    if spec['ragged']:                      # extents that do not divide the tiles (loads zero-fill, stores clip)
+        dm, dn, dk = spec['ragged']
+        M, N, K = M - dm, N - dn, max(K - dk, 0) if K else 0
     rnd = lambda *shape: (torch.randn(*shape, generator=g) * 0.5)  # noqa: E731
     t = {"A": rnd(M, K).half(), "B": rnd(N, K).half()}
     if spec['chain']:
@@ -531,6 +561,8 @@ def features(spec: Spec) -> list[str]:
     """The language features one program uses (for coverage tables)."""
     out = {f"trips:{spec.trip_kind}", "channel" if spec.depth else "direct-loads", f"subtiles:{spec.S}",
            f"grid:{spec.GM}x{spec.GN}"}
+    if any(spec.ragged):
+        out.add("ragged")
     for name in ("chain", "masks", "carry_col", "inloop_store", "inloop_reduce", "post_bias", "post_colvec",
                  "pre_rowvec", "pre_colvec", "split_puts", "reg_depth"):
         if getattr(spec, name):

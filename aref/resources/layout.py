@@ -146,7 +146,10 @@ def orientations(gp: GroupProgram) -> Orientations:
     for root, members in classes.items():
         made = [o for v in members for o in fixed.get(id(v), [])]
         used = [o for v in members for o in wants.get(id(v), [])]
-        choice = made[0] if made else (max((ROW, COL), key=used.count) if used else ROW)
+        # a vector nothing orients (loaded or made, then only stored) is a row vector when its extent fills
+        # whole 64-row atoms, else a column vector (8-column groups): either layout holds it equally well
+        free = ROW if fits(members[0].type, ROW) else COL
+        choice = made[0] if made else (max((ROW, COL), key=used.count) if used else free)
         if len(set(made + used)) > 1:
             both[root] = members[0].type.shape[0]
         for v in members:

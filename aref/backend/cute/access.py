@@ -253,6 +253,7 @@ class AccessEmitter:
         if host is None:
             return self.arg(stage.name)
         offset = stage.item.offset // host.tile.dtype.nbytes
+        recast = "recast_tile" if len(stage.tile.shape) == 2 else "recast_vector"     # swizzled or plain layout
         return self.local(("stage", stage.name), "staging",
-                          f"aref.recast_tile({self.arg(host.name)}, {self.arg(stage.layout)}, "
+                          f"aref.{recast}({self.arg(host.name)}, {self.arg(stage.layout)}, "
                           f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]}" + (f", {offset})" if offset else ")"))

@@ -270,8 +270,10 @@ def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: di
                                    f"swizzle atoms", ch.loc)
             src = loads.get((ch.name, j), set())
             suffix = next(iter(src)) if len(src) == 1 else str(j)
-            cp.buffers.append(BufferPlan(f"s_{cp.name}_{ident(suffix)}", t, ch.depth,
-                                         f"channel {ch.name} payload {j}",
+            name = f"s_{cp.name}_{ident(suffix)}"
+            if any(b.name == name for b in cp.buffers):      # two tiles of one tensor in an item (sub-tiles)
+                name = f"{name}_{j}"
+            cp.buffers.append(BufferPlan(name, t, ch.depth, f"channel {ch.name} payload {j}",
                                          smem.item(("ring", ch.name, j)) if smem is not None else None))
 
 

@@ -214,9 +214,16 @@ def recast_tile(buffer: cute.Tensor, layout: cute.ComposedLayout, dtype: cutlass
 
 
 @cute.jit
+def recast_vector(buffer: cute.Tensor, layout: cute.Layout, dtype: cutlass.Constexpr, offset: cutlass.Constexpr = 0):
+    """`recast_tile` for a rank-1 staging tile (a plain, unswizzled layout)."""
+    return cute.make_tensor(cute.recast_ptr(buffer.iterator + offset, dtype=dtype), layout)
+
+
+@cute.jit
 def where(cond, a, b):
-    """Elementwise select of two float32 values."""
-    return cutlass.Float32(cutlass.select_(cond, cutlass.Float32(a), cutlass.Float32(b)))
+    """Elementwise select of two float32 values (`cond` may be an element of a Boolean register tensor, which
+    holds its bools as bytes: made an i1 again here)."""
+    return cutlass.Float32(cutlass.select_(cutlass.Boolean(cond), cutlass.Float32(a), cutlass.Float32(b)))
 
 
 @cute.jit
