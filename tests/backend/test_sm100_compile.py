@@ -7,7 +7,9 @@ import pytest
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import EXAMPLES, PARTITIONS, sm100_compiled
 
-CASES = [(e, p) for e in EXAMPLES for p in PARTITIONS]
+# and the examples beyond the core set that the Blackwell templates generate: index tiles (causal masks from
+# `arange`), a one-warp MMA group waiting for its own MMAs
+CASES = [(e, p) for e in EXAMPLES + ["linear_attention"] for p in PARTITIONS]
 
 
 def _count(ws, kind):

@@ -74,6 +74,7 @@ class Sm100RoleEmitter(RoleEmitter):
         self.producer = False                 # one-warp load group: no inner warp selection
         self.mixed = g.issues_mma and g.gp.group.warps == 4
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
+        self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
 
     # ---------------------------------------------------------------------------------------- helpers
     def thr(self, mma: str) -> str:
@@ -146,6 +147,7 @@ class Sm100RoleEmitter(RoleEmitter):
         return buf
 
     def nest_for(self, layout: str, t) -> Nest:
+        self.nest_rows = t.shape[0] if layout == ACC else None     # the tile whose elements the nest visits
         if layout == SCALAR:
             return Nest([])
         if layout == ROW:
@@ -184,6 +186,7 @@ class Sm100RoleEmitter(RoleEmitter):
             return
         self.check_rows(src.type)
         rows, cols = src.type.shape
+        self.nest_rows = rows
         cls = ops.compute_class(src.type.dtype)
         try:
             spec = ops.cute_emission(ops.entry(op), self.role_key(), s_layout, cls).reduce
@@ -536,17 +539,25 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "
                  f"{a.start}..{a.start + a.size - 1} of {c.buffer}")
 
+    def index_of(self, n: int, ctx: Ctx) -> str:
+        """An index tile (`arange(n)`) read along the rows (the thread's row) or along the columns (the column
+        of the thread's register element c, in the row layout of the tile being computed)."""
+        if ctx.layout == ROW:
+            return self.my_row(n)
+        rows = self.nest_rows
+        if rows is None:
+            raise BackendError(f"an index tile of {n} columns outside a 2-D tile; the Blackwell templates index "
+                               f"columns only within a 64- or 128-row tile", self.loc)
+        return f"sm100.col_index({rows}, {n}, tidx, {ctx.c})"
+
     def render_op(self, op: Op, args: list[str], ctx: Ctx, nest: Nest) -> str:
-        """The registry's expression, except exp2 of a tile under the `exp2_fma` option: a share of each
-        row's elements on the FMA units (FA4's software exp2)."""
+        """The registry's expression, except index tiles (`index_of`) and exp2 of a tile under the `exp2_fma`
+        option: a share of each row's elements on the FMA units (FA4's software exp2)."""
+        if op.kind is OpKind.ARANGE and ctx.layout in (ROW, COL):
+            return self.index_of(op.result.type.shape[0], ctx)
         share = getattr(self.plan, "exp2_fma", 0.0)
         if share and ctx.layout == ACC and ops.entry(op) is ops.lookup(OpKind.UNARY, "exp2"):
             if not 0.0 < share <= 1.0:
                 raise BackendError(f"exp2_fma is a share of the elements, in (0, 1]; got {share}", op.loc)
             return f"sm100.exp2_mixed({strip_parens(args[0])}, {ctx.c}, 16, {max(1, round(share * 16))})"
         return super().render_op(op, args, ctx, nest)
-
-    # ---------------------------------------------------------------------------- unsupported ops
-    def op_arange(self, op: Op) -> None:
-        raise BackendError("arange (index tiles) in a warp group; the Blackwell templates do not implement "
-                           "index tiles yet", op.loc)

@@ -61,6 +61,12 @@ def coords(rows: cutlass.Constexpr, cols: cutlass.Constexpr, tidx):
 
 
 @cute.jit
+def col_index(rows: cutlass.Constexpr, cols: cutlass.Constexpr, tidx, c: cutlass.Constexpr):
+    """The tile column of this thread's register element `c` of an (rows, cols) row-layout tile."""
+    return coords(rows, cols, tidx)[c][1]
+
+
+@cute.jit
 def row_tile(rows: cutlass.Constexpr, cols: cutlass.Constexpr, dtype: cutlass.Constexpr):
     """A register tile in the row layout: this thread's elements, viewed as (1, n)."""
     n = cols if rows == 128 else cols // 2
