@@ -8,8 +8,8 @@ from aref.ir import OpKind
 from tests.backend.sm100_helpers import EXAMPLES, PARTITIONS, sm100_compiled
 
 # and the examples beyond the core set that the Blackwell templates generate: index tiles (causal masks from
-# `arange`), a one-warp MMA group waiting for its own MMAs
-CASES = [(e, p) for e in EXAMPLES + ["linear_attention"] for p in PARTITIONS]
+# `arange`), a one-warp MMA group waiting for its own MMAs, pipeline steps guarded at run time
+CASES = [(e, p) for e in EXAMPLES + ["linear_attention"] for p in PARTITIONS] + [("attention_causal", "heuristic")]
 
 
 def _count(ws, kind):

@@ -67,7 +67,6 @@ class TmemTile:
 class Sm100RoleEmitter(RoleEmitter):
     tagged = SM100_TAGGED
     templates = "Blackwell templates"
-    runtime_predicates = False     # trip counts fixed by the specialization (no guarded pipeline steps yet)
 
     def __init__(self, plan, g):
         super().__init__(plan, g)
@@ -349,6 +348,11 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"sm100.copy_rows({buf.name}, sm100.smem_rows({self.arg(ring.name)}[None, None, {slot}], "
                  f"{t.shape[0]}, {t.shape[1]}, tidx))")
 
+    def held_in_registers(self, v: Value) -> bool:
+        """A tensor-memory tile the MMA warp writes (a zero accumulator) never passes through its registers."""
+        return not (isinstance(v.type, TileType) and v.type.space is Space.TMEM and self.g.issues_mma
+                    and not self._cuda_core_writer())
+
     def _cuda_core_writer(self) -> bool:
         return self.gp.group.warps == 4 and not self.mixed
 
@@ -472,6 +476,24 @@ class Sm100RoleEmitter(RoleEmitter):
         for c, r in zip(lp.carried, lp.results):
             if id(c) in carried_tmem:
                 self.env[id(r)] = carried_tmem[id(c)]
+
+    def op_select(self, op: Op) -> None:
+        """A run-time choice between two states of one tensor-memory buffer (a guarded pipeline step's MMA
+        result or the value before it) is that buffer: the choice is only whether an MMA has written it."""
+        a, b = (self.env.get(id(o)) for o in op.operands[1:])
+        p = self.scalar(op.operands[0])
+        if p.static or not (isinstance(a, TmemTile) and isinstance(b, TmemTile)):
+            super().op_select(op)
+            return
+        if (a.buffer, a.slot) != (b.buffer, b.slot):
+            raise BackendError(f"a run-time choice between tensor-memory tiles {a.buffer}[{a.slot}] and "
+                               f"{b.buffer}[{b.slot}]", op.loc)
+        started = a.started
+        if a.started != b.started:
+            started = self.names(f"{ident(a.buffer)}_started")
+            self.out(f"{started} = cutlass.Boolean(cutlass.select_({strip_parens(p.expr)}, {a.started or True}, "
+                     f"{b.started or True}))")
+        self.env[id(op.result)] = TmemTile(a.buffer, a.slot, started)
 
     # ----------------------------------------------------------------------------------- stores
     def op_store(self, op: Op) -> None:
