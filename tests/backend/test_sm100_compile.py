@@ -87,3 +87,13 @@ def test_software_exp2_algorithm_is_accurate():
     normal = x >= -125                 # below, results are denormal: flushed like ex2.approx.ftz (≈ 0 for P)
     assert np.max(np.abs(got - want)[normal] / want[normal]) < 1e-4
     assert np.max(np.abs(got - want)[~normal]) < 2.0 ** -124
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_layer_norm_broadcasts_column_vectors_in_the_row_layout(backend_cache, partition):
+    """Layer norm's weight and bias (`w[None, :]`) are held as the columns of each thread's row (64-row tiles:
+    the half a thread holds, found through the tcgen05.ld partition); no tensor-core work, no spills."""
+    ws, result = sm100_compiled(backend_cache, "rowwise", partition)
+    assert result.arch == "sm_100a" and result.spill_bytes == 0, result.ptxas_log
+    assert result.instructions["cp.async.bulk.tensor"] > 0 and result.instructions["tcgen05.mma"] == 0
+    assert "sm100.col_index(64, 64, tidx, c)" in result.source_path.read_text()

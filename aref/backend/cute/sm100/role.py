@@ -39,7 +39,11 @@ def per_thread_cols(rows: int, cols: int) -> int:
 @dataclass
 class RowBuffer(Buffer):
     """A register tile in the row layout: this thread's elements of its row, as a (1, n) tensor (`acc`), or
-    one value for its row (`row`), or one CTA-uniform value (`scalar`). Register index r is always 0."""
+    one value for its row (`row`), or a vector along the columns held as the elements of the thread's row of
+    the group's `tile_rows`-row tiles (`col`: element c is the vector's entry at the column of element c), or
+    one CTA-uniform value (`scalar`). Register index r is always 0."""
+
+    tile_rows: int = 128
 
     @property
     def rows(self) -> int:
@@ -47,11 +51,13 @@ class RowBuffer(Buffer):
 
     @property
     def cols(self) -> int:
+        if self.layout == COL:
+            return per_thread_cols(self.tile_rows, self.shape[0])
         return per_thread_cols(*self.shape)
 
     @property
     def elements(self) -> int:
-        return self.cols if self.layout == ACC else 1
+        return self.cols if self.layout in (ACC, COL) else 1
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class Sm100RoleEmitter(RoleEmitter):
         self.mixed = g.issues_mma and g.gp.group.warps == 4
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
         self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
+        self._col_rows: list[int] | None = None
 
     # ---------------------------------------------------------------------------------------- helpers
     def thr(self, mma: str) -> str:
@@ -125,13 +132,24 @@ class Sm100RoleEmitter(RoleEmitter):
     # The layout-independent part of register math (liveness, fusion, the registry's element templates
     # and reduce specs) is `MathEmitter`'s; these hooks give it tcgen05's row layout: register index r is
     # the thread's one row (a loop of 1), c the columns of that row it holds.
+    def col_rows(self, t: TileType) -> int:
+        """Rows of the tiles a vector along the columns is combined with: the group's 2-D register tiles, whose
+        row layout (which columns a thread holds) the vector takes."""
+        if self._col_rows is None:
+            self._col_rows = sorted({v.type.shape[0] for op in self.gp.all_ops() for v in op.results
+                                     if isinstance(v.type, TileType) and len(v.type.shape) == 2
+                                     and v.type.space is not Space.SMEM and v.type.shape[0] > 1})
+        if len(self._col_rows) != 1 or self._col_rows[0] not in ROWS:
+            raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}' "
+                               f"beside register tiles of {self._col_rows or 'no'} rows; the Blackwell templates hold "
+                               f"it in the row layout of the group's 64- or 128-row tiles, one row count per group",
+                               self.loc, hint="use one tile height (64 or 128 rows) for the tiles the vector is "
+                                              "broadcast over, or compile for sm_90a")
+        return self._col_rows[0]
+
     def check_fits(self, t: TileType, layout: str) -> None:
         if layout == COL:
-            raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}'; "
-                               f"the Blackwell templates hold one row per thread (tcgen05's row layout) and have no "
-                               f"column-vector layout", self.loc,
-                               hint="on sm_100a broadcast vectors along the rows only (`x[:, None]`), or "
-                                    "compile for sm_90a")
+            self.col_rows(t)
         if layout in (ACC, ROW):
             self.check_rows(t)
 
@@ -141,17 +159,23 @@ class Sm100RoleEmitter(RoleEmitter):
         if layout == ACC:
             self.setup(f"{name} = sm100.row_tile({t.shape[0]}, {t.shape[1]}, {dt})")
             buf.rc = name
+        elif layout == COL:
+            buf.tile_rows = self.col_rows(t)
+            self.setup(f"{name} = cute.make_rmem_tensor({buf.cols}, {dt})")
         else:
             self.setup(f"{name} = cute.make_rmem_tensor(1, {dt})")
         return buf
 
     def nest_for(self, layout: str, t) -> Nest:
-        self.nest_rows = t.shape[0] if layout == ACC else None     # the tile whose elements the nest visits
+        # the rows of the tile whose elements the nest visits
+        self.nest_rows = t.shape[0] if layout == ACC else self.col_rows(t) if layout == COL else None
         if layout == SCALAR:
             return Nest([])
         if layout == ROW:
             return Nest([("r", 1)])
         self.check_fits(t, layout)
+        if layout == COL:
+            return Nest([("c", per_thread_cols(self.nest_rows, t.shape[0]))])
         return Nest([("r", 1), ("c", per_thread_cols(*t.shape))])
 
     def slice_ctx(self, op: Op, ctx: Ctx) -> Ctx:
@@ -214,7 +238,7 @@ class Sm100RoleEmitter(RoleEmitter):
         if ctx.layout == ACC:
             text = f"{self.smem_view(s)}[{ctx.c}]"
         elif ctx.layout == COL:
-            self.check_fits(s.tile, COL)
+            text = f"{ring}[{self.column_of(s.tile.shape[0], ctx)}, {slot}]"
         else:
             row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
                 else str(s.row0)
@@ -566,9 +590,15 @@ class Sm100RoleEmitter(RoleEmitter):
         of the thread's register element c, in the row layout of the tile being computed)."""
         if ctx.layout == ROW:
             return self.my_row(n)
+        return self.column_of(n, ctx)
+
+    def column_of(self, n: int, ctx: Ctx) -> str:
+        """The tile column of register element `ctx.c` of this thread's row (of the tile being computed, n
+        columns), from the tcgen05.ld partition (a constant per element at 128 rows, where the thread holds
+        its whole row)."""
         rows = self.nest_rows
         if rows is None:
-            raise BackendError(f"an index tile of {n} columns outside a 2-D tile; the Blackwell templates index "
+            raise BackendError(f"a vector of {n} columns read outside a 2-D tile; the Blackwell templates index "
                                f"columns only within a 64- or 128-row tile", self.loc)
         return f"sm100.col_index({rows}, {n}, tidx, {ctx.c})"
 
