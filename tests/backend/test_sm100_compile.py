@@ -3,7 +3,10 @@ ptxas reports no spills, and the PTX has what the schedule implies — tcgen05 M
 allocation and release, tcgen05.ld (and .st where a group writes tensor memory), tcgen05.commit for every
 mma_commit of the IR, TMA bulk copies and parity waits, one mbarrier.init per ring barrier."""
 import pytest
+import torch
 
+import aref
+from aref.compiler import CompileOptions, lower_to
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import EXAMPLES, PARTITIONS, sm100_compiled
 
@@ -97,3 +100,33 @@ def test_layer_norm_broadcasts_column_vectors_in_the_row_layout(backend_cache, p
     assert result.arch == "sm_100a" and result.spill_bytes == 0, result.ptxas_log
     assert result.instructions["cp.async.bulk.tensor"] > 0 and result.instructions["tcgen05.mma"] == 0
     assert "sm100.col_index(64, 64, tidx, c)" in result.source_path.read_text()
+
+
+@aref.aref_kernel(grid=lambda A, B, BM, BN, **_: (-(-A.shape[0] // BM), -(-B.shape[0] // BN)))
+def _gemm_rowsum(A, B, C, rowsum, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=3)
+    for k in aref.range(-(-A.shape[1] // BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    out = aref.maximum(acc, 0.0)
+    aref.store(C, (pid_m, pid_n), out.to(C.dtype))
+    aref.store(rowsum, (pid_m,), aref.rowsum(out), reduce="add")
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_row_vector_store_is_a_tma_reduce_add(backend_cache, partition):
+    """A rank-1 store of a row vector (reduce="add") goes through a rank-1 staging tile, each thread writing
+    its row's value, and one TMA reduce-add (cp.reduce.async.bulk.tensor.1d … .add)."""
+    from aref.backend.cute import compile_barrier
+    args = dict(A=torch.zeros(256, 128, dtype=torch.float16), B=torch.zeros(256, 128, dtype=torch.float16),
+                C=torch.zeros(256, 256, dtype=torch.float16), rowsum=torch.zeros(256))
+    ws = lower_to(_gemm_rowsum.specialize(**args), "barrier", CompileOptions(arch="sm_100a", partition=partition))
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.spill_bytes == 0, result.ptxas_log
+    assert result.instructions["tcgen05.mma"] > 0
+    assert "cp.reduce.async.bulk.tensor.1d.global.shared::cta.add" in result.ptx_path.read_text()
+    assert "sm100.row_to_smem(" in result.source_path.read_text()

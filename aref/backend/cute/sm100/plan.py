@@ -201,9 +201,10 @@ def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> N
     t = by_value[id(op.operands[0])]
     box = tuple(op.attrs.tile_shape)
     value = op.operands[-1]
-    if len(box) != 2:
-        raise BackendError("the TMA-store epilogue writes rank-2 tiles only", op.loc)
-    _set_tiled(t, 2, op.loc)
+    if len(box) not in (1, 2):
+        raise BackendError(f"a rank-{len(box)} store: the TMA-store epilogue writes rank-1 and rank-2 tiles",
+                           op.loc)
+    _set_tiled(t, len(box), op.loc)
     _check_divisible(t, box, op.loc)
     if value.type.dtype is not t.dtype:
         raise BackendError(f"store of a {value.type.dtype.value} tile into a {t.dtype.value} tensor", op.loc)

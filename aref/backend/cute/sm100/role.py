@@ -526,29 +526,35 @@ class Sm100RoleEmitter(RoleEmitter):
         value = op.operands[-1]
         coords = [self.scalar(c) for c in op.operands[1:-1]]
         rank = len(t.shape)
-        lead = rank - 2
+        lead = rank - len(op.attrs.tile_shape)
         idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
         direct = self.plan.direct_stores.get(id(op))
         if direct is not None:
             s = self.env[id(value)]
             tma = self.plan.tma(t.name, op.attrs.tile_shape, direct, store=True, reduce=op.attrs.reduce)
-            s_part, g_part = self.tma_partition(tma, direct, 2, rank)
+            s_part, g_part = self.tma_partition(tma, direct, len(op.attrs.tile_shape), rank)
             self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}[None, {strip_parens(s.slot.expr)}], "
                      f"{g_part}[None, {idx}], 0)  # one thread: TMA store straight from the slot")
             self.pending_direct[s.channel] = tma.name
             self.pending_store.add(direct)
             return
         stage = self.plan.staging[id(op)]
+        tiled = len(op.attrs.tile_shape)
         tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
-        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank)
+        s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank)
         buf = self.materialize(value)
         if stage.name in self.pending_store or self.in_loop:
             self.out("# the previous TMA store from this staging tile must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
-        rows, cols = value.type.shape
-        self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
-                 f"barrier_id={self.g.group_barrier})")
+        if tiled == 1:                 # a row vector: each thread writes its row's value (both halves at 64 rows)
+            self.check_rows(TileType((value.type.shape[0], 1), value.type.dtype, Space.RMEM))
+            self.out(f"sm100.row_to_smem({buf.name}, {self.arg(stage.name)}, {self.my_row(value.type.shape[0])}, "
+                     f"barrier_id={self.g.group_barrier})")
+        else:
+            rows, cols = value.type.shape
+            self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
+                     f"barrier_id={self.g.group_barrier})")
         self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
         self.pending_store.add(stage.name)
 

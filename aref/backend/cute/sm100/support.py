@@ -180,6 +180,16 @@ def rows_to_smem(regs: cute.Tensor, staging: cute.Tensor, rows: cutlass.Constexp
 
 
 @cute.jit
+def row_to_smem(vec: cute.Tensor, staging: cute.Tensor, row, barrier_id: cutlass.Constexpr):
+    """A row vector (one value per thread, for its row) → a rank-1 shared-memory staging tile for a TMA store,
+    fenced for the async proxy and synced over the warp group (at 64 rows threads t and t ^ 16 write the same
+    value)."""
+    staging[row] = vec[0]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
+
+
+@cute.jit
 def tmem_operand_a(tiled_mma: cute.TiledMma, base, col: cutlass.Constexpr, m: cutlass.Constexpr,
                    n: cutlass.Constexpr, k: cutlass.Constexpr, dtype: cutlass.Constexpr):
     """The A operand fragment of a tcgen05 MMA (M = m, N = n, K = k) read from tensor memory at column `col`:
