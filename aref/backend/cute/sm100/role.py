@@ -12,8 +12,11 @@ Blackwell changes is filled in here:
     a zero MMA into it;
   * compute groups load tensor memory with tcgen05.ld and write it back with tcgen05.st in the row layout
     (`sm100.support`), and do their math there: elementwise chains per thread, row reductions thread-local;
-  * epilogues store tiles from shared memory with one TMA store (the epilogue warp), or stage registers in
-    shared memory first (a compute group).
+    index tiles and vectors along the columns take the column of each register element of the thread's row;
+  * epilogues store tiles (and row vectors) from shared memory with one TMA store (the epilogue warp), or
+    stage registers in shared memory first (a compute group);
+  * pipeline steps guarded by a run-time predicate are the Hopper emitter's; a tensor-memory tile stays
+    there across the guard (a run-time select between its states is the buffer itself).
 """
 from __future__ import annotations
 
