@@ -4,7 +4,7 @@ Layout (Hopper, sm_90a): a 2-D register tile (R, C) of a 128-thread warp group i
 layout, R·C/128 elements per thread; a row vector (R,) holds one value per row a thread touches, 2 per 64-row
 slab, so every thread of the quad sharing a row keeps its own copy. 16-bit elements pack two to a register.
 Blackwell (sm_100a) tiles come from tcgen05.ld, one row per thread (a (128, C) tile is C values per thread,
-a row vector one value).
+a row vector one value, a column vector (C,) the C values of a row, as a 128-row tile's thread holds them).
 
 Liveness follows the code generator's storage rules, so the figure here is what the generated role holds:
 
@@ -85,6 +85,8 @@ def tile_registers(t: TileType, arch: str = "sm_90a", threads: int = THREADS, la
         return max(1, -(-elems * bits // 32))
     if arch == "sm_100a":
         per_thread = max(1, t.numel * 32 // (threads * 32)) if len(t.shape) > 1 else 1
+        if layout == "col" and len(t.shape) == 1:
+            per_thread = t.shape[0]       # a column vector: the columns of a 128-row tile's row (at most)
         return max(1, -(-per_thread * bits // 32))
     if len(t.shape) >= 2:
         rows = 1

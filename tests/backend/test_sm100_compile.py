@@ -3,11 +3,16 @@ ptxas reports no spills, and the PTX has what the schedule implies — tcgen05 M
 allocation and release, tcgen05.ld (and .st where a group writes tensor memory), tcgen05.commit for every
 mma_commit of the IR, TMA bulk copies and parity waits, one mbarrier.init per ring barrier."""
 import pytest
+import torch
 
+import aref
+from aref.compiler import CompileOptions, lower_to
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import EXAMPLES, PARTITIONS, sm100_compiled
 
-CASES = [(e, p) for e in EXAMPLES for p in PARTITIONS]
+# and the examples beyond the core set that the Blackwell templates generate: index tiles (causal masks from
+# `arange`), a one-warp MMA group waiting for its own MMAs, pipeline steps guarded at run time
+CASES = [(e, p) for e in EXAMPLES + ["linear_attention"] for p in PARTITIONS] + [("attention_causal", "heuristic")]
 
 
 def _count(ws, kind):
@@ -85,3 +90,43 @@ def test_software_exp2_algorithm_is_accurate():
     normal = x >= -125                 # below, results are denormal: flushed like ex2.approx.ftz (≈ 0 for P)
     assert np.max(np.abs(got - want)[normal] / want[normal]) < 1e-4
     assert np.max(np.abs(got - want)[~normal]) < 2.0 ** -124
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_layer_norm_broadcasts_column_vectors_in_the_row_layout(backend_cache, partition):
+    """Layer norm's weight and bias (`w[None, :]`) are held as the columns of each thread's row (64-row tiles:
+    the half a thread holds, found through the tcgen05.ld partition); no tensor-core work, no spills."""
+    ws, result = sm100_compiled(backend_cache, "rowwise", partition)
+    assert result.arch == "sm_100a" and result.spill_bytes == 0, result.ptxas_log
+    assert result.instructions["cp.async.bulk.tensor"] > 0 and result.instructions["tcgen05.mma"] == 0
+    assert "sm100.col_index(64, 64, tidx, c)" in result.source_path.read_text()
+
+
+@aref.aref_kernel(grid=lambda A, B, BM, BN, **_: (-(-A.shape[0] // BM), -(-B.shape[0] // BN)))
+def _gemm_rowsum(A, B, C, rowsum, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ab = aref.channel(depth=3)
+    for k in aref.range(-(-A.shape[1] // BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    out = aref.maximum(acc, 0.0)
+    aref.store(C, (pid_m, pid_n), out.to(C.dtype))
+    aref.store(rowsum, (pid_m,), aref.rowsum(out), reduce="add")
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_row_vector_store_is_a_tma_reduce_add(backend_cache, partition):
+    """A rank-1 store of a row vector (reduce="add") goes through a rank-1 staging tile, each thread writing
+    its row's value, and one TMA reduce-add (cp.reduce.async.bulk.tensor.1d … .add)."""
+    from aref.backend.cute import compile_barrier
+    args = dict(A=torch.zeros(256, 128, dtype=torch.float16), B=torch.zeros(256, 128, dtype=torch.float16),
+                C=torch.zeros(256, 256, dtype=torch.float16), rowsum=torch.zeros(256))
+    ws = lower_to(_gemm_rowsum.specialize(**args), "barrier", CompileOptions(arch="sm_100a", partition=partition))
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.spill_bytes == 0, result.ptxas_log
+    assert result.instructions["tcgen05.mma"] > 0
+    assert "cp.reduce.async.bulk.tensor.1d.global.shared::cta.add" in result.ptx_path.read_text()
+    assert "sm100.row_to_smem(" in result.source_path.read_text()

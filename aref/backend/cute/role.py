@@ -193,13 +193,18 @@ class RoleEmitter(AccessEmitter, MathEmitter):
             for v in op.operands:
                 c = self.env.get(id(v))
                 if (isinstance(c, Zero) or isinstance(c, tuple) and c[0] in ("lazy", "cast")) \
-                        and self.last_use(v) > self.pos:
+                        and self.last_use(v) > self.pos and self.held_in_registers(v):
                     self.materialize(v)     # read after the step too: made whether or not the step runs
             with self.out.block(f"if {strip_parens(guard.expr)}:"):
                 if k in self.tagged:
                     self.tag(op)
                 handler(op)
         self.track_live()
+
+    def held_in_registers(self, v: Value) -> bool:
+        """Whether `v` is computed into this group's registers when it is materialized (a guarded step computes
+        such operands before its guard, so they exist whether or not the step runs)."""
+        return True
 
     # ------------------------------------------------------------------------------------------ scalars
     def op_const(self, op: Op) -> None:

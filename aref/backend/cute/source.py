@@ -24,8 +24,8 @@ class Lines:
         self.depth += 1
         mark = len(self.lines)
         yield
-        if len(self.lines) == mark:     # an empty Python block needs a statement
-            self("pass")
+        if all(not line.strip() or line.strip().startswith("#") for line in self.lines[mark:]):
+            self("pass")                # a Python block of comments alone needs a statement
         self.depth -= 1
 
     def extend(self, other: "Lines") -> None:

@@ -190,9 +190,11 @@ def _host(plan: Sm100Plan) -> str:
     staging = {b.name for b in plan.staging.values()}
     for b in _buffers(plan):
         r = b.tile.shape
-        if b.name in staging:
+        if b.name in staging and len(r) == 2:
             out(f"{b.layout} = cute.slice_(sm90_utils.make_smem_layout_epi({dt(b.tile.dtype)}, "
                 f"LayoutEnum.ROW_MAJOR, {tuple(r)}, 1), (None, None, 0))")
+        elif b.name in staging:
+            out(f"{b.layout} = cute.make_layout(({r[0]},))")
         elif len(r) == 2:
             out(f"{b.layout} = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, ({r[0]}, 1, {r[1]}), "
                 f"{dt(b.tile.dtype)}, {b.depth})")

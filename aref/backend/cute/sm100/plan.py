@@ -63,7 +63,7 @@ class Sm100Plan(KernelPlan):
     zero_mmas: list = field(default_factory=list)         # (m, n) of every zero fill
     mma_of: dict = field(default_factory=dict)            # id(mma_async op) -> index into mmas
     direct_stores: dict = field(default_factory=dict)     # id(store op) -> slot buffer a TMA store reads
-    mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs (mixed groups)
+    mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs
     exp2_fma: float = 0.0                                 # share of exp2 on the FMA units (software exp2)
 
     def group_of(self, gid: int) -> Sm100GroupPlan:
@@ -178,8 +178,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         if g.gp.group.warps == 4:
             g.group_barrier = next_id
             next_id += 1
-            if g.issues_mma and any(op.kind is OpKind.MMA_WAIT for op in g.gp.all_ops()):
-                mma_barriers.append(g.index)
+        if g.issues_mma and any(op.kind is OpKind.MMA_WAIT for op in g.gp.all_ops()):
+            mma_barriers.append(g.index)
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
     smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in staging.values())
@@ -201,9 +201,10 @@ def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> N
     t = by_value[id(op.operands[0])]
     box = tuple(op.attrs.tile_shape)
     value = op.operands[-1]
-    if len(box) != 2:
-        raise BackendError("the TMA-store epilogue writes rank-2 tiles only", op.loc)
-    _set_tiled(t, 2, op.loc)
+    if len(box) not in (1, 2):
+        raise BackendError(f"a rank-{len(box)} store: the TMA-store epilogue writes rank-1 and rank-2 tiles",
+                           op.loc)
+    _set_tiled(t, len(box), op.loc)
     _check_divisible(t, box, op.loc)
     if value.type.dtype is not t.dtype:
         raise BackendError(f"store of a {value.type.dtype.value} tile into a {t.dtype.value} tensor", op.loc)

@@ -12,8 +12,11 @@ Blackwell changes is filled in here:
     a zero MMA into it;
   * compute groups load tensor memory with tcgen05.ld and write it back with tcgen05.st in the row layout
     (`sm100.support`), and do their math there: elementwise chains per thread, row reductions thread-local;
-  * epilogues store tiles from shared memory with one TMA store (the epilogue warp), or stage registers in
-    shared memory first (a compute group).
+    index tiles and vectors along the columns take the column of each register element of the thread's row;
+  * epilogues store tiles (and row vectors) from shared memory with one TMA store (the epilogue warp), or
+    stage registers in shared memory first (a compute group);
+  * pipeline steps guarded by a run-time predicate are the Hopper emitter's; a tensor-memory tile stays
+    there across the guard (a run-time select between its states is the buffer itself).
 """
 from __future__ import annotations
 
@@ -39,7 +42,11 @@ def per_thread_cols(rows: int, cols: int) -> int:
 @dataclass
 class RowBuffer(Buffer):
     """A register tile in the row layout: this thread's elements of its row, as a (1, n) tensor (`acc`), or
-    one value for its row (`row`), or one CTA-uniform value (`scalar`). Register index r is always 0."""
+    one value for its row (`row`), or a vector along the columns held as the elements of the thread's row of
+    the group's `tile_rows`-row tiles (`col`: element c is the vector's entry at the column of element c), or
+    one CTA-uniform value (`scalar`). Register index r is always 0."""
+
+    tile_rows: int = 128
 
     @property
     def rows(self) -> int:
@@ -47,11 +54,13 @@ class RowBuffer(Buffer):
 
     @property
     def cols(self) -> int:
+        if self.layout == COL:
+            return per_thread_cols(self.tile_rows, self.shape[0])
         return per_thread_cols(*self.shape)
 
     @property
     def elements(self) -> int:
-        return self.cols if self.layout == ACC else 1
+        return self.cols if self.layout in (ACC, COL) else 1
 
 
 @dataclass(frozen=True)
@@ -67,13 +76,14 @@ class TmemTile:
 class Sm100RoleEmitter(RoleEmitter):
     tagged = SM100_TAGGED
     templates = "Blackwell templates"
-    runtime_predicates = False     # trip counts fixed by the specialization (no guarded pipeline steps yet)
 
     def __init__(self, plan, g):
         super().__init__(plan, g)
         self.producer = False                 # one-warp load group: no inner warp selection
         self.mixed = g.issues_mma and g.gp.group.warps == 4
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
+        self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
+        self._col_rows: list[int] | None = None
 
     # ---------------------------------------------------------------------------------------- helpers
     def thr(self, mma: str) -> str:
@@ -125,13 +135,24 @@ class Sm100RoleEmitter(RoleEmitter):
     # The layout-independent part of register math (liveness, fusion, the registry's element templates
     # and reduce specs) is `MathEmitter`'s; these hooks give it tcgen05's row layout: register index r is
     # the thread's one row (a loop of 1), c the columns of that row it holds.
+    def col_rows(self, t: TileType) -> int:
+        """Rows of the tiles a vector along the columns is combined with: the group's 2-D register tiles, whose
+        row layout (which columns a thread holds) the vector takes."""
+        if self._col_rows is None:
+            self._col_rows = sorted({v.type.shape[0] for op in self.gp.all_ops() for v in op.results
+                                     if isinstance(v.type, TileType) and len(v.type.shape) == 2
+                                     and v.type.space is not Space.SMEM and v.type.shape[0] > 1})
+        if len(self._col_rows) != 1 or self._col_rows[0] not in ROWS:
+            raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}' "
+                               f"beside register tiles of {self._col_rows or 'no'} rows; the Blackwell templates hold "
+                               f"it in the row layout of the group's 64- or 128-row tiles, one row count per group",
+                               self.loc, hint="use one tile height (64 or 128 rows) for the tiles the vector is "
+                                              "broadcast over, or compile for sm_90a")
+        return self._col_rows[0]
+
     def check_fits(self, t: TileType, layout: str) -> None:
         if layout == COL:
-            raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}'; "
-                               f"the Blackwell templates hold one row per thread (tcgen05's row layout) and have no "
-                               f"column-vector layout", self.loc,
-                               hint="on sm_100a broadcast vectors along the rows only (`x[:, None]`), or "
-                                    "compile for sm_90a")
+            self.col_rows(t)
         if layout in (ACC, ROW):
             self.check_rows(t)
 
@@ -141,16 +162,23 @@ class Sm100RoleEmitter(RoleEmitter):
         if layout == ACC:
             self.setup(f"{name} = sm100.row_tile({t.shape[0]}, {t.shape[1]}, {dt})")
             buf.rc = name
+        elif layout == COL:
+            buf.tile_rows = self.col_rows(t)
+            self.setup(f"{name} = cute.make_rmem_tensor({buf.cols}, {dt})")
         else:
             self.setup(f"{name} = cute.make_rmem_tensor(1, {dt})")
         return buf
 
     def nest_for(self, layout: str, t) -> Nest:
+        # the rows of the tile whose elements the nest visits
+        self.nest_rows = t.shape[0] if layout == ACC else self.col_rows(t) if layout == COL else None
         if layout == SCALAR:
             return Nest([])
         if layout == ROW:
             return Nest([("r", 1)])
         self.check_fits(t, layout)
+        if layout == COL:
+            return Nest([("c", per_thread_cols(self.nest_rows, t.shape[0]))])
         return Nest([("r", 1), ("c", per_thread_cols(*t.shape))])
 
     def slice_ctx(self, op: Op, ctx: Ctx) -> Ctx:
@@ -184,6 +212,7 @@ class Sm100RoleEmitter(RoleEmitter):
             return
         self.check_rows(src.type)
         rows, cols = src.type.shape
+        self.nest_rows = rows
         cls = ops.compute_class(src.type.dtype)
         try:
             spec = ops.cute_emission(ops.entry(op), self.role_key(), s_layout, cls).reduce
@@ -212,7 +241,7 @@ class Sm100RoleEmitter(RoleEmitter):
         if ctx.layout == ACC:
             text = f"{self.smem_view(s)}[{ctx.c}]"
         elif ctx.layout == COL:
-            self.check_fits(s.tile, COL)
+            text = f"{ring}[{self.column_of(s.tile.shape[0], ctx)}, {slot}]"
         else:
             row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
                 else str(s.row0)
@@ -346,6 +375,11 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"sm100.copy_rows({buf.name}, sm100.smem_rows({self.arg(ring.name)}[None, None, {slot}], "
                  f"{t.shape[0]}, {t.shape[1]}, tidx))")
 
+    def held_in_registers(self, v: Value) -> bool:
+        """A tensor-memory tile the MMA warp writes (a zero accumulator) never passes through its registers."""
+        return not (isinstance(v.type, TileType) and v.type.space is Space.TMEM and self.g.issues_mma
+                    and not self._cuda_core_writer())
+
     def _cuda_core_writer(self) -> bool:
         return self.gp.group.warps == 4 and not self.mixed
 
@@ -470,6 +504,24 @@ class Sm100RoleEmitter(RoleEmitter):
             if id(c) in carried_tmem:
                 self.env[id(r)] = carried_tmem[id(c)]
 
+    def op_select(self, op: Op) -> None:
+        """A run-time choice between two states of one tensor-memory buffer (a guarded pipeline step's MMA
+        result or the value before it) is that buffer: the choice is only whether an MMA has written it."""
+        a, b = (self.env.get(id(o)) for o in op.operands[1:])
+        p = self.scalar(op.operands[0])
+        if p.static or not (isinstance(a, TmemTile) and isinstance(b, TmemTile)):
+            super().op_select(op)
+            return
+        if (a.buffer, a.slot) != (b.buffer, b.slot):
+            raise BackendError(f"a run-time choice between tensor-memory tiles {a.buffer}[{a.slot}] and "
+                               f"{b.buffer}[{b.slot}]", op.loc)
+        started = a.started
+        if a.started != b.started:
+            started = self.names(f"{ident(a.buffer)}_started")
+            self.out(f"{started} = cutlass.Boolean(cutlass.select_({strip_parens(p.expr)}, {a.started or True}, "
+                     f"{b.started or True}))")
+        self.env[id(op.result)] = TmemTile(a.buffer, a.slot, started)
+
     # ----------------------------------------------------------------------------------- stores
     def op_store(self, op: Op) -> None:
         t = next(tp for tp in self.plan.tensors if tp.name == self.plan.ws.params[
@@ -477,29 +529,35 @@ class Sm100RoleEmitter(RoleEmitter):
         value = op.operands[-1]
         coords = [self.scalar(c) for c in op.operands[1:-1]]
         rank = len(t.shape)
-        lead = rank - 2
+        lead = rank - len(op.attrs.tile_shape)
         idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
         direct = self.plan.direct_stores.get(id(op))
         if direct is not None:
             s = self.env[id(value)]
             tma = self.plan.tma(t.name, op.attrs.tile_shape, direct, store=True, reduce=op.attrs.reduce)
-            s_part, g_part = self.tma_partition(tma, direct, 2, rank)
+            s_part, g_part = self.tma_partition(tma, direct, len(op.attrs.tile_shape), rank)
             self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}[None, {strip_parens(s.slot.expr)}], "
                      f"{g_part}[None, {idx}], 0)  # one thread: TMA store straight from the slot")
             self.pending_direct[s.channel] = tma.name
             self.pending_store.add(direct)
             return
         stage = self.plan.staging[id(op)]
+        tiled = len(op.attrs.tile_shape)
         tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
-        s_part, g_part = self.tma_partition(tma, stage.name, 2, rank)
+        s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank)
         buf = self.materialize(value)
         if stage.name in self.pending_store or self.in_loop:
             self.out("# the previous TMA store from this staging tile must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
-        rows, cols = value.type.shape
-        self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
-                 f"barrier_id={self.g.group_barrier})")
+        if tiled == 1:                 # a row vector: each thread writes its row's value (both halves at 64 rows)
+            self.check_rows(TileType((value.type.shape[0], 1), value.type.dtype, Space.RMEM))
+            self.out(f"sm100.row_to_smem({buf.name}, {self.arg(stage.name)}, {self.my_row(value.type.shape[0])}, "
+                     f"barrier_id={self.g.group_barrier})")
+        else:
+            rows, cols = value.type.shape
+            self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
+                     f"barrier_id={self.g.group_barrier})")
         self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
         self.pending_store.add(stage.name)
 
@@ -536,17 +594,31 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "
                  f"{a.start}..{a.start + a.size - 1} of {c.buffer}")
 
+    def index_of(self, n: int, ctx: Ctx) -> str:
+        """An index tile (`arange(n)`) read along the rows (the thread's row) or along the columns (the column
+        of the thread's register element c, in the row layout of the tile being computed)."""
+        if ctx.layout == ROW:
+            return self.my_row(n)
+        return self.column_of(n, ctx)
+
+    def column_of(self, n: int, ctx: Ctx) -> str:
+        """The tile column of register element `ctx.c` of this thread's row (of the tile being computed, n
+        columns), from the tcgen05.ld partition (a constant per element at 128 rows, where the thread holds
+        its whole row)."""
+        rows = self.nest_rows
+        if rows is None:
+            raise BackendError(f"a vector of {n} columns read outside a 2-D tile; the Blackwell templates index "
+                               f"columns only within a 64- or 128-row tile", self.loc)
+        return f"sm100.col_index({rows}, {n}, tidx, {ctx.c})"
+
     def render_op(self, op: Op, args: list[str], ctx: Ctx, nest: Nest) -> str:
-        """The registry's expression, except exp2 of a tile under the `exp2_fma` option: a share of each
-        row's elements on the FMA units (FA4's software exp2)."""
+        """The registry's expression, except index tiles (`index_of`) and exp2 of a tile under the `exp2_fma`
+        option: a share of each row's elements on the FMA units (FA4's software exp2)."""
+        if op.kind is OpKind.ARANGE and ctx.layout in (ROW, COL):
+            return self.index_of(op.result.type.shape[0], ctx)
         share = getattr(self.plan, "exp2_fma", 0.0)
         if share and ctx.layout == ACC and ops.entry(op) is ops.lookup(OpKind.UNARY, "exp2"):
             if not 0.0 < share <= 1.0:
                 raise BackendError(f"exp2_fma is a share of the elements, in (0, 1]; got {share}", op.loc)
             return f"sm100.exp2_mixed({strip_parens(args[0])}, {ctx.c}, 16, {max(1, round(share * 16))})"
         return super().render_op(op, args, ctx, nest)
-
-    # ---------------------------------------------------------------------------- unsupported ops
-    def op_arange(self, op: Op) -> None:
-        raise BackendError("arange (index tiles) in a warp group; the Blackwell templates do not implement "
-                           "index tiles yet", op.loc)

@@ -61,6 +61,12 @@ def coords(rows: cutlass.Constexpr, cols: cutlass.Constexpr, tidx):
 
 
 @cute.jit
+def col_index(rows: cutlass.Constexpr, cols: cutlass.Constexpr, tidx, c: cutlass.Constexpr):
+    """The tile column of this thread's register element `c` of an (rows, cols) row-layout tile."""
+    return coords(rows, cols, tidx)[c][1]
+
+
+@cute.jit
 def row_tile(rows: cutlass.Constexpr, cols: cutlass.Constexpr, dtype: cutlass.Constexpr):
     """A register tile in the row layout: this thread's elements, viewed as (1, n)."""
     n = cols if rows == 128 else cols // 2
@@ -169,6 +175,16 @@ def rows_to_smem(regs: cute.Tensor, staging: cute.Tensor, rows: cutlass.Constexp
     """Registers (row layout) → a shared-memory staging tile for a TMA store: element stores, the proxy fence
     and a warp-group barrier so every row is there before one thread issues the store."""
     copy_rows(regs, smem_rows(staging, rows, cols, tidx))
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
+
+
+@cute.jit
+def row_to_smem(vec: cute.Tensor, staging: cute.Tensor, row, barrier_id: cutlass.Constexpr):
+    """A row vector (one value per thread, for its row) → a rank-1 shared-memory staging tile for a TMA store,
+    fenced for the async proxy and synced over the warp group (at 64 rows threads t and t ^ 16 write the same
+    value)."""
+    staging[row] = vec[0]
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
 
