@@ -371,7 +371,14 @@ class MathEmitter(Renderer, CrossThread):
             elif isinstance(c, Reg):
                 yb = self.materialize(y)        # every yield computed before any carried buffer is written
                 if yb is not c.buf:
-                    self.check_not_inflight(yb)
+                    if any(yb == w for w, _ in self.inflight):
+                        # the next value is an MMA result still being written (its accumulator came from
+                        # shared memory, so it could not be made in the carried tile): retire that wgmma first
+                        last = max(i for i, (w, _) in enumerate(self.inflight) if w == yb)
+                        pending = len(self.inflight) - last - 1
+                        self.out(f"warpgroup.wait_group({pending})  # {yb.name} moves into {c.buf.name}: "
+                                 f"its wgmma must finish first")
+                        self.retire(pending)
                     moves.append((c.buf, yb))
         # the moves are one parallel assignment: a next value held in another carried tile's buffer (an
         # accumulator updated in place over a carried operand, a swap) is read before that buffer is written
