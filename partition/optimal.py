@@ -25,8 +25,14 @@ from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
-from partition.model import (Partition, UnionFind, check_registers, one_producer_per_channel,
-                             replicated_ops, split_budget)
+from partition.model import (
+    Partition,
+    UnionFind,
+    check_registers,
+    one_producer_per_channel,
+    replicated_ops,
+    split_budget,
+)
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -416,6 +422,22 @@ def _budgets(specs, result, order) -> list[WarpGroup]:
     made = {g.name: g for g in split_budget(fixed, flexible)}
     groups = [WarpGroup(i, n, r, w, made[n].regs) for i, (n, r, w) in enumerate(specs)]
     needs = result.registers if isinstance(result.registers, dict) else {}
+    need_of = {groups[i].name: needs.get(grp, 0) for i, grp in enumerate(order) if groups[i].role != "producer"}
+    short = {g.name for g in groups if need_of.get(g.name, 0) > g.regs}
+    if short:
+        # an even share is below a group's need: give the needy groups their need (the solver kept the
+        # register file's total) and share what is left among the others
+        step = resources.REG_STEP
+        want = {n: -(-need_of[n] // step) * step for n in short}
+        left = resources.REGISTERS_PER_SM - sum(g.regs * g.threads for g in groups
+                                                if g.name not in short and not any(g.name == n for n, _, _ in flexible))
+        left -= sum(want[g.name] * g.threads for g in groups if g.name in short)
+        others = [g for g in groups if g.name not in short and any(g.name == n for n, _, _ in flexible)]
+        share = min(resources.BUDGET_CAP, left // max(1, sum(g.threads for g in others)) // step * step) \
+            if others else 0
+        if left >= 0 and (not others or share >= max([resources.MIN_REGS] + [need_of.get(g.name, 0) for g in others])):
+            groups = [WarpGroup(g.id, g.name, g.role, g.warps, want[g.name] if g.name in short
+                                else share if g in others else g.regs) for g in groups]
     for i, grp in enumerate(order):
         need = needs.get(grp, 0)
         if need > groups[i].regs and groups[i].role != "producer":    # a TMA group holds no tiles

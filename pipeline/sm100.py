@@ -135,17 +135,22 @@ def subtiles(kernel: WSKernel) -> UnionFind:
         body = gp.loop.body.ops
         prod = {id(r): op for op in body for r in op.results}
         carried = {id(c): y for c, y in zip(gp.loop.carried, gp.loop.yields)}
+        loaded: set[int] = set()        # a loaded tile and its views (one k.T may serve every sub-tile)
         for op in body:
             sets.find(op)
             if op.kind in (OpKind.PUT, OpKind.GET) and id(op.operands[0]) not in tma:
                 (puts if op.kind is OpKind.PUT else gets).setdefault(id(op.operands[0]), []).append(op)
             if op.kind is OpKind.GET and id(op.operands[0]) in tma:
+                loaded.update(id(r) for r in op.results)
+                continue
+            if op.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS) and id(op.operands[0]) in loaded:
+                loaded.update(id(r) for r in op.results)
                 continue
             for v in op.operands:
+                if id(v) in loaded:
+                    continue
                 src = prod.get(id(v)) or prod.get(id(carried.get(id(v), v)))
                 if src is None or src.kind in (OpKind.CONST, OpKind.SCALAR_BINARY, OpKind.PROGRAM_ID):
-                    continue
-                if src.kind is OpKind.GET and id(src.operands[0]) in tma:
                     continue
                 sets.union(src, op)
     for ch, ps in puts.items():
