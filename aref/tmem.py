@@ -265,6 +265,8 @@ def _alias(ws, sets, root_buffer, rings) -> None:
                 continue
             if b.holds != (dst.name,):
                 continue        # an MMA accumulates on the tile in place and hands it on: it outlives dst's read
+            if tuple(src.consumers) != (gp.group.id,):
+                continue        # another group still reads S: writing P over it would race with that read
             if dst.consumers != (src.producer,) or not _reads_before_rewrite(ws.groups[src.producer], src, dst):
                 continue
             if any(x.alias_of == a.name for x in root_buffer.values()):
