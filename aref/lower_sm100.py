@@ -275,12 +275,27 @@ def _allocation(ws: WSKernel) -> None:
     for gp in users:
         if gp.group.id == plan.allocator:
             gp.pre.ops.insert(0, Op(OpKind.TMEM_ALLOC, (), (), cols, ws.loc))
-            if _unobserved_mma(gp):
+            if _unobserved_mma(gp) or _mma_pending_at_end(gp):
                 gp.post.ops.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), ws.loc))
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
             gp.post.ops.append(Op(OpKind.TMEM_DEALLOC, (), (), cols, ws.loc))
         else:
             gp.post.ops.append(Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
+
+
+def _mma_pending_at_end(gp: GroupProgram) -> bool:
+    """Does the group end with an MMA that no later `mma_wait` covers (in region order: pre, prologue, the
+    last iteration of the loop, epilogue, post)? A commit is not enough: a consumer whose run-time trip count
+    skips the last item never waits for it (a random program's CTA (0, 1) freed tensor memory under a
+    running MMA), so the allocator waits for its own MMAs before freeing the columns (once, at the end)."""
+    pending = False
+    for _, block in gp.regions():
+        for op in block.ops:
+            if op.kind is OpKind.MMA_ASYNC:
+                pending = True
+            elif op.kind is OpKind.MMA_WAIT:
+                pending = False
+    return pending
 
 
 def _unobserved_mma(gp: GroupProgram) -> bool:

@@ -56,7 +56,9 @@ def test_tensor_memory_rings_hold_one_item_and_mma_results_are_committed():
     assert tmem and all(ch.depth == 1 for ch in tmem)
     mma = mma_group(ws)
     kinds = [op.kind for op in mma.all_ops()]
-    assert OpKind.MMA_WAIT not in kinds                        # the MMA warp never waits for its MMAs
+    # the MMA warp never waits for its MMAs, but once at the very end, before it frees tensor memory
+    waits = [i for i, k in enumerate(kinds) if k is OpKind.MMA_WAIT]
+    assert len(waits) <= 1 and all(kinds[i + 1:] == [OpKind.NAMED_BAR_SYNC, OpKind.TMEM_DEALLOC] for i in waits), kinds
     published = {op.attrs.channel for op in mma.all_ops() if op.kind is OpKind.MMA_COMMIT and op.attrs.which == "full"}
     assert published == {ch.name for ch in tmem if ch.producer == mma.group.id}
     assert all(ch.full_count == 1 for ch in tmem if ch.producer == mma.group.id)

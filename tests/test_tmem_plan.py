@@ -121,3 +121,19 @@ def test_p_is_not_written_over_s_that_another_group_still_reads(tmp_path):
     expected = interpret(kernel, prog.inputs)
     report = sim.check(ws, prog.inputs, lambda **_: expected, seeds=3)
     assert not report.violations, [str(v) for v in report.violations]
+
+
+def test_tensor_memory_is_freed_after_the_allocators_last_mma(tmp_path):
+    """A random program (bench/coverage.py seed 128) whose CTA (0, 1) runs fewer steps than its consumers'
+    last item: no commit's waiter observes the MMA warp's last MMA, so the allocator waits for its own MMAs
+    before it frees the columns (the simulator saw tmem_dealloc with an MMA in flight)."""
+    from program_matrix import interpret
+    from random_programs import random_program
+
+    from aref import sim
+    prog = random_program(128, directory=str(tmp_path))
+    kernel = prog.kernel.specialize(**prog.inputs)
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a"))
+    expected = interpret(kernel, prog.inputs)
+    report = sim.check(ws, prog.inputs, lambda **_: expected, seeds=3)
+    assert not report.violations, [str(v) for v in report.violations]

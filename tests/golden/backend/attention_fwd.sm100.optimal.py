@@ -1,6 +1,6 @@
 """aref kernel `attention_fwd` for sm_100a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 512 threads, 201104 bytes of shared memory, 512 columns of tensor memory.
+Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 512 threads, 201120 bytes of shared memory, 512 columns of tensor memory.
 Roles (warps; registers per thread):
   softmax2    warps 0-3   softmax warp group: softmax, TMA-store epilogue; 168 registers, 2 pipeline stages
   correction3 warps 4-7   correction warp group: accumulator rescaling in tensor memory; 128 registers, 2 pipeline stages
@@ -92,6 +92,7 @@ class SharedStorage:
     cast_1_x_empty: cute.struct.MemRange[cutlass.Int64, 2]
     mul_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     mul_1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
+    mma_done_mma1: cute.struct.MemRange[cutlass.Int64, 1]
     tmem_holder: cutlass.Int32
     s_kc_K: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
     s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
@@ -166,7 +167,7 @@ def load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empt
 
 
 @cute.jit
-def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty):
+def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1):
     """MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit: group 1 'mma1' (48 registers)."""
     # aref-ir[mma1#0] setmaxnreg dec 48
     cute.arch.setmaxregister_decrease(48)
@@ -189,6 +190,7 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
     acc_o0 = cute.make_tensor(tmem + 0, mma1.make_fragment_C(mma1.partition_shape_C((64, 64))).layout)
     a_cast_1_x_v0 = mma1.make_fragment_A(thr_mma1.partition_A(s_cast_1_x_v0))
     acc_o1 = cute.make_tensor(tmem + 64, mma1.make_fragment_C(mma1.partition_shape_C((64, 64))).layout)
+    mma_phase = cutlass.Int32(0)
     # aref-ir[mma1#1] tmem_alloc columns=512
     # 512 columns allocated by this warp before the roles started (kernel prologue)
     # aref-ir[mma1#7] mbarrier_wait %load.x.full[%15] parity %15
@@ -354,9 +356,14 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
     sm100.commit(load_x_empty)  # tcgen05.commit
     # aref-ir[mma1#154] mma_commit %load_1.x.empty[%65] item %64
     sm100.commit(load_1_x_empty)  # tcgen05.commit
-    # aref-ir[mma1#155] named_barrier_sync id=1 threads=416
+    # aref-ir[mma1#155] mma_wait pending=0
+    # this group's MMAs are done before its CUDA cores read their results
+    sm100.commit(mma_done_mma1)
+    cute.arch.mbarrier_wait(mma_done_mma1, mma_phase)
+    mma_phase = mma_phase ^ 1
+    # aref-ir[mma1#156] named_barrier_sync id=1 threads=416
     cute.arch.barrier(barrier_id=1, number_of_threads=416)
-    # aref-ir[mma1#156] tmem_dealloc columns=512
+    # aref-ir[mma1#157] tmem_dealloc columns=512
     cute.arch.dealloc_tmem(tmem, 512)
 
 
@@ -726,6 +733,7 @@ def attention_fwd_kernel(
     s_O_softmax2 = storage.s_O_softmax2.get_tensor(s_O_softmax2_layout.outer, swizzle=s_O_softmax2_layout.inner)
     s_O_softmax4 = storage.s_O_softmax4.get_tensor(s_O_softmax4_layout.outer, swizzle=s_O_softmax4_layout.inner)
     s_zero = storage.s_zero.get_tensor(s_zero_layout.outer, swizzle=s_zero_layout.inner)
+    mma_done_mma1 = storage.mma_done_mma1.data_ptr()
     tmem_holder = storage.tmem_holder.ptr
     if warp == 0:
         cpasync.prefetch_descriptor(tma_Q)
@@ -750,6 +758,7 @@ def attention_fwd_kernel(
             aref.init_ring(exp2_1_x_full, exp2_1_x_empty, 2, 128, 1)  # exp2_1.x
             aref.init_ring(cast_1_x_full, cast_1_x_empty, 2, 128, 1)  # cast_1.x
             aref.init_ring(mul_1_x_full, mul_1_x_empty, 1, 128, 1)  # mul_1.x
+            cute.arch.mbarrier_init(mma_done_mma1, 1)
             cute.arch.mbarrier_init_fence()
         sm100.fill_zeros(s_zero, cute.arch.lane_idx())  # operands of the tensor core's zero fills
     if warp == 13:  # mma1 allocates tensor memory for all roles
@@ -766,7 +775,7 @@ def attention_fwd_kernel(
     elif warp == 12:  # producer0
         load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empty, load_1_x_full, s_load_1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem)
     elif warp == 13:  # mma1
-        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty)
+        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1)
     else:  # idle warps of the last warp group: they only join its register reallocation
         cute.arch.setmaxregister_decrease(48)
 
