@@ -223,6 +223,14 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
                         hint="use smaller tiles (fewer columns per accumulator) or fewer sub-tiles")
     plan = TmemPlan(_pow2(used), used, _allocator(ws), buffers)
     for ch in rings.values():
+        homes = {root_buffer[sets.find(r)].name for r in ch.rings}
+        if len(homes) > 1:
+            # the plan, the simulator and the sm_100a templates map a tensor-memory channel to one buffer
+            raise ArefError(f"channel '{ch.name}' hands over {len(homes)} tensor-memory tiles in one item; the "
+                            f"Blackwell lowering keeps one tensor-memory tile per channel", ch.loc,
+                            hint=("put the tiles through separate channels (one put each)" if ch.user else
+                                  "the compiler made this channel between warp groups: try the other partitioner "
+                                  "(--partition) or keep the tiles' producer and consumer in one group"))
         for r in ch.rings:
             plan.ring_buffer[ch.name] = root_buffer[sets.find(r)].name
     for gp, op in mmas:

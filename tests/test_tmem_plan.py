@@ -137,3 +137,17 @@ def test_tensor_memory_is_freed_after_the_allocators_last_mma(tmp_path):
     expected = interpret(kernel, prog.inputs)
     report = sim.check(ws, prog.inputs, lambda **_: expected, seeds=3)
     assert not report.violations, [str(v) for v in report.violations]
+
+
+def test_an_item_of_two_tensor_memory_tiles_is_refused_by_rule(tmp_path):
+    """A random program (bench/coverage.py seed 97) whose partition hands two MMA results over one compiler
+    channel: the plan maps a tensor-memory channel to one buffer, so it is refused by that rule (the simulator
+    saw the second tile published in the first one's place before)."""
+    from random_programs import random_program
+
+    from aref.errors import CompilerBugError
+    prog = random_program(97, directory=str(tmp_path))
+    kernel = prog.kernel.specialize(**prog.inputs)
+    with pytest.raises(ArefError, match=r"hands over 2 tensor-memory tiles in one item") as err:
+        lower_to(kernel, "barrier", CompileOptions(arch="sm_100a"))
+    assert not isinstance(err.value, CompilerBugError)
