@@ -423,21 +423,7 @@ def _budgets(specs, result, order) -> list[WarpGroup]:
     groups = [WarpGroup(i, n, r, w, made[n].regs) for i, (n, r, w) in enumerate(specs)]
     needs = result.registers if isinstance(result.registers, dict) else {}
     need_of = {groups[i].name: needs.get(grp, 0) for i, grp in enumerate(order) if groups[i].role != "producer"}
-    short = {g.name for g in groups if need_of.get(g.name, 0) > g.regs}
-    if short:
-        # an even share is below a group's need: give the needy groups their need (the solver kept the
-        # register file's total) and share what is left among the others
-        step = resources.REG_STEP
-        want = {n: -(-need_of[n] // step) * step for n in short}
-        left = resources.REGISTERS_PER_SM - sum(g.regs * g.threads for g in groups
-                                                if g.name not in short and not any(g.name == n for n, _, _ in flexible))
-        left -= sum(want[g.name] * g.threads for g in groups if g.name in short)
-        others = [g for g in groups if g.name not in short and any(g.name == n for n, _, _ in flexible)]
-        share = min(resources.BUDGET_CAP, left // max(1, sum(g.threads for g in others)) // step * step) \
-            if others else 0
-        if left >= 0 and (not others or share >= max([resources.MIN_REGS] + [need_of.get(g.name, 0) for g in others])):
-            groups = [WarpGroup(g.id, g.name, g.role, g.warps, want[g.name] if g.name in short
-                                else share if g in others else g.regs) for g in groups]
+    groups = _give_needs(groups, need_of, {n for n, _, _ in flexible})
     for i, grp in enumerate(order):
         need = needs.get(grp, 0)
         if need > groups[i].regs and groups[i].role != "producer":    # a TMA group holds no tiles
@@ -446,6 +432,26 @@ def _budgets(specs, result, order) -> list[WarpGroup]:
                               hint="allow fewer warp groups or smaller tiles")
     check_registers(groups)
     return groups
+
+
+def _give_needs(groups: list[WarpGroup], need_of: dict[str, int], flexible: set[str]) -> list[WarpGroup]:
+    """When an even share is below a group's need, give the needy groups their need (the solver kept the
+    register file's total) and share what is left among the other flexible groups; unchanged if that does not
+    fit (the caller then names the group that is short)."""
+    short = {g.name for g in groups if need_of.get(g.name, 0) > g.regs}
+    if not short:
+        return groups
+    step = resources.REG_STEP
+    want = {n: -(-need_of[n] // step) * step for n in short}
+    others = [g for g in groups if g.name not in short and g.name in flexible]
+    fixed = [g for g in groups if g.name not in short and g.name not in flexible]
+    left = resources.REGISTERS_PER_SM - sum(g.regs * g.threads for g in fixed) \
+        - sum(want[g.name] * g.threads for g in groups if g.name in short)
+    share = min(resources.BUDGET_CAP, left // max(1, sum(g.threads for g in others)) // step * step) if others else 0
+    if left < 0 or others and share < max([resources.MIN_REGS] + [need_of.get(g.name, 0) for g in others]):
+        return groups
+    return [WarpGroup(g.id, g.name, g.role, g.warps, want[g.name] if g.name in short else share if g in others
+                      else g.regs) for g in groups]
 
 
 def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) -> None:
