@@ -19,7 +19,6 @@ UNSUPPORTED_FEATURES = {
     "epilogue_overlap": "the epilogue of one tile overlapped with the next tile's main loop",
     "promote_every": "fp8 partial sums promoted to fp32 every N K-steps",
     "softmax_overlap": "intra-warpgroup overlap of softmax with the next MMA",
-    "split_keys": "attention backward with the key block split over two consumer groups (FA3)",
 }
 
 
@@ -34,7 +33,8 @@ class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
     compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
     `raster`), and the feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`,
-    `promote_every`, `softmax_overlap`, `split_keys`)."""
+    `promote_every`, `softmax_overlap`); `split_keys` asks for cooperative consumers splitting attention
+    backward's key block (FA3)."""
 
     constexprs: tuple = ()                   # sorted (name, value) pairs; build with Config.of(...)
     consumers: str = "auto"
@@ -94,7 +94,10 @@ class Config:
     def compile_options(self, arch: str):
         """The `CompileOptions` this candidate compiles with."""
         from aref.compiler import CompileOptions
-        return CompileOptions(arch=arch, partition=self.partition, consumers=self.consumers,
+        # split_keys: cooperative consumers, which split the key block of a kernel whose rows mix (attention
+        # backward, FA3's structure: partition.dimsplit)
+        consumers = "cooperative" if self.split_keys else self.consumers
+        return CompileOptions(arch=arch, partition=self.partition, consumers=consumers,
                               num_consumers=self.num_consumers, mma_depth=self.mma_depth)
 
     def launch_kwargs(self) -> dict:
@@ -105,7 +108,7 @@ class Config:
         """The feature options this candidate asks for that the backend cannot generate yet."""
         asked = {"cluster": self.cluster != (1, 1),
                  "epilogue_overlap": self.epilogue_overlap, "promote_every": self.promote_every > 0,
-                 "softmax_overlap": self.softmax_overlap, "split_keys": self.split_keys}
+                 "softmax_overlap": self.softmax_overlap}
         return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
 
     def check_supported(self) -> None:
