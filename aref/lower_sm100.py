@@ -325,92 +325,43 @@ def _uses_tmem(gp: GroupProgram, ws: WSKernel) -> bool:
 
 # ------------------------------------------------------------------------------- register budgets
 ONE_WARP_REGS = 48                  # load, MMA and epilogue warps: addresses and loop state (FA4's "other")
-OVERHEAD = 32                       # per thread beside tiles: addresses, descriptors, loop state
-ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.EXPAND_DIMS)
-
-
-def tile_registers(t) -> int:
-    """32-bit registers per thread of a tile in tcgen05's row layout (128 rows: a row per thread, 64 rows:
-    half a row); a row vector is one register."""
-    from aref.ir import TileType
-    if not isinstance(t, TileType) or t.space is not Space.RMEM and t.space is not Space.TMEM:
-        return 0
-    if len(t.shape) == 1:
-        return 1
-    if len(t.shape) != 2 or t.shape[1] == 1:
-        return 1
-    per = t.shape[1] if t.shape[0] >= 128 else t.shape[1] // 2
-    return max(1, per * t.dtype.bits // 32)
-
-
-def group_register_need(gp: GroupProgram) -> int:
-    """Registers per thread a warp group needs: its largest set of register tiles live at once (a value used
-    once by an elementwise op or reduction of its block is computed inside that op's loop, as the backend
-    does, and needs none), plus `OVERHEAD`."""
-    from aref.ir import TileType
-    ops = [op for _, block in gp.regions() for op in block.ops]
-    pos = {id(op): i for i, op in enumerate(ops)}
-    block_of = {id(op): b for b, (_, block) in enumerate(gp.regions()) for op in block.ops}
-    users: dict[int, list] = {}
-    for op in ops:
-        for v in op.operands:
-            users.setdefault(id(v), []).append(op)
-    loop_span = None
-    if gp.loop is not None:
-        body = gp.loop.body.ops
-        if body:
-            loop_span = (pos[id(body[0])], pos[id(body[-1])])
-    def fused(op) -> bool:
-        us = [u for r in op.results for u in users.get(id(r), [])]
-        return op.kind in ELEMENTWISE and len(us) == 1 and us[0].kind in ELEMENTWISE + (OpKind.REDUCE,) \
-            and block_of[id(us[0])] == block_of[id(op)]
-
-    def at(op, depth=0) -> int:
-        """Where `op` really runs: a fused elementwise op inside its user's loop."""
-        if depth < 64 and fused(op):
-            return at(next(u for r in op.results for u in users.get(id(r), [])), depth + 1)
-        return pos[id(op)]
-
-    live: list[tuple[int, int, int]] = []
-    for op in ops:
-        for r in op.results:
-            if not isinstance(r.type, TileType) or r.type.space is Space.SMEM:
-                continue
-            if r.type.space is Space.TMEM and all(u.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.SLOT_STORE,
-                                                           OpKind.PUT, OpKind.SLICE) for u in users.get(id(r), [])):
-                continue                  # an MMA operand or accumulator, or read by column chunks: not registers
-            if fused(op):
-                continue
-            us = users.get(id(r), [])
-            end = max((at(u) for u in us), default=pos[id(op)])
-            if loop_span and loop_span[0] <= pos[id(op)] <= loop_span[1] and gp.loop is not None \
-                    and any(y is r for y in gp.loop.yields):
-                end = max(end, loop_span[1])
-            live.append((pos[id(op)], end, tile_registers(r.type)))
-    # a value is live from its definition up to (not including) its last use: an elementwise op writes its
-    # result over an operand that dies there, as the backend does
-    peak = 0
-    for i in range(len(ops)):
-        peak = max(peak, sum(n for a, b, n in live if a <= i < b or a == b == i))
-    return peak + OVERHEAD
 
 
 def register_budgets(ws: WSKernel) -> None:
-    """Per-group register budgets (setmaxnreg) from liveness: one-warp groups share `ONE_WARP_REGS` (they and
-    the padding warps of their warp group execute one setmaxnreg), each four-warp group gets what its tiles
-    need, and the registers left over are shared out among the four-warp groups (multiples of 8, at most 256).
-    When the needs add up to more than the register file, every four-warp group gets an equal share of it:
-    the backend, which knows each role's exact register use, then refuses what would spill, naming it."""
+    """Per-group register budgets (setmaxnreg) from the resource model's liveness (`aref.resources.
+    register_demand` in tcgen05's row layout: the figure the backend checks its code against): one-warp groups
+    share `ONE_WARP_REGS` (they and the padding warps of their warp group execute one setmaxnreg), each
+    four-warp group gets what it needs, and the registers left over are shared out among the four-warp groups
+    (multiples of 8, at most 256). When the needs add up to more than the register file, every four-warp group
+    gets an equal share (the kernel still simulates) and the refusal is recorded in `ws.resource_error` with
+    the excess per thread, so the optimal partitioner solves again under a tighter register cap."""
+    from aref.resources import ResourceError, register_demand
     from aref.ws import WarpGroup
     from partition.model import MAX_REGS, MIN_REGS, REGISTERS_PER_SM
     one = [gp for gp in ws.groups if gp.group.warps == 1]
     wide = [gp for gp in ws.groups if gp.group.warps != 1]
     one_warp_threads = -(-len(one) // 4) * 4 * 32
-    need = {gp.group.id: min(MAX_REGS, -(-group_register_need(gp) // 8) * 8) for gp in wide}
+    demand = {gp.group.id: register_demand(gp, "sm_100a") for gp in wide}
+    need = {g: d.need for g, d in demand.items()}
     room = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS
     free = room - sum(need[gp.group.id] * gp.group.threads for gp in wide)
-    if free < 0:
-        share = max(MIN_REGS, room // max(1, sum(gp.group.threads for gp in wide)) // 8 * 8)
+    over = [gp for gp in wide if need[gp.group.id] > MAX_REGS]
+    if (free < 0 or over) and ws.resource_error is None:
+        worst = max(wide, key=lambda gp: need[gp.group.id])
+        d = demand[worst.group.id]
+        detail = " + ".join(f"{gp.group.name} {gp.group.threads}×{need[gp.group.id]}" for gp in wide)
+        if over:
+            message = f"{d.describe()}: {d.need} registers per thread, more than the {MAX_REGS} a warp group " \
+                      f"can be given (setmaxnreg)"
+            excess = d.need - MAX_REGS
+        else:
+            message = f"register budgets need {room - free} registers ({detail}) beside the one-warp roles' " \
+                      f"{one_warp_threads}×{ONE_WARP_REGS}, but an SM has {REGISTERS_PER_SM}"
+            excess = -(-(-free) // max(1, sum(gp.group.threads for gp in wide)))
+        ws.resource_error = ResourceError(message, ws.loc, hint="split the work over more groups or use smaller "
+                                                                "tiles", excess=excess)
+    if free < 0 or over:
+        share = max(MIN_REGS, min(MAX_REGS, room // max(1, sum(gp.group.threads for gp in wide)) // 8 * 8))
         need = {g: share for g in need}
         free = room - sum(share * gp.group.threads for gp in wide)
     budgets = dict(need)

@@ -22,7 +22,10 @@ I32 = ScalarType(DType.int32)
 
 def subtile_epilogues(ws: WSKernel) -> None:
     """Rewrite (in place) the post-loop block of every four-warp group that needs it (module docstring)."""
-    from aref.lower_sm100 import group_register_need
+    from aref.resources import register_demand
+
+    def group_register_need(gp: GroupProgram) -> int:
+        return register_demand(gp, "sm_100a").need
     for gp in ws.groups:
         if gp.group.warps != 4 or not gp.post.ops or group_register_need(gp) <= MAX_REGS:
             continue

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from aref.errors import CompilerBugError
 from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, NoAttrs, Op,
                      OpKind, ScalarType, Space, Value)
+from aref.resources.layout import column_reads, rank1
 from aref.verify import expected_result_types
 from aref.ws import Channel, GroupProgram, WSKernel
 from partition.model import Partition
@@ -41,6 +42,9 @@ class _Crossing:
     channel: Channel | None = None
     # per destination group: region of the first use and of the last use
     use_regions: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # per destination group: values computed from the tiles that are read from the slot where they are used
+    # (Blackwell's vectors along the columns, `column_reads`), so the slot is released after their readers
+    held: dict[int, set[int]] = field(default_factory=dict)
 
 
 class _Facts:
@@ -219,6 +223,9 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
                     if users_here:
                         sends.setdefault(id(base), {}).setdefault(g, []).extend(users_here)
                         values[id(base)] = base
+    held: dict[tuple[int, int], set[int]] = {}
+    if arch == "sm_100a":
+        _hold_column_vectors(kernel, needs, sends, values, users, held)
     groups: dict[tuple, _Crossing] = {}
     for vid, per_dst in sends.items():
         v = values[vid]
@@ -234,6 +241,8 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
         if cr is None:
             cr = groups[key] = _Crossing(src, [], dsts, facts.region[vid], kind, tmem)
         cr.values.append(v)
+        for d in per_dst:
+            cr.held.setdefault(d, set()).update(held.get((vid, d), ()))
         for d, us in per_dst.items():
             regs = sorted({facts.op_region[u] for u in us}, key=("pre", "loop", "post").index)
             prev = cr.use_regions.get(d)
@@ -241,6 +250,26 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
             hi = regs[-1] if prev is None else max(prev[1], regs[-1], key=("pre", "loop", "post").index)
             cr.use_regions[d] = (lo, hi)
     return sorted(groups.values(), key=lambda c: min(order.get(facts.prod.get(id(v)), -1) for v in c.values))
+
+
+def _hold_column_vectors(kernel: Kernel, needs: dict[int, set], sends, values, users, held) -> None:
+    """Blackwell: a vector along the columns that reaches a group through a slot is read from the slot by
+    every op of that group that uses it (`aref.resources.layout.column_reads`: the row layout would copy it
+    into every thread). Those readers count as the slot's users, so the slot is held until the last one
+    (a vector loaded before the loop and broadcast in it keeps its slot through the loop)."""
+    yielded = {id(y) for y in kernel.loop.yields} if kernel.loop is not None else set()
+    for vid, per_dst in sends.items():
+        v = values[vid]
+        if not rank1(v):
+            continue
+        for g, us in per_dst.items():
+            def users_of(x: Value, g=g) -> list:
+                return [u for u in users.get(id(x), []) if u in needs[g]] + ([None] if id(x) in yielded else [])
+            chain = column_reads(v, users_of)
+            if chain is not None:
+                members, readers = chain
+                us.extend(u for u in readers if u not in us)
+                held[vid, g] = members
 
 
 def _tensor_memory_tile(v: Value, facts: _Facts, per_dst: dict[int, list[Op]]) -> bool:
@@ -398,7 +427,7 @@ class _Builder:
     def users_in(self, cr: _Crossing, region: str) -> list[Op]:
         """The group's ops in `region` that read the crossing's tiles, directly or through views of them
         (a slice or transpose borrows the slot's buffer: its readers must run before the release too)."""
-        ids = {id(v) for v in cr.values}
+        ids = {id(v) for v in cr.values} | cr.held.get(self.g, set())
         for reg in ("pre", "loop", "post"):            # views may be taken in one region and read in a later one
             for op in self.region_ops(reg):
                 if op.kind in VIEWS and id(op.operands[0]) in ids:

@@ -201,3 +201,37 @@ def exchange_elements(gp: GroupProgram, orient: Orientations | None = None) -> i
             if not feeds_mma_only(gp, op.result):
                 need = max(need, op.result.type.numel)
     return need
+
+
+def column_reads(v: Value, users_of) -> tuple[set[int], list] | None:
+    """A vector along the columns in a row layout (Blackwell's tcgen05.ld layout, a row per thread): every
+    thread would hold all of it, a register per column, so it is read from the shared-memory slot it arrived
+    in wherever it is used. Given a rank-1 tile `v` and `users_of(value) -> ops reading it`: the ids of `v`
+    and of the rank-1 (and (1, C)) values computed from it by elementwise ops and views alone, and every op
+    that reads one of them (the slot must stay held until the last). None when the chain is not read as a
+    vector along the columns (no broadcast over rows, or a read along the rows, or a loop-carried value)."""
+    members, readers, column = {id(v)}, [], False
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        for u in users_of(x):
+            if u is None:
+                return None                  # carried to the next iteration: it would live in registers
+            readers.append(u)
+            if not u.results or not isinstance(u.results[0].type, TileType):
+                continue
+            r = u.results[0]
+            s = r.type.shape
+            if u.kind is OpKind.EXPAND_DIMS:
+                if u.attrs.axis != 0:
+                    return None              # x[:, None]: a vector along the rows
+                column = True
+            elif u.kind is OpKind.REDUCE or not ops.has_trait(u, ops.ELEMENTWISE):
+                continue
+            elif len(s) == 2 and s[0] > 1 and s[1] > 1:
+                column = True                # broadcast over the rows (numpy aligns a vector with the last axis)
+                continue
+            if id(r) not in members and (rank1(r) or len(s) == 2 and s[0] == 1):
+                members.add(id(r))
+                stack.append(r)
+    return (members, readers) if column else None

@@ -16,7 +16,10 @@ Liveness follows the code generator's storage rules, so the figure here is what 
     a constant tile (`full`) is a literal until something materializes it (a loop-carried value);
   * a loop-carried tile keeps one storage for the whole loop (its init, every yield computed after the
     carried value's last read, and the loop result share it);
-  * a value written or read by a wgmma stays allocated until the `mma_wait` that retires that wgmma.
+  * a value written or read by a wgmma stays allocated until the `mma_wait` that retires that wgmma;
+  * Blackwell: a tensor-memory slot's tile read by CUDA cores is loaded into registers where it is taken
+    (tcgen05.ld), and elementwise results may take its storage; a vector along the columns read from a
+    shared-memory slot is read there by every user (`Liveness.slot_columns`) and takes no registers.
 
 `RegisterDemand.need` adds `ROLE_OVERHEAD` (addresses, descriptors, loop state, measured with ptxas) and
 rounds to the setmaxnreg step. `assign_budgets` gives every group its need and shares the rest of the
@@ -117,8 +120,9 @@ class Liveness:
     predicate that folds to false at generation time are skipped but keep their position.
     """
 
-    def __init__(self, gp):
+    def __init__(self, gp, arch: str = "sm_90a"):
         self.gp = gp
+        self.arch = arch
         self.uses: dict[int, int] = {}
         self.use_at: dict[int, list[tuple[float, Op | None]]] = {}
         self.def_at: dict[int, float] = {}
@@ -194,7 +198,7 @@ class Liveness:
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
         # at each use rather than stored
-        self.cheap: set[int] = set()
+        self.cheap: set[int] = set(self.slot_columns() if arch == "sm_100a" else ())
         for op in ops_:
             if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
                     not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):
@@ -264,6 +268,57 @@ class Liveness:
         if op.kind in VIEWS + (OpKind.SELECT,):
             return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
         return False
+
+    def slot_columns(self) -> set[int]:
+        """Blackwell's row layout: vectors along the columns read from their slot wherever they are used
+        (`aref.resources.layout.column_reads`) — a slot's rank-1 tile and what elementwise ops make of it
+        alone — when the slot is released after every read (the partition holds it so). They take no
+        registers: like index math, they are recomputed in their users' element loops."""
+        from aref.resources.layout import COL, column_reads, orientations
+        orient = orientations(self.gp)
+        out: set[int] = set()
+        for op in self.ops:
+            if op.kind is not OpKind.SLOT_READ or self.skipped(op) or orient(op.result) != COL \
+                    or op.result.type.space is not Space.SMEM or len(op.result.type.shape) != 1:
+                continue
+            chain = column_reads(op.result, lambda x: [u for _, u in self.use_at.get(id(x), [])])
+            if chain is None:
+                continue
+            members, readers = chain
+            at = self.position[id(op)]
+            release = min((self.position[id(o)] for o in self.ops if self.position[id(o)] > at
+                           and o.kind is OpKind.MBAR_ARRIVE and o.attrs.which == "empty"
+                           and o.attrs.channel == op.attrs.channel), default=None)
+            if release is not None and all(self.position[id(u)] < release for u in readers) and all(
+                    all(isinstance(x.type, TileType) is False or id(x) in members or self._index_math(x)
+                        for x in self.prod[m].operands) for m in members - {id(op.result)}):
+                out |= members
+        return out
+
+    def cuda_core_read(self, v: Value, depth: int = 0) -> bool:
+        """Is tensor-memory tile `v` read by CUDA cores (through views and selects), not only by MMAs, slot
+        stores into tensor memory and column slices (each loaded where it is sliced)? Such a tile is loaded
+        into registers (tcgen05.ld)."""
+        for _, user in self.use_at.get(id(self.root(v)), []):
+            if user is None:
+                return True
+            if user.kind in (OpKind.TRANSPOSE, OpKind.SELECT):
+                if depth < 16 and user.results and self.cuda_core_read(user.results[0], depth + 1):
+                    return True
+            elif user.kind not in (OpKind.MMA_ASYNC, OpKind.MMA, OpKind.SLICE, OpKind.PUT) and not (
+                    user.kind is OpKind.SLOT_STORE and user.operands[0].type.tile.space is Space.TMEM):
+                return True
+        return False
+
+    def _index_math(self, v: Value, depth: int = 0) -> bool:
+        """Is tile `v` recomputed wherever it is used (arange, constants and elementwise math on them)?"""
+        op = self.prod.get(id(self.root(v)))
+        if op is None or depth > 32:
+            return False
+        if op.kind in (OpKind.ARANGE, OpKind.FULL):
+            return True
+        return op.kind in LAZY and all(not isinstance(x.type, TileType) or self._index_math(x, depth + 1)
+                                       for x in op.operands)
 
     def skipped(self, op: Op) -> bool:
         return op.pred is not None and self.static.get(id(op.pred)) is False
@@ -360,9 +415,15 @@ class RegisterDemand:
 
 
 def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
-    """Does the code generator give value `v` (a result of `op`) its own register storage?"""
+    """Does the code generator give value `v` (a result of `op`) its own register storage? (A tensor-memory
+    slot's tile read by CUDA cores is loaded where it is taken: tcgen05.ld into registers.)"""
     t = v.type
-    if not isinstance(t, TileType) or t.space is not Space.RMEM:
+    if not isinstance(t, TileType):
+        return False
+    if t.space is Space.TMEM:
+        return op.kind in (OpKind.SLOT_READ, OpKind.GET) and lv.arch == "sm_100a" and lv.cuda_core_read(v) \
+            and not all(u is not None and u.kind is OpKind.SLICE for _, u in lv.use_at.get(id(v), []))
+    if t.space is not Space.RMEM:
         return False
     if op.kind in VIEWS or op.kind is OpKind.FULL or id(v) in lv.fused:
         return False
@@ -373,7 +434,7 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
 
 def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
     """Peak registers per thread of `gp`'s register tiles (see the module docstring for the rules)."""
-    lv = Liveness(gp)
+    lv = Liveness(gp, arch)
     computes = any(op.kind in COMPUTING for op in lv.ops)
     from aref.resources.layout import orientations, tile_layout
     orient = orientations(gp)
@@ -445,7 +506,8 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
                 if k in (OpKind.MMA_ASYNC, OpKind.MMA) and len(op.operands) > 2:
                     placed = cls(op.operands[2])              # accumulates in place
                 elif k in ELEMENTWISE or k is OpKind.SELECT:
-                    placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None and o.type == r.type
+                    placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None
+                                   and o.type.with_space(Space.RMEM) == r.type
                                    and lv.last_use(o) <= pos and not _busy(cls(o), inflight)), None)
                 c = carried_of_yield.get(id(r))
                 if placed is None and c is not None and lv.last_use(c) <= pos \

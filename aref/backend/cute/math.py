@@ -39,7 +39,7 @@ class MathEmitter(Renderer, CrossThread):
     def analyse_uses(self) -> None:
         """Definitions, uses, fusion and deferral of the group's values: the resource model's `Liveness`, so the
         registers this code holds are the ones the model counted when it set the group's budget."""
-        lv = self.liveness = Liveness(self.gp)
+        lv = self.liveness = Liveness(self.gp, self.plan.ws.arch)
         self.uses, self.use_at, self.def_at, self.block_of = lv.uses, lv.use_at, lv.def_at, lv.block_of
         self.loop_span, self.alias, self.static = lv.loop_span, lv.alias, lv.static
         self.dead_carried, self.fused, self.deferred = lv.dead_carried, lv.fused, lv.deferred

@@ -2,9 +2,9 @@
 
 Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 512 threads, 201120 bytes of shared memory, 512 columns of tensor memory.
 Roles (warps; registers per thread):
-  softmax2    warps 0-3   softmax warp group: softmax, TMA-store epilogue; 168 registers, 2 pipeline stages
-  correction3 warps 4-7   correction warp group: accumulator rescaling in tensor memory; 128 registers, 2 pipeline stages
-  softmax4    warps 8-11  softmax warp group: softmax, TMA-store epilogue; 168 registers, 2 pipeline stages
+  softmax2    warps 0-3   softmax warp group: softmax, TMA-store epilogue; 176 registers, 2 pipeline stages
+  correction3 warps 4-7   correction warp group: accumulator rescaling in tensor memory; 112 registers, 2 pipeline stages
+  softmax4    warps 8-11  softmax warp group: softmax, TMA-store epilogue; 176 registers, 2 pipeline stages
   producer0   warp 12     load warp: TMA copies into shared-memory rings; 48 registers
   mma1        warp 13     MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit; 48 registers, 2 pipeline stages
   (idle)      warps 14-15     complete the last warp group's register reallocation
@@ -369,12 +369,12 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
 
 @cute.jit
 def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_full, cast, s_cast, cast_x_full, o_x_full, o_x_empty, s_O_softmax, tma_store_O, tma_store_O_gmem, K: cutlass.Constexpr, K_1: cutlass.Constexpr, GROUP_BARRIER: cutlass.Constexpr, TILE_OFFSET: cutlass.Constexpr):
-    """softmax warp group: softmax, TMA-store epilogue: group 2 'softmax2' (168 registers), group 4 'softmax4' (168 registers).
+    """softmax warp group: softmax, TMA-store epilogue: group 2 'softmax2' (176 registers), group 4 'softmax4' (176 registers).
 
     Per-group constants: K, K_1, GROUP_BARRIER, TILE_OFFSET.
     """
-    # aref-ir[softmax2#0 softmax4#0] setmaxnreg inc 168
-    cute.arch.setmaxregister_increase(168)
+    # aref-ir[softmax2#0 softmax4#0] setmaxnreg inc 176
+    cute.arch.setmaxregister_increase(176)
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     block = cute.arch.block_idx()
@@ -530,7 +530,9 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
 
 @cute.jit
 def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty, exp2_1_x_full, o1_x_full, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty):
-    """correction warp group: accumulator rescaling in tensor memory: group 3 'correction3' (128 registers)."""
+    """correction warp group: accumulator rescaling in tensor memory: group 3 'correction3' (112 registers)."""
+    # aref-ir[correction3#0] setmaxnreg dec 112
+    cute.arch.setmaxregister_decrease(112)
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     o0 = sm100.row_tile(64, 64, cutlass.Float32)
@@ -542,10 +544,10 @@ def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty,
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
         exp2_x_slot = j % 2
-        # aref-ir[correction3#13] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
+        # aref-ir[correction3#14] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
         cute.arch.mbarrier_wait(exp2_x_full + exp2_x_slot, (j // 2) % 2)
         o0_1_x_slot = j % 1
-        # aref-ir[correction3#20] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
+        # aref-ir[correction3#21] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
         cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -553,29 +555,29 @@ def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty,
             row_exp2_x = s_exp2_x_v0[row64, exp2_x_slot]
             for c in cutlass.range_constexpr(32):
                 o0[r, c] = o0[r, c] * row_exp2_x
-        # aref-ir[correction3#23] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
+        # aref-ir[correction3#24] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o0_1_x_empty + o0_1_x_slot, warp_in_group)
         mul_x_slot = j % 1
-        # aref-ir[correction3#27] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
+        # aref-ir[correction3#28] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
         cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#28] slot_store %147 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
+        # aref-ir[correction3#29] slot_store %147 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
         sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#29] tmem_store_fence
+        # aref-ir[correction3#30] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#30] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
+        # aref-ir[correction3#31] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#31] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
+        # aref-ir[correction3#32] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_x_empty + exp2_x_slot, warp_in_group)
         exp2_1_x_slot = j % 2
-        # aref-ir[correction3#34] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
+        # aref-ir[correction3#35] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
         cute.arch.mbarrier_wait(exp2_1_x_full + exp2_1_x_slot, (j // 2) % 2)
         o1_x_slot = j % 1
-        # aref-ir[correction3#39] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[correction3#40] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -583,28 +585,28 @@ def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty,
             row_exp2_1_x = s_exp2_1_x_v0[row64, exp2_1_x_slot]
             for c in cutlass.range_constexpr(32):
                 o0[r, c] = o0[r, c] * row_exp2_1_x
-        # aref-ir[correction3#42] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+        # aref-ir[correction3#43] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         mul_1_x_slot = j % 1
-        # aref-ir[correction3#46] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[correction3#47] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#47] slot_store %150 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        # aref-ir[correction3#48] slot_store %150 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
         sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#48] tmem_store_fence
+        # aref-ir[correction3#49] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#49] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[correction3#50] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#50] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
+        # aref-ir[correction3#51] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(exp2_1_x_empty + exp2_1_x_slot, warp_in_group)
     # ---- epilogue: pipeline drain
-    # aref-ir[correction3#58] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
+    # aref-ir[correction3#59] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
     cute.arch.mbarrier_wait(exp2_x_full + 1, 0)
-    # aref-ir[correction3#65] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
+    # aref-ir[correction3#66] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
     cute.arch.mbarrier_wait(o0_1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -612,26 +614,26 @@ def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty,
         row_exp2_x_1 = s_exp2_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * row_exp2_x_1
-    # aref-ir[correction3#68] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %153
+    # aref-ir[correction3#69] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %153
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o0_1_x_empty, warp_in_group)
-    # aref-ir[correction3#72] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
+    # aref-ir[correction3#73] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
     cute.arch.mbarrier_wait(mul_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#73] slot_store %160 -> %mul.x.ring0[%mul.x.slot.3] item %153
+    # aref-ir[correction3#74] slot_store %160 -> %mul.x.ring0[%mul.x.slot.3] item %153
     sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#74] tmem_store_fence
+    # aref-ir[correction3#75] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#75] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %153 count=128
+    # aref-ir[correction3#76] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %153 count=128
     cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#76] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %153
+    # aref-ir[correction3#77] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %153
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(exp2_x_empty + 1, warp_in_group)
-    # aref-ir[correction3#79] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
+    # aref-ir[correction3#80] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
     cute.arch.mbarrier_wait(exp2_1_x_full + 1, 0)
-    # aref-ir[correction3#84] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[correction3#85] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
@@ -639,25 +641,25 @@ def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty,
         row_exp2_1_x_1 = s_exp2_1_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * row_exp2_1_x_1
-    # aref-ir[correction3#87] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %153
+    # aref-ir[correction3#88] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %153
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
-    # aref-ir[correction3#91] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[correction3#92] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#92] slot_store %163 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %153
+    # aref-ir[correction3#93] slot_store %163 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %153
     sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#93] tmem_store_fence
+    # aref-ir[correction3#94] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#94] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %153 count=128
+    # aref-ir[correction3#95] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %153 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#95] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %153
+    # aref-ir[correction3#96] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %153
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(exp2_1_x_empty + 1, warp_in_group)
     # ---- after the loop
-    # aref-ir[correction3#96] named_barrier_arrive id=1 threads=416
+    # aref-ir[correction3#97] named_barrier_arrive id=1 threads=416
     cute.arch.barrier_arrive(barrier_id=1, number_of_threads=416)
 
 

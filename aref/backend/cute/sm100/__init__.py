@@ -1,7 +1,8 @@
 """The Blackwell (sm_100a) templates of the CuTe DSL backend: tcgen05 MMAs into tensor memory.
 
 `generate_source_sm100(ws)` is `aref.backend.cute.generate_source` for sm_100a Barrier IR: `plan` checks and
-lays out the kernel, `role` emits each warp group's role function, `module` assembles the module, and
+lays out the kernel, `role` emits each warp group's role function (its register math placed in tcgen05's row
+layout by `rows`), `module` assembles the module, and
 `support` holds the device helpers the generated code calls (tensor-memory loads and stores in tcgen05's
 row layout, MMA issue, commits).
 """

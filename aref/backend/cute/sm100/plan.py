@@ -106,6 +106,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
     if ws.arch != "sm_100a":
         raise BackendError(f"internal: the Blackwell templates got an {ws.arch} kernel", ws.loc)
+    if ws.resource_error is not None:
+        raise ws.resource_error           # the resource model refused the groups' register budgets
     if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
         raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
     if ws.tmem is None and any(op.kind is OpKind.MMA_ASYNC for gp in ws.groups for op in gp.all_ops()):
