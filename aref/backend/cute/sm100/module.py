@@ -177,7 +177,8 @@ def _host(plan: Sm100Plan) -> str:
     out = Lines()
     out("@cute.jit")
     stream = stream_param(plan)
-    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}, {stream}: CUstream):")
+    # a tensor with no elements is not passed (CuTe has no empty layouts; its loads are zero fills)
+    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors if not t.empty)}, {stream}: CUstream):")
     out.depth += 1
     out('"""Build the tcgen05 tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""')
     for i, c in enumerate(plan.mmas):

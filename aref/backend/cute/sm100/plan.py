@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from aref import ops
 from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, KernelPlan, TensorPlan, TmaPlan, _add_tma,
-                                        _check_divisible, _cuda_core_read, _items_per_tile, _set_tiled, ident,
+                                        _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, ident,
                                         plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
 from aref.backend.cute.operands import check_mma_dtypes, producers_of, smem_operand
@@ -131,6 +131,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
     warps = -(-warp // 4) * 4
     channels = [ChannelPlan(ch, ident(ch.name), []) for ch in ws.channels]
     tmas: list[TmaPlan] = []
+    copies: dict[tuple, str] = {}           # loads of tensors with no elements: the load warp zero-fills the slot
     staging: dict[int, BufferPlan] = {}
     direct: dict[int, str] = {}
     # tiles in tensor memory (ws.tmem) take no shared-memory buffer
@@ -143,7 +144,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         prod = producers_of(gp)
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
-                plan_tma_load(op, by_value, channels, tmas)
+                plan_tma_load(op, by_value, channels, tmas, copies, ordinary_loads=False)
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value, channels, prod, tmas, staging, direct)
             elif op.kind is OpKind.MMA_ASYNC:
@@ -153,11 +154,11 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
                 mma_of[id(op)] = mmas.index(cfg)
             elif op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and g.issues_mma:
                 v = prod.get(id(op.operands[3]))
-                if v is not None and v.kind is OpKind.FULL:
-                    if v.attrs.value != 0.0:
-                        raise BackendError(f"the MMA warp publishes a tile filled with {v.attrs.value} in tensor "
-                                           f"memory; the tensor core writes zero fills only", op.loc,
-                                           hint="start the accumulator at zero")
+                if v is not None and v.kind is OpKind.FULL and v.attrs.value != 0.0:
+                    raise BackendError(f"the MMA warp publishes a tile filled with {v.attrs.value} in tensor "
+                                       f"memory; the tensor core writes zero fills only", op.loc,
+                                       hint="start the accumulator at zero")
+                if v is not None and v.kind is OpKind.FULL or unwritten_when(gp, op.operands[3]) is not None:
                     shape = tuple(op.operands[3].type.shape)
                     if shape not in zero_mmas:
                         zero_mmas.append(shape)
@@ -192,7 +193,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
                            hint="lower a channel depth or the tile sizes")
     plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
                      items_per_tile=_items_per_tile(ws) if persistent else {}, tmem=ws.tmem, warps=warps, zero_tile=zero_tile,
-                     zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers)
+                     zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
+                     copies=copies)
     plan.mmas = mmas
     return plan
 
@@ -205,7 +207,7 @@ def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> N
         raise BackendError(f"a rank-{len(box)} store: the TMA-store epilogue writes rank-1 and rank-2 tiles",
                            op.loc)
     _set_tiled(t, len(box), op.loc)
-    _check_divisible(t, box, op.loc)
+    _check_tma_rule(t, box, op.loc)
     if value.type.dtype is not t.dtype:
         raise BackendError(f"store of a {value.type.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
     if value.type.dtype not in (DType.float16, DType.bfloat16, DType.float32):
@@ -266,3 +268,32 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     if fp8 and (a_major != "K" or b_major != "K"):
         raise BackendError("fp8 tcgen05 MMAs need both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
     return Tcgen05Config(a.type.dtype, b.type.dtype, a_major, b_major, m, n, "SMEM")
+
+
+def unwritten_when(gp, v: Value) -> Value | None:
+    """The Tile IR trip count N of `gp`'s loop when `v` is the accumulator that loop carries from an initial zero
+    and N may be 0 (run-time, or 0 in this specialization): no MMA has written its tensor memory when N = 0,
+    where the interpreter's value is the initial zeros. None when an MMA always writes `v` first.
+
+    With N = 0 every guarded pipeline step is skipped, so `v` is followed through each `select(ran, new, old)`
+    to `old`, and from a loop's result to its initial value."""
+    from aref.backend.cute.analysis import trip_value
+    lp = gp.loop
+    n = trip_value(gp)
+    if lp is None or n is None:
+        return None
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+    count = prod.get(id(n))
+    if count is not None and count.kind is OpKind.CONST and count.attrs.value > 0:
+        return None
+    results = {id(r): init for r, init in zip(lp.results, lp.inits)}
+    for _ in range(64):
+        if id(v) in results:
+            v = results[id(v)]
+            continue
+        op = prod.get(id(v))
+        if op is not None and op.kind is OpKind.SELECT:
+            v = op.operands[2]
+            continue
+        return n if op is not None and op.kind is OpKind.FULL and op.attrs.value == 0.0 else None
+    return None

@@ -27,7 +27,8 @@ from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
 from aref.resources.layout import ACC, COL, ROW, SCALAR
 from aref.backend.cute.render import NARROW, Ctx, Index, Nest
 from aref.backend.cute.role import TAGGED, RoleEmitter
-from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, strip_parens
+from aref.backend.cute.sm100.plan import unwritten_when
+from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
@@ -286,6 +287,7 @@ class Sm100RoleEmitter(RoleEmitter):
             buf = self.new_buffer(v)
             self.out(f"sm100.tmem_load({self.tmem_view(c.buffer, c.slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, "
                      f"tidx)  # tcgen05.ld + wait::ld")
+            self.zero_if_unwritten(v, lambda: self.out(f"{buf.name}.fill(0.0)"))
             self.env[id(v)] = Reg(buf)
             return buf
         return super().materialize(v)
@@ -350,6 +352,7 @@ class Sm100RoleEmitter(RoleEmitter):
             c = self.env.get(id(v))
             if isinstance(c, TmemTile):
                 self.out(f"# in place: the MMA wrote {buffer} (tensor memory), which holds {cp.ch.name}")
+                self.zero_if_unwritten(v, lambda: self.zero_fill(c.buffer, t))
                 return
             if isinstance(c, Zero) and self.g.issues_mma and not self._cuda_core_writer():
                 self.zero_fill(buffer, t)
@@ -397,6 +400,21 @@ class Sm100RoleEmitter(RoleEmitter):
                          f"{zm}.partition_shape_C(({m}, {n}))).layout)")
         self.out(f"# {buffer} starts at zero: the tensor core writes it (an MMA of two zero tiles)")
         self.issue(f"sm100.zero_fill({zm}, {acc}, {za}, {zb})")
+
+    def zero_if_unwritten(self, v: Value, zero) -> None:
+        """`zero()` when no MMA has written the accumulator `v` (its loop ran no trip: `unwritten_when`), so it
+        holds the initial zeros the interpreter gives it, not whatever tensor memory held."""
+        n = unwritten_when(self.gp, v) if self.g.issues_mma else None
+        if n is None:
+            return
+        trip = self.scalar(n)
+        if trip.static:
+            self.out(f"# no MMA writes {v.name or 'the accumulator'} (the loop runs no trip): its initial zeros")
+            zero()
+            return
+        with self.out.block(f"if {paren(trip.expr)} == 0:  # the loop ran no trip: no MMA wrote the accumulator, "
+                            f"which holds its initial zeros"):
+            zero()
 
     def op_tmem_store_fence(self, op: Op) -> None:
         self.out("sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes")
