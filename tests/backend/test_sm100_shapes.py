@@ -165,3 +165,32 @@ def test_rows_tma_cannot_describe_are_refused_by_the_tma_rule():
     err = info.value
     assert "cannot be copied by TMA" in str(err) and "stride of 200 bytes" in str(err)
     assert err.loc is not None and "gemm.py" in err.loc.file and "aref.load(A" in err.render()
+
+
+@pytest.mark.parametrize("example, partition", [("gemm", "heuristic"), ("gemm", "optimal"),
+                                                ("batched_gemm", "heuristic")])
+def test_persistent_gemm_compiles_for_blackwell(backend_cache, example, partition):
+    """Persistent sm_100a GEMM: min(148, tiles) CTAs walk the tile grid round-robin, every ring (the tensor-
+    memory accumulator's included) continuing across a CTA's tiles. The MMA warp acquires the accumulator's
+    columns at each tile start — the epilogue of the previous tile must have released them — before the tile's
+    first MMA; tensor memory is freed once, after the last tile; the tags still follow the Barrier IR."""
+    from tests.backend.test_sm100_consistency import check
+    ws = sm100_ir(example, partition, M=1024, N=512)
+    result = compile_barrier(ws, cache_dir=backend_cache, persistent=True, ctas=148)
+    assert result.spill_bytes == 0, result.ptxas_log
+    assert result.instructions["tcgen05.mma"] > 0 and result.instructions["tcgen05.dealloc"] == 1
+    src = result.source_path.read_text()
+    tiles = 1
+    for g in ws.grid:
+        tiles *= g
+    assert f"NUM_TILES = {tiles}" in src and f"GRID = ({min(148, tiles)}, 1, 1)" in src
+    assert check(ws, src) == []
+    mma = _lines(src, "mma")
+    loop = next(i for i, l in enumerate(mma) if "for tile in cutlass.range(first_tile, NUM_TILES, num_ctas" in l)
+    acquire = next(i for i, l in enumerate(mma) if "mbarrier_wait(acc_x_empty" in l)
+    first_mma = next(i for i, l in enumerate(mma) if "sm100.umma(" in l)
+    assert loop < acquire < first_mma
+    dealloc = next(i for i, l in enumerate(mma) if "cute.arch.dealloc_tmem(" in l)
+    assert mma[dealloc].startswith("    cute.arch") and dealloc > first_mma       # once, outside the tile loop
+    epilogue = "\n".join(_lines(src, "epilogue"))
+    assert "aref.staging_free(warp_in_group)" in epilogue.split("for tile in")[1]   # before reusing the staging

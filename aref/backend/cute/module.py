@@ -367,13 +367,17 @@ def tile_fields(out: Lines, buffers) -> None:
             f"{b.tile.numel * b.depth}], {b.align}]")
 
 
+def grid_lines(plan: KernelPlan) -> list[str]:
+    """The launch grid constants: the tile grid, or (persistent) the tiles and one CTA per SM walking them."""
+    if plan.persistent:
+        return [f"NUM_TILES = {plan.tiles}  # the tile grid {_grid3(plan.ws.grid)}, walked by persistent CTAs",
+                f"GRID = ({min(plan.ctas, plan.tiles)}, 1, 1)  # one CTA per SM"]
+    return [f"GRID = {_grid3(plan.ws.grid)}"]
+
+
 def _constants(plan: KernelPlan) -> str:
     ws = plan.ws
-    if plan.persistent:
-        out = [f"NUM_TILES = {plan.tiles}  # the tile grid {_grid3(ws.grid)}, walked by persistent CTAs",
-               f"GRID = ({min(plan.ctas, plan.tiles)}, 1, 1)  # one CTA per SM"]
-    else:
-        out = [f"GRID = {_grid3(ws.grid)}"]
+    out = grid_lines(plan)
     out.append(f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups")
     return "\n".join(out + constexpr_lines(ws))
 

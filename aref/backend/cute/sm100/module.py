@@ -11,7 +11,7 @@ part in the register reallocation); tcgen05 tiled MMAs on the host.
 from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
-from aref.backend.cute.module import (_fake_args, _grid3, _roles, channel_line, constexpr_lines, dt, init_rings,
+from aref.backend.cute.module import (_fake_args, _grid3, _roles, channel_line, constexpr_lines, dt, grid_lines, init_rings,
                                       kernel_prologue, launch, stream_param, tile_fields, ring_fields)
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
@@ -80,8 +80,7 @@ def _doc(plan: Sm100Plan, roles) -> str:
 
 def _constants(plan: Sm100Plan) -> str:
     ws = plan.ws
-    out = [f"GRID = {_grid3(ws.grid)}",
-           f"THREADS = {plan.warps * 32}  # {len(ws.groups)} roles in {plan.warps // 4} warp groups"]
+    out = grid_lines(plan) + [f"THREADS = {plan.warps * 32}  # {len(ws.groups)} roles in {plan.warps // 4} warp groups"]
     out += constexpr_lines(ws)
     if plan.tmem is not None:
         out.append(f"TMEM_COLUMNS = {plan.tmem.columns}  # {plan.tmem.used} used")

@@ -111,9 +111,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
     if ws.tmem is None and any(op.kind is OpKind.MMA_ASYNC for gp in ws.groups for op in gp.all_ops()):
         raise BackendError("internal: sm_100a Barrier IR with MMAs but no tensor-memory plan (it was not made by "
                            "the sm_100a aref lowering)", ws.loc)
-    if persistent:
-        raise BackendError("persistent launches are not implemented by the Blackwell templates yet", ws.loc,
-                           hint="compile without --persistent for sm_100a")
+    if persistent and ctas < 1:
+        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
     tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
                if isinstance(p.value.type, TensorType)]
     by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}

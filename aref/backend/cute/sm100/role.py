@@ -28,7 +28,7 @@ from aref.resources.layout import ACC, COL, ROW, SCALAR
 from aref.backend.cute.render import NARROW, Ctx, Index, Nest
 from aref.backend.cute.role import TAGGED, RoleEmitter
 from aref.backend.cute.sm100.plan import unwritten_when
-from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
+from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
@@ -85,6 +85,52 @@ class Sm100RoleEmitter(RoleEmitter):
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
         self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
         self._col_rows: list[int] | None = None
+        self.after_tiles: list[str] = []             # persistent: lines after the tile loop (the TMEM release)
+
+    def emit(self):
+        self.acquired = not (self.plan.persistent and self.g.issues_mma)
+        setup, out = super().emit()
+        if self.plan.persistent and self.after_tiles:
+            self.final("# after the last tile")
+            for line in self.after_tiles:
+                self.final(line)
+        return setup, out
+
+    def emit_op(self, op: Op) -> None:
+        if not self.acquired and (self.region != "pre" or op.kind is OpKind.MMA_ASYNC):
+            self.acquire_accumulators()
+        super().emit_op(op)
+
+    def emit_loop(self) -> None:
+        if not self.acquired:
+            self.acquire_accumulators()
+        super().emit_loop()
+
+    def acquire_accumulators(self) -> None:
+        """Persistent: the MMAs of a CTA's next tile write the tensor memory that the group publishes in place
+        after the loop, which the readers of the previous tile may still hold. So at each tile start the group
+        waits for those rings' `empty` barriers (the same slot and phase as the waits after the loop, which
+        then return at once): MMAs into tensor memory acquire their columns before they write them."""
+        self.acquired = True
+        prod = {id(r): op for op in self.gp.all_ops() for r in op.results}
+        for region, block in self.gp.regions():
+            if region not in ("epilogue", "post"):
+                continue
+            for op in block.ops:
+                if not (op.kind is OpKind.MBAR_WAIT and op.attrs.which == "empty"
+                        and not self.plan.channel(op.attrs.channel).buffers):
+                    continue
+                for v in op.operands[1:3]:
+                    c = prod.get(id(v))
+                    if c is None or c.kind is not OpKind.CONST or op.pred is not None:
+                        raise BackendError(f"a persistent kernel whose tensor-memory ring '{op.attrs.channel}' is "
+                                           f"acquired at a slot known only after the loop; the Blackwell "
+                                           f"templates acquire it at the tile start", op.loc,
+                                           hint="compile without --persistent")
+                    self.env[id(v)] = Scalar.const(c.attrs.value)
+                self.out(f"# the tile's MMAs write {op.attrs.channel}'s tensor memory: its readers of the "
+                         f"previous tile must have released it")
+                self.op_mbarrier_wait(op)
 
     # ---------------------------------------------------------------------------------------- helpers
     def thr(self, mma: str) -> str:
@@ -423,7 +469,12 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"# {op.attrs.columns} columns allocated by this warp before the roles started (kernel prologue)")
 
     def op_tmem_dealloc(self, op: Op) -> None:
-        self.out(f"cute.arch.dealloc_tmem({self.tmem()}, {op.attrs.columns})")
+        line = f"cute.arch.dealloc_tmem({self.tmem()}, {op.attrs.columns})"
+        if self.plan.persistent:               # the columns serve every tile of the CTA
+            self.out("# (tensor memory is freed after the last tile)")
+            self.after_tiles.append(line)
+        else:
+            self.out(line)
 
     # -------------------------------------------------------------------------------------- MMAs
     def operand_frag(self, v: Value, mma: str, which: str) -> str:
@@ -564,7 +615,7 @@ class Sm100RoleEmitter(RoleEmitter):
         tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
         s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank)
         buf = self.materialize(value)
-        if stage.name in self.pending_store or self.in_loop:
+        if stage.name in self.pending_store or self.in_loop or self.plan.persistent:
             self.out("# the previous TMA store from this staging tile must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
