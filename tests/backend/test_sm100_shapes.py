@@ -148,6 +148,37 @@ def test_runtime_zero_trip_count_publishes_zeros(backend_cache, partition):
     assert torch.equal(out["C"][:128], torch.zeros(128, 200, dtype=torch.float16))
 
 
+@aref.aref_kernel(grid=lambda A, B, BM, BN, **_: (-(-A.shape[0] // BM), -(-B.shape[0] // BN)))
+def tri_rms(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """`tri_gemm` with the rows' sum of squares beside the MMAs (the optimal partition gives one four-warp
+    group both the MMAs and the epilogue, which reads the accumulator into its registers)."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    sumsq = aref.zeros((BM,), aref.float32)
+    ab = aref.channel(depth=3)
+    for k in aref.range(pid_m):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        af = a.to(aref.float32)
+        sumsq = sumsq + aref.rowsum(af * af)
+        ab.consumed()
+    aref.store(C, (pid_m, pid_n), (acc * aref.rsqrt(sumsq + 1.0)[:, None]).to(C.dtype))
+
+
+def test_runtime_zero_trip_count_zeroes_the_registers_of_a_group_that_multiplies_and_reads(backend_cache):
+    args = _tri_args()
+    ws = lower_to(tri_rms.specialize(**args), "barrier", CompileOptions(arch="sm_100a", partition="optimal"))
+    mixed = next(gp for gp in ws.groups if gp.group.warps == 4 and any(op.kind.name == "MMA_ASYNC"
+                                                                         for op in gp.all_ops()))
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
+    lines = _lines(src, mixed.group.name if f"def {mixed.group.name}(" in src else mixed.group.role)
+    load = next(i for i, l in enumerate(lines) if "sm100.tmem_load(t_acc, acc," in l)
+    assert lines[load + 1].strip().startswith("if pid_m == 0:") and "acc.fill(0.0)" in lines[load + 2]
+
+
 @pytest.mark.parametrize("sizes", [{"M": 64, "N": 64, "K": 64}, {"M": 1, "N": 8, "K": 8}])
 def test_single_tile_problems_compile_for_blackwell(backend_cache, sizes):
     ws, result = sm100_compiled(backend_cache, "gemm", "heuristic", **sizes)
