@@ -202,9 +202,11 @@ def test_rows_tma_cannot_describe_are_refused_by_the_tma_rule():
                                                 ("batched_gemm", "heuristic")])
 def test_persistent_gemm_compiles_for_blackwell(backend_cache, example, partition):
     """Persistent sm_100a GEMM: min(148, tiles) CTAs walk the tile grid round-robin, every ring (the tensor-
-    memory accumulator's included) continuing across a CTA's tiles. The MMA warp acquires the accumulator's
-    columns at each tile start — the epilogue of the previous tile must have released them — before the tile's
-    first MMA; tensor memory is freed once, after the last tile; the tags still follow the Barrier IR."""
+    memory accumulator's included) continuing across a CTA's tiles. The accumulator gets two stages (a ring of
+    two slots over twice its columns), so a tile's MMAs write one while the epilogue reads the other; the MMA
+    warp acquires its stage at each tile start, before the tile's first MMA. The end-of-kernel syncs and the
+    release of tensor memory run once, after the last tile; the tags still follow the Barrier IR."""
+    from aref.backend.cute.sm100 import plan_kernel_sm100
     from tests.backend.test_sm100_consistency import check
     ws = sm100_ir(example, partition, M=1024, N=512)
     result = compile_barrier(ws, cache_dir=backend_cache, persistent=True, ctas=148)
@@ -221,7 +223,14 @@ def test_persistent_gemm_compiles_for_blackwell(backend_cache, example, partitio
     acquire = next(i for i, l in enumerate(mma) if "mbarrier_wait(acc_x_empty" in l)
     first_mma = next(i for i, l in enumerate(mma) if "sm100.umma(" in l)
     assert loop < acquire < first_mma
-    dealloc = next(i for i, l in enumerate(mma) if "cute.arch.dealloc_tmem(" in l)
-    assert mma[dealloc].startswith("    cute.arch") and dealloc > first_mma       # once, outside the tile loop
+    tail = mma[max(i for i, l in enumerate(mma) if l.startswith("    # after the last tile")):]
+    assert any(l.startswith("    cute.arch.dealloc_tmem(tmem, 256)") for l in tail), "\n".join(tail)
+    assert any(l.startswith("    cute.arch.barrier(barrier_id=") for l in tail)        # not once per tile
+    # two accumulator stages: 2 x 128 columns, a 2-slot ring, the stage of the tile's ring slot on both sides
+    assert "TMEM_COLUMNS = 256" in src and "aref.init_ring(acc_x_full, acc_x_empty, 2, 1, 1)" in src
+    assert "acc_acc = cute.make_tensor(tmem + 0 + 128 * (acc_x_base % 2)," in src
+    assert "sm100.tmem_tile(tmem, 0 + 128 * ((acc_x_base + 0) % 2), 128, 128)" in src
+    assert result.instructions["mbarrier.init"] == 2 * sum(cp.ch.depth for cp in plan_kernel_sm100(
+        ws, True, 148).channels) + 1
     epilogue = "\n".join(_lines(src, "epilogue"))
     assert "aref.staging_free(warp_in_group)" in epilogue.split("for tile in")[1]   # before reusing the staging

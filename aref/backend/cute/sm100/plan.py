@@ -65,6 +65,7 @@ class Sm100Plan(KernelPlan):
     direct_stores: dict = field(default_factory=dict)     # id(store op) -> slot buffer a TMA store reads
     mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs
     exp2_fma: float = 0.0                                 # share of exp2 on the FMA units (software exp2)
+    doubled: dict = field(default_factory=dict)           # persistent: tensor-memory buffer -> its 2-slot ring
 
     def group_of(self, gid: int) -> Sm100GroupPlan:
         return next(g for g in self.groups if g.gp.group.id == gid)
@@ -190,10 +191,13 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
                            f"(rings {parts}; store staging {sum(b.nbytes for b in staging.values())} B)", ws.loc,
                            hint="lower a channel depth or the tile sizes")
+    items = _items_per_tile(ws) if persistent else {}
+    tmem, doubled = (_double_accumulators(ws, channels, groups, items) if persistent and ws.tmem is not None
+                     else (ws.tmem, {}))
     plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
-                     items_per_tile=_items_per_tile(ws) if persistent else {}, tmem=ws.tmem, warps=warps, zero_tile=zero_tile,
+                     items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
                      zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
-                     copies=copies)
+                     copies=copies, doubled=doubled)
     plan.mmas = mmas
     return plan
 
@@ -296,3 +300,47 @@ def unwritten_when(gp, v: Value) -> Value | None:
             continue
         return n if op is not None and op.kind is OpKind.FULL and op.attrs.value == 0.0 else None
     return None
+
+
+def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, items_per_tile: dict):
+    """Persistent kernels: two tensor-memory stages for each accumulator the MMA warp publishes once per tile
+    after its loop, so the MMAs of a CTA's next tile write one stage while the epilogue reads the other.
+
+    The accumulator's ring (depth 1, one item per tile, every slot and phase a constant of the tile) becomes a
+    ring of two slots — the IR's in-tile slot and phase are those of item 0 either way, and the persistent ring
+    position (`tile_count` items) picks the stage — and its buffer two slots of its columns, where the columns
+    above it are free and the allocation stays within 512. Returns (the tensor-memory plan, buffer -> ring)."""
+    import copy
+    import dataclasses
+
+    from aref.tmem import _pow2
+    tmem = copy.deepcopy(ws.tmem)
+    doubled: dict[str, str] = {}
+    const = {id(op.result) for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.CONST}
+    for cp in channels:
+        ch = cp.ch
+        name = tmem.ring_buffer.get(ch.name)
+        if cp.buffers or name is None or ch.depth != 1 or ch.region != "post" or items_per_tile.get(ch.name) != 1:
+            continue
+        b = tmem.buffer(name)
+        producer = groups[ch.producer]
+        if (b.depth != 1 or b.alias_of is not None or any(x.alias_of == name for x in tmem.buffers)
+                or sum(r == name for r in tmem.ring_buffer.values()) != 1
+                or not (producer.issues_mma and producer.gp.group.warps == 1)):
+            continue
+        ring_ops = [op for gp in ws.groups for op in gp.all_ops()
+                    if getattr(op.attrs, "channel", None) == ch.name and len(op.operands) > 1]
+        if not all(id(op.operands[1]) in const and (op.kind is not OpKind.MBAR_WAIT or id(op.operands[2]) in const)
+                   for op in ring_ops):
+            continue
+        top = (b.col + b.cols, b.col + 2 * b.cols)
+        if any(x is not b and x.col < top[1] and top[0] < x.col + x.cols for x in tmem.buffers):
+            continue
+        used = max(tmem.used, top[1])
+        if _pow2(used) > 512:
+            continue
+        b.cols, b.depth = 2 * b.cols, 2
+        tmem.used, tmem.columns = used, max(tmem.columns, _pow2(used))
+        cp.ch = dataclasses.replace(ch, depth=2)
+        doubled[name] = ch.name
+    return tmem, doubled

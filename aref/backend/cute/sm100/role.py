@@ -26,6 +26,7 @@ from aref import ops
 from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
 from aref.resources.layout import ACC, COL, ROW, SCALAR
 from aref.backend.cute.render import NARROW, Ctx, Index, Nest
+from aref.backend.cute.source import Lines
 from aref.backend.cute.role import TAGGED, RoleEmitter
 from aref.backend.cute.sm100.plan import unwritten_when
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren, strip_parens
@@ -85,16 +86,34 @@ class Sm100RoleEmitter(RoleEmitter):
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
         self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
         self._col_rows: list[int] | None = None
-        self.after_tiles: list[str] = []             # persistent: lines after the tile loop (the TMEM release)
+        self.after_tiles = Lines()                     # persistent: code after the last tile (the TMEM release)
 
     def emit(self):
         self.acquired = not (self.plan.persistent and self.g.issues_mma)
         setup, out = super().emit()
-        if self.plan.persistent and self.after_tiles:
+        if self.after_tiles.lines:
             self.final("# after the last tile")
-            for line in self.after_tiles:
-                self.final(line)
+            self.final.extend(self.after_tiles)
         return setup, out
+
+    def after_last_tile(self, op: Op) -> bool:
+        """Persistent: whether `op` guards the release of tensor memory — the MMA warp's wait for its own last
+        MMAs and the named barrier at which every group is done with tensor memory — and so runs once, after
+        the CTA's last tile (run per tile, it would hold the MMAs of a tile until the previous tile's epilogue
+        has stored it)."""
+        if not self.plan.persistent or self.plan.tmem is None:
+            return False
+        if op.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
+            return op.attrs.id == self.plan.tmem.dealloc_barrier
+        return op.kind is OpKind.MMA_WAIT and self.region == "post" and self.gp.group.warps == 1
+
+    def emit_after_tiles(self, op: Op, handler) -> None:
+        self.out("# (once, after the last tile)")
+        out, self.out = self.out, self.after_tiles
+        try:
+            handler(op)
+        finally:
+            self.out = out
 
     def emit_op(self, op: Op) -> None:
         if not self.acquired and (self.region != "pre" or op.kind is OpKind.MMA_ASYNC):
@@ -155,11 +174,21 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out(f"{name} = {code}")
         return name
 
-    def acc_tensor(self, buffer: str, mma: str, cfg) -> str:
+    def mma_target(self, key, name: str, buffer: str, tiled_mma: str, m: int, n: int) -> str:
+        """The accumulator tensor of `tiled_mma` (m×n) over `buffer`'s columns: a kernel-scope constant, or,
+        for an accumulator with two persistent stages (`plan.doubled`), the stage of this tile's ring slot."""
         b = self.tbuf(buffer)
-        return self.local(("acc", buffer, mma), f"acc_{ident(buffer)}",
-                          f"cute.make_tensor({self.tmem()} + {b.col}, {self.arg(mma)}.make_fragment_C("
-                          f"{self.arg(mma)}.partition_shape_C(({cfg.m}, {cfg.n}))).layout)")
+        layout = f"{tiled_mma}.make_fragment_C({tiled_mma}.partition_shape_C(({m}, {n}))).layout"
+        ring = self.plan.doubled.get(buffer)
+        if ring is None:
+            return self.local(key, name, f"cute.make_tensor({self.tmem()} + {b.col}, {layout})")
+        stage = self.names(name)
+        self.out(f"{stage} = cute.make_tensor({self.tmem()} + {b.col} + {b.cols // 2} * "
+                 f"({self.ring_base(ring)} % 2), {layout})  # this tile's accumulator stage")
+        return stage
+
+    def acc_tensor(self, buffer: str, mma: str, cfg) -> str:
+        return self.mma_target(("acc", buffer, mma), f"acc_{ident(buffer)}", buffer, self.arg(mma), cfg.m, cfg.n)
 
     def issue(self, line: str) -> None:
         """A tensor-core instruction: one warp issues it (in a warp group, the group's first warp)."""
@@ -441,9 +470,7 @@ class Sm100RoleEmitter(RoleEmitter):
                                                    f"{self.arg('s_zero')}, {m}, 16, 0)))[None, None, None, 0]")
         zb = self.local(("zb", i), f"zeros_b{i}", f"{zm}.make_fragment_B({thr}.partition_B(aref.row_block("
                                                    f"{self.arg('s_zero')}, {n}, 16, 0)))[None, None, None, 0]")
-        acc = self.local(("zacc", buffer), f"zacc_{ident(buffer)}",
-                         f"cute.make_tensor({self.tmem()} + {self.tbuf(buffer).col}, {zm}.make_fragment_C("
-                         f"{zm}.partition_shape_C(({m}, {n}))).layout)")
+        acc = self.mma_target(("zacc", buffer), f"zacc_{ident(buffer)}", buffer, zm, m, n)
         self.out(f"# {buffer} starts at zero: the tensor core writes it (an MMA of two zero tiles)")
         self.issue(f"sm100.zero_fill({zm}, {acc}, {za}, {zb})")
 
@@ -466,15 +493,27 @@ class Sm100RoleEmitter(RoleEmitter):
         self.out("sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes")
 
     def op_tmem_alloc(self, op: Op) -> None:
-        self.out(f"# {op.attrs.columns} columns allocated by this warp before the roles started (kernel prologue)")
+        self.out(f"# {self.plan.tmem.columns} columns allocated by this warp before the roles started (kernel prologue)")
 
     def op_tmem_dealloc(self, op: Op) -> None:
-        line = f"cute.arch.dealloc_tmem({self.tmem()}, {op.attrs.columns})"
+        line = f"cute.arch.dealloc_tmem({self.tmem()}, {self.plan.tmem.columns})"
         if self.plan.persistent:               # the columns serve every tile of the CTA
             self.out("# (tensor memory is freed after the last tile)")
-            self.after_tiles.append(line)
+            self.after_tiles(line)
         else:
             self.out(line)
+
+    def op_named_bar_sync(self, op: Op) -> None:
+        if self.after_last_tile(op):
+            self.emit_after_tiles(op, super().op_named_bar_sync)
+        else:
+            super().op_named_bar_sync(op)
+
+    def op_named_bar_arrive(self, op: Op) -> None:
+        if self.after_last_tile(op):
+            self.emit_after_tiles(op, super().op_named_bar_arrive)
+        else:
+            super().op_named_bar_arrive(op)
 
     # -------------------------------------------------------------------------------------- MMAs
     def operand_frag(self, v: Value, mma: str, which: str) -> str:
@@ -529,6 +568,12 @@ class Sm100RoleEmitter(RoleEmitter):
         self.issue(f"sm100.commit({self.bar(op.operands[0], op.operands[1], a.which, a.channel)})  # tcgen05.commit")
 
     def op_mma_wait(self, op: Op) -> None:
+        if self.after_last_tile(op):
+            self.emit_after_tiles(op, self._mma_wait)
+        else:
+            self._mma_wait(op)
+
+    def _mma_wait(self, op: Op) -> None:
         bar = self.arg(f"mma_done_{ident(self.gp.group.name)}")
         phase = self.names.reserve("mma_phase")
         if ("mma_phase",) not in self.frags:
