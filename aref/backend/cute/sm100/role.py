@@ -28,8 +28,9 @@ from aref.resources.layout import ACC, COL, ROW, SCALAR
 from aref.backend.cute.render import NARROW, Ctx, Index, Nest
 from aref.backend.cute.source import Lines
 from aref.backend.cute.role import TAGGED, RoleEmitter
+from aref.backend.cute.sm100.persistent import PersistentRole
 from aref.backend.cute.sm100.plan import unwritten_when
-from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren, strip_parens
+from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
@@ -75,7 +76,7 @@ class TmemTile:
     started: str | None = None
 
 
-class Sm100RoleEmitter(RoleEmitter):
+class Sm100RoleEmitter(PersistentRole, RoleEmitter):
     tagged = SM100_TAGGED
     templates = "Blackwell templates"
 
@@ -86,70 +87,7 @@ class Sm100RoleEmitter(RoleEmitter):
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
         self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
         self._col_rows: list[int] | None = None
-        self.after_tiles = Lines()                     # persistent: code after the last tile (the TMEM release)
-
-    def emit(self):
-        self.acquired = not (self.plan.persistent and self.g.issues_mma)
-        setup, out = super().emit()
-        if self.after_tiles.lines:
-            self.final("# after the last tile")
-            self.final.extend(self.after_tiles)
-        return setup, out
-
-    def after_last_tile(self, op: Op) -> bool:
-        """Persistent: whether `op` guards the release of tensor memory — the MMA warp's wait for its own last
-        MMAs and the named barrier at which every group is done with tensor memory — and so runs once, after
-        the CTA's last tile (run per tile, it would hold the MMAs of a tile until the previous tile's epilogue
-        has stored it)."""
-        if not self.plan.persistent or self.plan.tmem is None:
-            return False
-        if op.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
-            return op.attrs.id == self.plan.tmem.dealloc_barrier
-        return op.kind is OpKind.MMA_WAIT and self.region == "post" and self.gp.group.warps == 1
-
-    def emit_after_tiles(self, op: Op, handler) -> None:
-        self.out("# (once, after the last tile)")
-        out, self.out = self.out, self.after_tiles
-        try:
-            handler(op)
-        finally:
-            self.out = out
-
-    def emit_op(self, op: Op) -> None:
-        if not self.acquired and (self.region != "pre" or op.kind is OpKind.MMA_ASYNC):
-            self.acquire_accumulators()
-        super().emit_op(op)
-
-    def emit_loop(self) -> None:
-        if not self.acquired:
-            self.acquire_accumulators()
-        super().emit_loop()
-
-    def acquire_accumulators(self) -> None:
-        """Persistent: the MMAs of a CTA's next tile write the tensor memory that the group publishes in place
-        after the loop, which the readers of the previous tile may still hold. So at each tile start the group
-        waits for those rings' `empty` barriers (the same slot and phase as the waits after the loop, which
-        then return at once): MMAs into tensor memory acquire their columns before they write them."""
-        self.acquired = True
-        prod = {id(r): op for op in self.gp.all_ops() for r in op.results}
-        for region, block in self.gp.regions():
-            if region not in ("epilogue", "post"):
-                continue
-            for op in block.ops:
-                if not (op.kind is OpKind.MBAR_WAIT and op.attrs.which == "empty"
-                        and not self.plan.channel(op.attrs.channel).buffers):
-                    continue
-                for v in op.operands[1:3]:
-                    c = prod.get(id(v))
-                    if c is None or c.kind is not OpKind.CONST or op.pred is not None:
-                        raise BackendError(f"a persistent kernel whose tensor-memory ring '{op.attrs.channel}' is "
-                                           f"acquired at a slot known only after the loop; the Blackwell "
-                                           f"templates acquire it at the tile start", op.loc,
-                                           hint="compile without --persistent")
-                    self.env[id(v)] = Scalar.const(c.attrs.value)
-                self.out(f"# the tile's MMAs write {op.attrs.channel}'s tensor memory: its readers of the "
-                         f"previous tile must have released it")
-                self.op_mbarrier_wait(op)
+        self.after_tiles = Lines()                     # persistent: code after the last tile (`PersistentRole`)
 
     # ---------------------------------------------------------------------------------------- helpers
     def thr(self, mma: str) -> str:
@@ -173,19 +111,6 @@ class Sm100RoleEmitter(RoleEmitter):
         name = self.names(f"t_{ident(buffer)}")
         self.out(f"{name} = {code}")
         return name
-
-    def mma_target(self, key, name: str, buffer: str, tiled_mma: str, m: int, n: int) -> str:
-        """The accumulator tensor of `tiled_mma` (m×n) over `buffer`'s columns: a kernel-scope constant, or,
-        for an accumulator with two persistent stages (`plan.doubled`), the stage of this tile's ring slot."""
-        b = self.tbuf(buffer)
-        layout = f"{tiled_mma}.make_fragment_C({tiled_mma}.partition_shape_C(({m}, {n}))).layout"
-        ring = self.plan.doubled.get(buffer)
-        if ring is None:
-            return self.local(key, name, f"cute.make_tensor({self.tmem()} + {b.col}, {layout})")
-        stage = self.names(name)
-        self.out(f"{stage} = cute.make_tensor({self.tmem()} + {b.col} + {b.cols // 2} * "
-                 f"({self.ring_base(ring)} % 2), {layout})  # this tile's accumulator stage")
-        return stage
 
     def acc_tensor(self, buffer: str, mma: str, cfg) -> str:
         return self.mma_target(("acc", buffer, mma), f"acc_{ident(buffer)}", buffer, self.arg(mma), cfg.m, cfg.n)
@@ -495,26 +420,6 @@ class Sm100RoleEmitter(RoleEmitter):
     def op_tmem_alloc(self, op: Op) -> None:
         self.out(f"# {self.plan.tmem.columns} columns allocated by this warp before the roles started (kernel prologue)")
 
-    def op_tmem_dealloc(self, op: Op) -> None:
-        line = f"cute.arch.dealloc_tmem({self.tmem()}, {self.plan.tmem.columns})"
-        if self.plan.persistent:               # the columns serve every tile of the CTA
-            self.out("# (tensor memory is freed after the last tile)")
-            self.after_tiles(line)
-        else:
-            self.out(line)
-
-    def op_named_bar_sync(self, op: Op) -> None:
-        if self.after_last_tile(op):
-            self.emit_after_tiles(op, super().op_named_bar_sync)
-        else:
-            super().op_named_bar_sync(op)
-
-    def op_named_bar_arrive(self, op: Op) -> None:
-        if self.after_last_tile(op):
-            self.emit_after_tiles(op, super().op_named_bar_arrive)
-        else:
-            super().op_named_bar_arrive(op)
-
     # -------------------------------------------------------------------------------------- MMAs
     def operand_frag(self, v: Value, mma: str, which: str) -> str:
         c = self.env.get(id(v))
@@ -567,13 +472,9 @@ class Sm100RoleEmitter(RoleEmitter):
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
         self.issue(f"sm100.commit({self.bar(op.operands[0], op.operands[1], a.which, a.channel)})  # tcgen05.commit")
 
-    def op_mma_wait(self, op: Op) -> None:
-        if self.after_last_tile(op):
-            self.emit_after_tiles(op, self._mma_wait)
-        else:
-            self._mma_wait(op)
-
-    def _mma_wait(self, op: Op) -> None:
+    def mma_wait(self, op: Op) -> None:
+        """`mma_wait` (the IR op's handler is `PersistentRole.op_mma_wait`, which may move it after the last
+        tile): a commit of this group's MMAs to its own barrier, and the wait for it."""
         bar = self.arg(f"mma_done_{ident(self.gp.group.name)}")
         phase = self.names.reserve("mma_phase")
         if ("mma_phase",) not in self.frags:
