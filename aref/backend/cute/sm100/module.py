@@ -11,7 +11,7 @@ part in the register reallocation); tcgen05 tiled MMAs on the host.
 from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
-from aref.backend.cute.module import (_fake_args, _grid3, _roles, channel_line, constexpr_lines, dt, grid_lines, init_rings,
+from aref.backend.cute.module import (_fake_args, _roles, channel_line, constexpr_lines, dt, grid_lines, init_rings,
                                       kernel_prologue, launch, stream_param, tile_fields, ring_fields)
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
