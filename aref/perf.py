@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from aref.ir import Kernel, OpKind
 from aref.machine import Machine, mma_flops
+from aref.tile_order import tile_coords
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ def _constant(kernel: Kernel, value) -> int | None:
     return None
 
 
-def wave_footprint(ws, ctas: int) -> int:
-    """Bytes of global memory the first `ctas` CTAs (one wave, x fastest) read through TMA: each loaded
+def wave_footprint(ws, ctas: int, raster: int = 0) -> int:
+    """Bytes of global memory the first `ctas` CTAs (one wave, in the launch's tile order: x fastest, or
+    `raster`ized, `aref.tile_order`) read through TMA: each loaded
     tensor counts with the share of its tiles those CTAs touch, from the grid axes its load coordinates
     depend on (a GEMM's A by the M axis, B by the N axis; attention's K and V by the head axis)."""
     from aref.ir import TensorType
@@ -90,7 +92,7 @@ def wave_footprint(ws, ctas: int) -> int:
                 coords = op.operands[1:-4] if op.kind is OpKind.TMA_LOAD else op.operands[1:]
                 deps.setdefault(id(op.operands[0]), set()).update(*(axes(c) for c in coords))
     grid = tuple(ws.grid)
-    wave = [_unravel(i, grid) for i in range(min(ctas, math.prod(grid)))]
+    wave = [tile_coords(i, grid, raster) for i in range(min(ctas, math.prod(grid)))]
     total = 0
     for p in ws.params:
         if id(p.value) in deps:
@@ -101,20 +103,12 @@ def wave_footprint(ws, ctas: int) -> int:
     return total
 
 
-def _unravel(i: int, grid: tuple) -> tuple:
-    out = []
-    for g in grid:
-        out.append(i % g)
-        i //= g
-    return tuple(out)
-
-
-def problem_machine(ws, machine: Machine, ctas: int) -> Machine:
+def problem_machine(ws, machine: Machine, ctas: int, raster: int = 0) -> Machine:
     """`machine` as one SM of it sees `ws`'s problem: TMA rates reduced by the L2 miss share of one wave of
-    `ctas` CTAs."""
+    `ctas` CTAs (walking the tiles in the `raster` order)."""
     if machine.l2_miss_penalty <= 0:
         return machine
-    footprint = wave_footprint(ws, ctas)
+    footprint = wave_footprint(ws, ctas, raster)
     if footprint <= machine.l2_bytes:
         return machine
     slow = 1.0 + machine.l2_miss_penalty * (1.0 - machine.l2_bytes / footprint)
@@ -133,17 +127,18 @@ def occupancy(ws, machine: Machine) -> int:
 
 
 def predict(ws, machine: Machine, *, flops: int | None = None, persistent: bool = False,
-            ctas: int | None = None, seed: int = 0) -> Prediction:
+            ctas: int | None = None, raster: int = 0, seed: int = 0) -> Prediction:
     """Predicted time of launching Barrier IR `ws` on the whole GPU of `machine` (see the module docstring).
 
     `flops`: the launch's tensor-core FLOP (`kernel_flops` of its Tile IR) for the TFLOP/s figure;
-    `persistent`/`ctas`: a persistent launch of min(`ctas` (default: one per SM), tiles) CTAs.
+    `persistent`/`ctas`: a persistent launch of min(`ctas` (default: one per SM), tiles) CTAs; `raster`: the
+    tile order (`aref.tile_order`), which decides what one wave reads.
     """
     from aref.sim.timing import simulate_timing
     tiles = math.prod(ws.grid)
     per_sm = occupancy(ws, machine)
     workers = min(ctas or machine.sms * per_sm, tiles) if persistent else machine.sms * per_sm
-    report = simulate_timing(ws, None, problem_machine(ws, machine, workers), seed=seed)
+    report = simulate_timing(ws, None, problem_machine(ws, machine, workers, raster), seed=seed)
     # CTAs sharing an SM share its units: a wave lasts at least the busiest unit's work of all of them
     busiest = max(report.utilization.values(), default=0.0) * report.total_cycles
     cta_cycles = max(report.total_cycles, math.ceil(per_sm * busiest))

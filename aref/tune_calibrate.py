@@ -22,7 +22,7 @@ from pathlib import Path
 from aref.machine import Machine, with_parameters
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
-BACKEND_OPTIONS = ("persistent", "ctas")          # record options that steer the launch, not the compiler
+BACKEND_OPTIONS = ("persistent", "ctas", "raster")          # record options that steer the launch, not the compiler
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Sample:
     persistent: bool = False
     ctas: int | None = None
     problem: str = ""        # the example and its shapes: configurations are ranked within one problem
+    raster: int = 0
 
     @property
     def measured_ms(self) -> float:
@@ -76,7 +77,7 @@ def rebuild(record: dict, examples_dir: str | os.PathLike = EXAMPLES_DIR) -> Sam
     shape = " ".join(f"{k}={v}" for k, v in sorted(record.get("overrides", {}).items()) if k not in consts)
     problem = f"{record['example']} {record.get('size', 'large')} {shape}".strip()
     return Sample(record, ws, kernel_flops(kernel), bool(launch.get("persistent", False)), launch.get("ctas"),
-                  problem)
+                  problem, int(launch.get("raster", 0)))
 
 
 def measured_samples(records: list[dict], examples_dir=EXAMPLES_DIR) -> tuple[list[Sample], list[str]]:
@@ -184,7 +185,7 @@ def evaluate(samples: list[Sample], machine: Machine) -> Evaluation:
     ev = Evaluation()
     by_problem: dict[str, list] = {}
     for s in samples:
-        p = predict(s.ws, machine, flops=s.flops, persistent=s.persistent, ctas=s.ctas)
+        p = predict(s.ws, machine, flops=s.flops, persistent=s.persistent, ctas=s.ctas, raster=s.raster)
         ms = p.seconds * 1e3
         ev.rows.append({"label": s.label(), "problem": s.problem, "measured_ms": s.measured_ms, "predicted_ms": ms,
                         "error": ms / s.measured_ms - 1, "cycles_per_iter": p.cycles_per_iter,

@@ -12,7 +12,8 @@ from aref.errors import ArefError
 from aref.machine import Machine
 
 
-def candidate_problems(ws, machine: Machine, persistent: bool = False, ctas: int | None = None) -> list[str]:
+def candidate_problems(ws, machine: Machine, persistent: bool = False, ctas: int | None = None,
+                       raster: int = 0) -> list[str]:
     """Why Barrier IR `ws` cannot run on `machine` as launched (empty: it fits)."""
     from aref.sim.resources import check_resources
     if ws.resource_error is not None:
@@ -22,7 +23,7 @@ def candidate_problems(ws, machine: Machine, persistent: bool = False, ctas: int
         return problems
     from aref.backend.cute import generate_source
     try:
-        generate_source(ws, persistent, ctas or machine.sms)
+        generate_source(ws, persistent, ctas or machine.sms, raster=raster)
     except ArefError as err:
         problems.append(f"{err.kind}: {err.message}")
     return problems

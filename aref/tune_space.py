@@ -16,11 +16,9 @@ from aref.errors import ArefError
 # Feature options the Hopper backend does not generate yet: option -> what it means (issue 10's kernel features).
 UNSUPPORTED_FEATURES = {
     "cluster": "TMA multicast of shared operand tiles over a CTA cluster",
-    "raster": "a persistent tile scheduler with rasterized (L2-friendly) tile order",
     "epilogue_overlap": "the epilogue of one tile overlapped with the next tile's main loop",
     "promote_every": "fp8 partial sums promoted to fp32 every N K-steps",
     "softmax_overlap": "intra-warpgroup overlap of softmax with the next MMA",
-    "split_keys": "attention backward with the key block split over two consumer groups (FA3)",
 }
 
 
@@ -33,9 +31,10 @@ class UnsupportedFeature(ArefError):
 @dataclass(frozen=True)
 class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
-    compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`),
-    and the feature options of `UNSUPPORTED_FEATURES` (`cluster`, `raster`, `epilogue_overlap`,
-    `promote_every`, `softmax_overlap`, `split_keys`)."""
+    compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
+    `raster`), and the feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`,
+    `promote_every`, `softmax_overlap`); `split_keys` asks for cooperative consumers splitting attention
+    backward's key block (FA3)."""
 
     constexprs: tuple = ()                   # sorted (name, value) pairs; build with Config.of(...)
     consumers: str = "auto"
@@ -45,7 +44,7 @@ class Config:
     persistent: bool = False
     ctas: int | None = None                  # persistent CTAs (None: one per SM)
     cluster: tuple = (1, 1)
-    raster: int = 0                          # rasterization group (tiles along M per group); 0: none
+    raster: int = 0                          # tile order: groups of this many grid-axis-0 rows; 0: x fastest
     epilogue_overlap: bool = False
     promote_every: int = 0                   # fp8: promote to fp32 every N K-steps; 0: never
     softmax_overlap: bool = False
@@ -95,14 +94,21 @@ class Config:
     def compile_options(self, arch: str):
         """The `CompileOptions` this candidate compiles with."""
         from aref.compiler import CompileOptions
-        return CompileOptions(arch=arch, partition=self.partition, consumers=self.consumers,
+        # split_keys: cooperative consumers, which split the key block of a kernel whose rows mix (attention
+        # backward, FA3's structure: partition.dimsplit)
+        consumers = "cooperative" if self.split_keys else self.consumers
+        return CompileOptions(arch=arch, partition=self.partition, consumers=consumers,
                               num_consumers=self.num_consumers, mma_depth=self.mma_depth)
+
+    def launch_kwargs(self) -> dict:
+        """The launch options of this candidate as `launch` / `launcher_for` take them."""
+        return {"persistent": self.persistent, "ctas": self.ctas or 132, "raster": self.raster}
 
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""
-        asked = {"cluster": self.cluster != (1, 1), "raster": self.raster > 0,
+        asked = {"cluster": self.cluster != (1, 1),
                  "epilogue_overlap": self.epilogue_overlap, "promote_every": self.promote_every > 0,
-                 "softmax_overlap": self.softmax_overlap, "split_keys": self.split_keys}
+                 "softmax_overlap": self.softmax_overlap}
         return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
 
     def check_supported(self) -> None:

@@ -113,7 +113,7 @@ def baseline(Q, K, V, dO, **_):
 
 
 # The autotuner's search space. The last entry is FA3's structure at head dim 128 (128 keys split over two
-# consumer groups), which the backend does not generate yet (listed as pruned).
+# cooperative consumer groups, partition.dimsplit).
 CONFIGS = aref.configs({"BM": [64, 128], "BN": [64], "STAGES": [2, 3]}) + [
     aref.Config.of({"BM": 64, "BN": 128, "STAGES": 2}, consumers="cooperative", split_keys=True),
 ]

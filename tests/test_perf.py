@@ -37,6 +37,8 @@ def test_wave_footprint_follows_the_grid_axes_of_each_load():
     mb = 4096 * 4096 * 2
     assert wave_footprint(ws, 132) == mb + mb * 5 // 16
     assert wave_footprint(ws, 32) == mb + mb // 16
+    # rasterized in groups of 16 rows (aref.tile_order): the wave covers 16 M blocks and 9 N blocks
+    assert wave_footprint(ws, 132, raster=16) == mb * 16 // 32 + mb * 9 // 16 < wave_footprint(ws, 132)
     _, att = lowered("attention_fwd")
     # attention: K and V of the heads one wave touches (5 of 16), Q's blocks of those CTAs only
     per_tensor = 16 * 4096 * 128 * 2

@@ -121,6 +121,25 @@ def test_launch_ragged_shape_kernels():
     _launch_and_compare(kernel, inputs_fn(M=200, N=136), reference)
 
 
+@needs_gpu
+@pytest.mark.parametrize("persistent", [False, True])
+def test_launch_rasterized_gemm(persistent):
+    """The rasterized tile order (aref.tile_order) on a grid whose axis 0 is not a multiple of the group."""
+    import torch
+
+    from aref.backend.cute.launch import launch
+    ex = load_example("examples/gemm.py")
+    inputs = ex.inputs("small", M=768, N=512, K=128)      # 6 row blocks: groups of 3
+    cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    tensors = {k: v for k, v in cuda.items() if isinstance(v, torch.Tensor)}
+    launch(ex.kernel.specialize(**inputs), tensors, persistent=persistent, ctas=3, raster=4)
+    torch.cuda.synchronize()
+    from aref.harness import compare
+    report = compare({k: v.cpu() for k, v in cuda.items() if isinstance(v, torch.Tensor)},
+                     ex.reference_fn(**inputs), ex.tolerance(inputs))
+    assert report.ok, report.to_json()
+
+
 # ------------------------------------------------------------------------------------------------ streams
 def _host_function(source: str) -> ast.FunctionDef:
     return next(f for f in ast.parse(source).body if isinstance(f, ast.FunctionDef) and f.name == "host")

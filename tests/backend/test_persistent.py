@@ -52,3 +52,38 @@ def test_ring_position_continues_across_tiles():
             item = n * per_tile + k + 1                 # the steady state reads item k + 1 of the tile
             assert _eval_ring(wait.group(1), env) == item % depth
             assert _eval_ring(wait.group(2), env) == (item // depth) % 2
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_rasterized_tile_order_compiles(persistent, backend_cache):
+    """`raster`: the tiles are walked in groups of rows of grid axis 0 (`aref.tile_order`); a launch that is not
+    persistent becomes one CTA per tile along x, each finding its coordinates by the same rule."""
+    from aref.tile_order import tile_coords_source
+    ws = barrier_ir("gemm", "heuristic", "cooperative", "large")
+    result = compile_barrier(ws, cache_dir=backend_cache, persistent=persistent, ctas=132, raster=4)
+    assert result.spill_bytes == 0, result.ptxas_log
+    source = result.source_path.read_text()
+    tiles = ws.grid[0] * ws.grid[1]
+    if persistent:
+        assert f"block = {tile_coords_source('tile', ws.grid, 4)}" in source
+        assert f"GRID = ({min(132, tiles)}, 1, 1)" in source
+    else:
+        assert f"block = {tile_coords_source('cute.arch.block_idx()[0]', ws.grid, 4)}" in source
+        assert f"GRID = ({tiles}, 1, 1)" in source and "for tile in" not in source
+    assert "block = cute.arch.block_idx()\n" not in source
+    assert check(ws, source) == []
+
+
+def test_raster_is_refused_on_blackwell_and_when_negative():
+    from aref.errors import ArefError
+    with pytest.raises(ArefError, match="raster must be 0"):
+        generate_source(barrier_ir("gemm", "heuristic", "cooperative"), raster=-1)
+    with pytest.raises(ArefError, match="Hopper option"):
+        generate_source(_blackwell_gemm(), raster=4)
+
+
+def _blackwell_gemm():
+    from aref.compiler import CompileOptions, lower_to
+    from aref.harness import load_example
+    ex = load_example("examples/gemm.py")
+    return lower_to(ex.kernel.specialize(**ex.inputs("small")), "barrier", CompileOptions(arch="sm_100a"))

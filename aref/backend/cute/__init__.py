@@ -67,20 +67,25 @@ class CompileResult:
         }
 
 
-def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0) -> str:
+def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0) -> str:
     """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express).
 
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
     static round-robin scheduler (`ctas` defaults to the 132 SMs of an H100 SXM).
+    `raster` > 1 walks the tiles in groups of that many rows of grid axis 0 (`aref.tile_order`: an L2-friendly
+    order), persistent or not (a launch that is not persistent then has one CTA per tile along x).
     `exp2_fma` (sm_100a): the share of a tile's exp2 computed on the FMA units instead of the MUFU (FA4's
     software exp2, which offloads the special-function unit), 0 to 1 in sixteenths.
     """
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import generate_source_sm100
+        if raster > 1:
+            raise BackendError("a rasterized tile order is a Hopper option: the Blackwell templates launch the "
+                               "grid as it is", ws.loc, hint="compile without raster for sm_100a")
         return generate_source_sm100(ws, persistent, ctas, exp2_fma)
     if exp2_fma:
         raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
-    return emit_module(plan_kernel(ws, persistent, ctas))
+    return emit_module(plan_kernel(ws, persistent, ctas, raster))
 
 
 def _library_fingerprint() -> str:
@@ -99,7 +104,8 @@ _FINGERPRINT: str | None = None
 _MEMORY: dict[str, CompileResult] = {}
 
 
-def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0) -> str:
+def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0,
+              raster: int = 0) -> str:
     """`cute<DSL version>_<hash>`: the version in clear (so a cache directory says which DSL built it; dots
     become underscores, as the key is part of a module name) and a hash of everything that decides the code."""
     global _FINGERPRINT
@@ -110,7 +116,8 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
     h = hashlib.sha256()
     h.update(print_ws(ws).encode())
     h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
-                   emit != "cute", persistent, ctas if persistent else 0) + ((exp2_fma,) if exp2_fma else ())).encode())
+                   emit != "cute", persistent, ctas if persistent else 0) + ((exp2_fma,) if exp2_fma else ())
+                  + (("raster", raster) if raster > 1 else ())).encode())
     h.update(_FINGERPRINT.encode())
     version = re.sub(r"\W", "_", dsl_version())
     return f"cute{version}_{h.hexdigest()[:20]}"
@@ -118,21 +125,21 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
 
 def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
                     cache_dir: str | os.PathLike | None = None, persistent: bool = False,
-                    ctas: int = 132, exp2_fma: float = 0.0) -> CompileResult:
+                    ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0) -> CompileResult:
     """Generate (and unless `emit="cute"`, compile) the CuTe DSL kernel of Barrier IR `ws`.
 
     `out_dir` receives the source (and PTX / cubin); without it files stay in the cache directory.
-    `persistent` / `ctas` / `exp2_fma`: see `generate_source`.
+    `persistent` / `ctas` / `exp2_fma` / `raster`: see `generate_source`.
     """
     if emit not in EMITS:
         raise BackendError(f"unknown emit {emit!r}", hint=f"choose one of {', '.join(EMITS)}")
     from aref.backend.cute import toolchain
 
-    key = cache_key(ws, emit, persistent, ctas, exp2_fma)
+    key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster)
     cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
-        source = generate_source(ws, persistent, ctas, exp2_fma)
+        source = generate_source(ws, persistent, ctas, exp2_fma, raster)
         cache.mkdir(parents=True, exist_ok=True)
         src = cache / f"{ws.name}_{key}.py"
         src.write_text(source)

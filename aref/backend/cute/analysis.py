@@ -147,6 +147,7 @@ class KernelPlan:
     scratch: dict[tuple, BufferPlan] = field(default_factory=dict)   # (group, value key) -> transposed operand tile
     persistent: bool = False                 # one CTA per SM walking the tiles (static round-robin scheduler)
     ctas: int = 0                            # CTAs of a persistent launch
+    raster: int = 0                          # tile order: groups of this many axis-0 rows (aref.tile_order)
     items_per_tile: dict[str, object] = field(default_factory=dict)  # channel -> items one tile puts
 
     @property
@@ -312,10 +313,11 @@ def _check_tma_rule(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
                            hint=f"pad {t.name}'s rows to a multiple of 16 bytes, or compile for sm_90a")
 
 
-def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> KernelPlan:
+def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster: int = 0) -> KernelPlan:
     """Check `ws` against what the Hopper templates support and lay out its resources.
 
     `persistent`: launch min(`ctas`, tiles) CTAs that each walk tiles round-robin (132 = H100 SXM SMs).
+    `raster`: walk the tiles in groups of that many rows of grid axis 0 (`aref.tile_order`); 0: x fastest.
     """
     if ws.level != "barrier":
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
@@ -332,6 +334,8 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                                f"use whole warp groups of 4 warps", ws.loc)
     if persistent and ctas < 1:
         raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
+    if raster < 0:
+        raise BackendError(f"raster must be 0 (no rasterization) or a group size ≥ 1, got {raster}", ws.loc)
     tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
                if isinstance(p.value.type, TensorType)]
     by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}
@@ -426,7 +430,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132) -> Kern
                                       "stage in them)" if persistent else ""), ws.loc,
                            hint="lower a channel depth or the tile sizes")
     plan = KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem.total, smem, copies,
-                      direct, scratch, persistent, ctas, _items_per_tile(ws) if persistent else {})
+                      direct, scratch, persistent, ctas, raster, _items_per_tile(ws) if persistent else {})
     return plan
 
 

@@ -18,6 +18,7 @@ from aref.backend.cute.analysis import CUTLASS_DTYPE, KernelPlan, MmaConfig, ide
 from aref.backend.cute.role import RoleEmitter
 from aref.backend.cute.source import Lines, prune_unused
 from aref.ir import DType
+from aref.tile_order import group_rows, tile_coords_source
 
 HEADER_IMPORTS = """\
 import cutlass
@@ -89,15 +90,20 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
                      or lines[0].strip().startswith("cute.arch.setmaxregister")):
         head.append(lines.pop(0))
     setup_lines = setup.lines
-    if em.plan.persistent:
+    plan = em.plan
+    if plan.persistent or plan.raster > 1:
         setup_lines = [line for line in setup_lines if line.strip() != "block = cute.arch.block_idx()"]
-        gx, gy, _ = _grid3(em.plan.ws.grid)
+    if plan.raster > 1 and not plan.persistent:
+        # a 1-D launch of every tile; each CTA finds its coordinates in the rasterized order
+        setup_lines = [f"    block = {tile_coords_source('cute.arch.block_idx()[0]', plan.ws.grid, plan.raster)}"
+                       "  # rasterized tile order"] + setup_lines
+    if plan.persistent:
         loop = ["    # persistent: this CTA walks the tiles round-robin, every ring continuing across tiles",
                 "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]"]
         loop += ["    " + line for line in em.base_inits.values()]
         loop += ["    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
                  "        tile_count = (tile - first_tile) // num_ctas",
-                 f"        block = (tile % {gx}, (tile // {gx}) % {gy}, tile // {gx * gy})"]
+                 f"        block = {tile_coords_source('tile', plan.ws.grid, plan.raster)}"]
         loop += ["        " + line for line in em.bases.values()]
         advance = em.advance_bases()
         if advance:
@@ -368,11 +374,16 @@ def tile_fields(out: Lines, buffers) -> None:
 
 
 def grid_lines(plan: KernelPlan) -> list[str]:
-    """The launch grid constants: the tile grid, or (persistent) the tiles and one CTA per SM walking them."""
+    """The launch grid constants: the tile grid, (persistent) the tiles and one CTA per SM walking them, or
+    (rasterized) one CTA per tile on a 1-D grid."""
+    grid = _grid3(plan.ws.grid)
+    order = f" in groups of {group_rows(grid[0], plan.raster)} rows" if plan.raster > 1 else ""
     if plan.persistent:
-        return [f"NUM_TILES = {plan.tiles}  # the tile grid {_grid3(plan.ws.grid)}, walked by persistent CTAs",
+        return [f"NUM_TILES = {plan.tiles}  # the tile grid {grid}, walked by persistent CTAs{order}",
                 f"GRID = ({min(plan.ctas, plan.tiles)}, 1, 1)  # one CTA per SM"]
-    return [f"GRID = {_grid3(plan.ws.grid)}"]
+    if plan.raster > 1:
+        return [f"GRID = ({plan.tiles}, 1, 1)  # the tile grid {grid}, one CTA per tile{order}"]
+    return [f"GRID = {grid}"]
 
 
 def _constants(plan: KernelPlan) -> str:
