@@ -284,8 +284,8 @@ def _compile_args(p):
     p.add_argument("--out", default=None, help="output directory (default: ./aref_out/<kernel>)")
     p.add_argument("--persistent", action="store_true",
                    help="one CTA per SM looping over output tiles (static round-robin tile scheduler)")
-    p.add_argument("--ctas", type=int_at_least(1), default=132,
-                   help="persistent CTAs to launch, ≥ 1 (default: H100's 132 SMs)")
+    p.add_argument("--ctas", type=int_at_least(1), default=None,
+                   help="persistent CTAs to launch, ≥ 1 (default: the SMs of an H100, 132, or a B200, 148)")
     p.add_argument("--raster", type=int_at_least(0), default=0,
                    help="walk output tiles in groups of N rows of grid axis 0 (L2-friendly order; 0: none)")
 
@@ -305,7 +305,7 @@ def cmd_compile(args, console: Console) -> int:
                          hint="give a directory that exists or can be created") from None
     with progress(args, f"generating CuTe DSL and compiling for {args.arch} (cute.compile, ptxas)…"):
         result = compile_barrier(ws, out_dir=out_dir, emit=args.emit, persistent=args.persistent,
-                                 ctas=args.ctas, raster=args.raster)
+                                 ctas=args.ctas or (148 if args.arch == "sm_100a" else 132), raster=args.raster)
     data = result.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "partition": args.partition, **data}))

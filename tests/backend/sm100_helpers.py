@@ -11,7 +11,8 @@ PARTITIONS = ["heuristic", "optimal"]
 
 @functools.lru_cache(maxsize=None)
 def sm100_ir(example: str, partition: str = "heuristic", **overrides):
-    ex = load_example(example_path(example))
+    name, _, kernel_name = example.partition(":")          # `rowwise:softmax`: one kernel of a file
+    ex = load_example(example_path(name) + (f":{kernel_name}" if kernel_name else ""))
     kernel = ex.kernel.specialize(**ex.inputs(**overrides))
     return lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition=partition))
 

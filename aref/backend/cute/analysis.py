@@ -278,39 +278,39 @@ def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: di
                                          smem.item(("ring", ch.name, j)) if smem is not None else None))
 
 
-def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: list[TmaPlan],
-                  copies: dict | None = None) -> None:
-    """The TMA atom of a `tma_load` (the global tensor tiled by its box into the channel's slot). With `copies`
-    (Hopper), a box no TMA descriptor can describe (`tma_problem`) is recorded there instead: the producer warp
-    loads it with ordinary, zero-filled loads; without (Blackwell), tiles must divide the tensor."""
+def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: list[TmaPlan], copies: dict,
+                  ordinary_loads: bool = True) -> None:
+    """The TMA atom of a `tma_load` (the global tensor tiled by its box into the channel's slot). A box no TMA
+    descriptor can describe (`tma_problem`) is recorded in `copies` instead, for the load warp to fill the slot
+    itself: with `ordinary_loads` (Hopper) by bounds-checked, zero-filled loads; without (Blackwell) only a
+    tensor with no elements is (a zero fill), any other is refused by the TMA rule (`_check_tma_rule`)."""
     t = by_value[id(op.operands[0])]
     box = tuple(op.attrs.tile_shape)
     _set_tiled(t, len(box), op.loc)
     buf = next(c for c in channels if c.ch.name == op.attrs.channel).buffers[op.attrs.index]
     if buf.tile.shape != box:
         raise BackendError("internal: TMA box differs from the slot tile", op.loc)
-    if copies is None:
-        _check_divisible(t, box, op.loc)
-    else:
-        why = tma_problem(t.shape, t.dtype, box)
-        if why is not None:
-            copies[(t.name, box)] = why
-            return
+    why = tma_problem(t.shape, t.dtype, box)
+    if why is not None:
+        if not (ordinary_loads or t.empty):
+            _check_tma_rule(t, box, op.loc)
+        copies[(t.name, box)] = why
+        return
     if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
         # equal boxes into equal tiles share one atom (a ring's depth does not change its slot layout)
         t.tma = True
         _add_tma(tmas, TmaPlan(f"tma_{t.name}", t.name, box, buf.name))
 
 
-def _check_divisible(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
-    """The Blackwell templates tile whole boxes only (the Hopper ones predicate partial tiles)."""
-    for dim, (extent, b) in enumerate(zip(t.shape[len(t.shape) - len(box):], box)):
-        if extent % b:
-            raise BackendError(f"tensor {t.name} dim {len(t.shape) - len(box) + dim} has extent {extent}, not a "
-                               f"multiple of the tile {b}: the Blackwell templates do not predicate partial tiles",
-                               loc, hint=f"pad {t.name} or choose a tile size that divides {extent}")
-    if box[-1] * t.dtype.bits % 128:
-        raise BackendError(f"a TMA box of {box[-1]} {t.dtype.value} elements is not a multiple of 16 bytes", loc)
+def _check_tma_rule(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
+    """The Blackwell templates move every tile with TMA (boxes over the tensor's edge are zero-filled on load and
+    clipped on store by the hardware, as the interpreter's `load_box` / `store_box`); a tensor no TMA descriptor
+    can describe is refused by that rule (the Hopper templates fall back to ordinary loads and masked stores)."""
+    why = tma_problem(t.shape, t.dtype, box)
+    if why is not None:
+        raise BackendError(f"tensor {t.name} cannot be copied by TMA: {why}; the Blackwell templates move tiles "
+                           f"with TMA only", loc,
+                           hint=f"pad {t.name}'s rows to a multiple of 16 bytes, or compile for sm_90a")
 
 
 def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster: int = 0) -> KernelPlan:

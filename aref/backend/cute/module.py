@@ -373,16 +373,22 @@ def tile_fields(out: Lines, buffers) -> None:
             f"{b.tile.numel * b.depth}], {b.align}]")
 
 
+def grid_lines(plan: KernelPlan) -> list[str]:
+    """The launch grid constants: the tile grid, (persistent) the tiles and one CTA per SM walking them, or
+    (rasterized) one CTA per tile on a 1-D grid."""
+    grid = _grid3(plan.ws.grid)
+    order = f" in groups of {group_rows(grid[0], plan.raster)} rows" if plan.raster > 1 else ""
+    if plan.persistent:
+        return [f"NUM_TILES = {plan.tiles}  # the tile grid {grid}, walked by persistent CTAs{order}",
+                f"GRID = ({min(plan.ctas, plan.tiles)}, 1, 1)  # one CTA per SM"]
+    if plan.raster > 1:
+        return [f"GRID = ({plan.tiles}, 1, 1)  # the tile grid {grid}, one CTA per tile{order}"]
+    return [f"GRID = {grid}"]
+
+
 def _constants(plan: KernelPlan) -> str:
     ws = plan.ws
-    order = f" in groups of {group_rows(_grid3(ws.grid)[0], plan.raster)} rows" if plan.raster > 1 else ""
-    if plan.persistent:
-        out = [f"NUM_TILES = {plan.tiles}  # the tile grid {_grid3(ws.grid)}, walked by persistent CTAs{order}",
-               f"GRID = ({min(plan.ctas, plan.tiles)}, 1, 1)  # one CTA per SM"]
-    elif plan.raster > 1:
-        out = [f"GRID = ({plan.tiles}, 1, 1)  # the tile grid {_grid3(ws.grid)}, one CTA per tile{order}"]
-    else:
-        out = [f"GRID = {_grid3(ws.grid)}"]
+    out = grid_lines(plan)
     out.append(f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups")
     return "\n".join(out + constexpr_lines(ws))
 

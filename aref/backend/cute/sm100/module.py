@@ -11,7 +11,7 @@ part in the register reallocation); tcgen05 tiled MMAs on the host.
 from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
-from aref.backend.cute.module import (_fake_args, _grid3, _roles, channel_line, constexpr_lines, dt, init_rings,
+from aref.backend.cute.module import (_fake_args, _roles, channel_line, constexpr_lines, dt, grid_lines, init_rings,
                                       kernel_prologue, launch, stream_param, tile_fields, ring_fields)
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
@@ -80,8 +80,7 @@ def _doc(plan: Sm100Plan, roles) -> str:
 
 def _constants(plan: Sm100Plan) -> str:
     ws = plan.ws
-    out = [f"GRID = {_grid3(ws.grid)}",
-           f"THREADS = {plan.warps * 32}  # {len(ws.groups)} roles in {plan.warps // 4} warp groups"]
+    out = grid_lines(plan) + [f"THREADS = {plan.warps * 32}  # {len(ws.groups)} roles in {plan.warps // 4} warp groups"]
     out += constexpr_lines(ws)
     if plan.tmem is not None:
         out.append(f"TMEM_COLUMNS = {plan.tmem.columns}  # {plan.tmem.used} used")
@@ -177,7 +176,8 @@ def _host(plan: Sm100Plan) -> str:
     out = Lines()
     out("@cute.jit")
     stream = stream_param(plan)
-    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors)}, {stream}: CUstream):")
+    # a tensor with no elements is not passed (CuTe has no empty layouts; its loads are zero fills)
+    out(f"def host({', '.join(f'{t.name}: cute.Tensor' for t in plan.tensors if not t.empty)}, {stream}: CUstream):")
     out.depth += 1
     out('"""Build the tcgen05 tilings, swizzled shared layouts and TMA atoms, then launch the grid on `stream`."""')
     for i, c in enumerate(plan.mmas):

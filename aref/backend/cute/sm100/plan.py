@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from aref import ops
 from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, KernelPlan, TensorPlan, TmaPlan, _add_tma,
-                                        _check_divisible, _cuda_core_read, _items_per_tile, _set_tiled, ident,
+                                        _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, ident,
                                         plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
 from aref.backend.cute.operands import check_mma_dtypes, producers_of, smem_operand
@@ -65,6 +65,7 @@ class Sm100Plan(KernelPlan):
     direct_stores: dict = field(default_factory=dict)     # id(store op) -> slot buffer a TMA store reads
     mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs
     exp2_fma: float = 0.0                                 # share of exp2 on the FMA units (software exp2)
+    doubled: dict = field(default_factory=dict)           # persistent: tensor-memory buffer -> its 2-slot ring
 
     def group_of(self, gid: int) -> Sm100GroupPlan:
         return next(g for g in self.groups if g.gp.group.id == gid)
@@ -113,9 +114,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
     if ws.tmem is None and any(op.kind is OpKind.MMA_ASYNC for gp in ws.groups for op in gp.all_ops()):
         raise BackendError("internal: sm_100a Barrier IR with MMAs but no tensor-memory plan (it was not made by "
                            "the sm_100a aref lowering)", ws.loc)
-    if persistent:
-        raise BackendError("persistent launches are not implemented by the Blackwell templates yet", ws.loc,
-                           hint="compile without --persistent for sm_100a")
+    if persistent and ctas < 1:
+        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
     tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
                if isinstance(p.value.type, TensorType)]
     by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}
@@ -133,6 +133,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
     warps = -(-warp // 4) * 4
     channels = [ChannelPlan(ch, ident(ch.name), []) for ch in ws.channels]
     tmas: list[TmaPlan] = []
+    copies: dict[tuple, str] = {}           # loads of tensors with no elements: the load warp zero-fills the slot
     staging: dict[int, BufferPlan] = {}
     direct: dict[int, str] = {}
     # tiles in tensor memory (ws.tmem) take no shared-memory buffer
@@ -145,7 +146,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         prod = producers_of(gp)
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
-                plan_tma_load(op, by_value, channels, tmas)
+                plan_tma_load(op, by_value, channels, tmas, copies, ordinary_loads=False)
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value, channels, prod, tmas, staging, direct)
             elif op.kind is OpKind.MMA_ASYNC:
@@ -155,11 +156,11 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
                 mma_of[id(op)] = mmas.index(cfg)
             elif op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and g.issues_mma:
                 v = prod.get(id(op.operands[3]))
-                if v is not None and v.kind is OpKind.FULL:
-                    if v.attrs.value != 0.0:
-                        raise BackendError(f"the MMA warp publishes a tile filled with {v.attrs.value} in tensor "
-                                           f"memory; the tensor core writes zero fills only", op.loc,
-                                           hint="start the accumulator at zero")
+                if v is not None and v.kind is OpKind.FULL and v.attrs.value != 0.0:
+                    raise BackendError(f"the MMA warp publishes a tile filled with {v.attrs.value} in tensor "
+                                       f"memory; the tensor core writes zero fills only", op.loc,
+                                       hint="start the accumulator at zero")
+                if v is not None and v.kind is OpKind.FULL or unwritten_when(gp, op.operands[3]) is not None:
                     shape = tuple(op.operands[3].type.shape)
                     if shape not in zero_mmas:
                         zero_mmas.append(shape)
@@ -192,9 +193,13 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
                            f"(rings {parts}; store staging {sum(b.nbytes for b in staging.values())} B)", ws.loc,
                            hint="lower a channel depth or the tile sizes")
+    items = _items_per_tile(ws) if persistent else {}
+    tmem, doubled = (_double_accumulators(ws, channels, groups, items) if persistent and ws.tmem is not None
+                     else (ws.tmem, {}))
     plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
-                     items_per_tile=_items_per_tile(ws) if persistent else {}, tmem=ws.tmem, warps=warps, zero_tile=zero_tile,
-                     zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers)
+                     items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
+                     zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
+                     copies=copies, doubled=doubled)
     plan.mmas = mmas
     return plan
 
@@ -207,7 +212,7 @@ def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> N
         raise BackendError(f"a rank-{len(box)} store: the TMA-store epilogue writes rank-1 and rank-2 tiles",
                            op.loc)
     _set_tiled(t, len(box), op.loc)
-    _check_divisible(t, box, op.loc)
+    _check_tma_rule(t, box, op.loc)
     if value.type.dtype is not t.dtype:
         raise BackendError(f"store of a {value.type.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
     if value.type.dtype not in (DType.float16, DType.bfloat16, DType.float32):
@@ -268,3 +273,76 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     if fp8 and (a_major != "K" or b_major != "K"):
         raise BackendError("fp8 tcgen05 MMAs need both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
     return Tcgen05Config(a.type.dtype, b.type.dtype, a_major, b_major, m, n, "SMEM")
+
+
+def unwritten_when(gp, v: Value) -> Value | None:
+    """The Tile IR trip count N of `gp`'s loop when `v` is the accumulator that loop carries from an initial zero
+    and N may be 0 (run-time, or 0 in this specialization): no MMA has written its tensor memory when N = 0,
+    where the interpreter's value is the initial zeros. None when an MMA always writes `v` first.
+
+    With N = 0 every guarded pipeline step is skipped, so `v` is followed through each `select(ran, new, old)`
+    to `old`, and from a loop's result to its initial value."""
+    from aref.backend.cute.analysis import trip_value
+    lp = gp.loop
+    n = trip_value(gp)
+    if lp is None or n is None:
+        return None
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+    count = prod.get(id(n))
+    if count is not None and count.kind is OpKind.CONST and count.attrs.value > 0:
+        return None
+    results = {id(r): init for r, init in zip(lp.results, lp.inits)}
+    for _ in range(64):
+        if id(v) in results:
+            v = results[id(v)]
+            continue
+        op = prod.get(id(v))
+        if op is not None and op.kind is OpKind.SELECT:
+            v = op.operands[2]
+            continue
+        return n if op is not None and op.kind is OpKind.FULL and op.attrs.value == 0.0 else None
+    return None
+
+
+def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, items_per_tile: dict):
+    """Persistent kernels: two tensor-memory stages for each accumulator the MMA warp publishes once per tile
+    after its loop, so the MMAs of a CTA's next tile write one stage while the epilogue reads the other.
+
+    The accumulator's ring (depth 1, one item per tile, every slot and phase a constant of the tile) becomes a
+    ring of two slots — the IR's in-tile slot and phase are those of item 0 either way, and the persistent ring
+    position (`tile_count` items) picks the stage — and its buffer two slots of its columns, where the columns
+    above it are free and the allocation stays within 512. Returns (the tensor-memory plan, buffer -> ring)."""
+    import copy
+    import dataclasses
+
+    from aref.tmem import _pow2
+    tmem = copy.deepcopy(ws.tmem)
+    doubled: dict[str, str] = {}
+    const = {id(op.result) for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.CONST}
+    for cp in channels:
+        ch = cp.ch
+        name = tmem.ring_buffer.get(ch.name)
+        if cp.buffers or name is None or ch.depth != 1 or ch.region != "post" or items_per_tile.get(ch.name) != 1:
+            continue
+        b = tmem.buffer(name)
+        producer = groups[ch.producer]
+        if (b.depth != 1 or b.alias_of is not None or any(x.alias_of == name for x in tmem.buffers)
+                or sum(r == name for r in tmem.ring_buffer.values()) != 1
+                or not (producer.issues_mma and producer.gp.group.warps == 1)):
+            continue
+        ring_ops = [op for gp in ws.groups for op in gp.all_ops()
+                    if getattr(op.attrs, "channel", None) == ch.name and len(op.operands) > 1]
+        if not all(id(op.operands[1]) in const and (op.kind is not OpKind.MBAR_WAIT or id(op.operands[2]) in const)
+                   for op in ring_ops):
+            continue
+        top = (b.col + b.cols, b.col + 2 * b.cols)
+        if any(x is not b and x.col < top[1] and top[0] < x.col + x.cols for x in tmem.buffers):
+            continue
+        used = max(tmem.used, top[1])
+        if _pow2(used) > 512:
+            continue
+        b.cols, b.depth = 2 * b.cols, 2
+        tmem.used, tmem.columns = used, max(tmem.columns, _pow2(used))
+        cp.ch = dataclasses.replace(ch, depth=2)
+        doubled[name] = ch.name
+    return tmem, doubled

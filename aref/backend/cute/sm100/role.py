@@ -25,8 +25,11 @@ from dataclasses import dataclass
 from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
 from aref.backend.cute.render import Ctx, Nest
 from aref.backend.cute.role import TAGGED, RoleEmitter
+from aref.backend.cute.sm100.persistent import PersistentRole
+from aref.backend.cute.sm100.plan import unwritten_when
 from aref.backend.cute.sm100.rows import RowLayout
-from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, strip_parens
+from aref.backend.cute.source import Lines
+from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
@@ -42,7 +45,7 @@ class TmemTile:
     started: str | None = None
 
 
-class Sm100RoleEmitter(RowLayout, RoleEmitter):
+class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
     tagged = SM100_TAGGED
     templates = "Blackwell templates"
 
@@ -53,6 +56,7 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
         self.pending_direct: dict[str, str] = {}     # channel -> TMA store reading its slot, not yet waited
         self.nest_rows: int | None = None             # rows of the 2-D tile the current element loop visits
         self._col_rows: list[int] | None = None
+        self.after_tiles = Lines()                     # persistent: code after the last tile (`PersistentRole`)
 
     # ---------------------------------------------------------------------------------------- helpers
     def thr(self, mma: str) -> str:
@@ -78,10 +82,7 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
         return name
 
     def acc_tensor(self, buffer: str, mma: str, cfg) -> str:
-        b = self.tbuf(buffer)
-        return self.local(("acc", buffer, mma), f"acc_{ident(buffer)}",
-                          f"cute.make_tensor({self.tmem()} + {b.col}, {self.arg(mma)}.make_fragment_C("
-                          f"{self.arg(mma)}.partition_shape_C(({cfg.m}, {cfg.n}))).layout)")
+        return self.mma_target(("acc", buffer, mma), f"acc_{ident(buffer)}", buffer, self.arg(mma), cfg.m, cfg.n)
 
     def issue(self, line: str) -> None:
         """A tensor-core instruction: one warp issues it (in a warp group, the group's first warp)."""
@@ -107,6 +108,7 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
             buf = self.new_buffer(v)
             self.out(f"sm100.tmem_load({self.tmem_view(c.buffer, c.slot)}, {buf.name}, {t.shape[0]}, {t.shape[1]}, "
                      f"tidx)  # tcgen05.ld + wait::ld")
+            self.zero_if_unwritten(v, lambda: self.out(f"{buf.name}.fill(0.0)"))
             self.env[id(v)] = Reg(buf)
             return buf
         return super().materialize(v)
@@ -171,6 +173,7 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
             c = self.env.get(id(v))
             if isinstance(c, TmemTile):
                 self.out(f"# in place: the MMA wrote {buffer} (tensor memory), which holds {cp.ch.name}")
+                self.zero_if_unwritten(v, lambda: self.zero_fill(c.buffer, t))
                 return
             if isinstance(c, Zero) and self.g.issues_mma and not self._cuda_core_writer():
                 self.zero_fill(buffer, t)
@@ -213,20 +216,30 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
                                                    f"{self.arg('s_zero')}, {m}, 16, 0)))[None, None, None, 0]")
         zb = self.local(("zb", i), f"zeros_b{i}", f"{zm}.make_fragment_B({thr}.partition_B(aref.row_block("
                                                    f"{self.arg('s_zero')}, {n}, 16, 0)))[None, None, None, 0]")
-        acc = self.local(("zacc", buffer), f"zacc_{ident(buffer)}",
-                         f"cute.make_tensor({self.tmem()} + {self.tbuf(buffer).col}, {zm}.make_fragment_C("
-                         f"{zm}.partition_shape_C(({m}, {n}))).layout)")
+        acc = self.mma_target(("zacc", buffer), f"zacc_{ident(buffer)}", buffer, zm, m, n)
         self.out(f"# {buffer} starts at zero: the tensor core writes it (an MMA of two zero tiles)")
         self.issue(f"sm100.zero_fill({zm}, {acc}, {za}, {zb})")
+
+    def zero_if_unwritten(self, v: Value, zero) -> None:
+        """`zero()` when no MMA has written the accumulator `v` (its loop ran no trip: `unwritten_when`), so it
+        holds the initial zeros the interpreter gives it, not whatever tensor memory held."""
+        n = unwritten_when(self.gp, v) if self.g.issues_mma else None
+        if n is None:
+            return
+        trip = self.scalar(n)
+        if trip.static:
+            self.out(f"# no MMA writes {v.name or 'the accumulator'} (the loop runs no trip): its initial zeros")
+            zero()
+            return
+        with self.out.block(f"if {paren(trip.expr)} == 0:  # the loop ran no trip: no MMA wrote the accumulator, "
+                            f"which holds its initial zeros"):
+            zero()
 
     def op_tmem_store_fence(self, op: Op) -> None:
         self.out("sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes")
 
     def op_tmem_alloc(self, op: Op) -> None:
-        self.out(f"# {op.attrs.columns} columns allocated by this warp before the roles started (kernel prologue)")
-
-    def op_tmem_dealloc(self, op: Op) -> None:
-        self.out(f"cute.arch.dealloc_tmem({self.tmem()}, {op.attrs.columns})")
+        self.out(f"# {self.plan.tmem.columns} columns allocated by this warp before the roles started (kernel prologue)")
 
     # -------------------------------------------------------------------------------------- MMAs
     def operand_frag(self, v: Value, mma: str, which: str) -> str:
@@ -280,7 +293,9 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
         self.issue(f"sm100.commit({self.bar(op.operands[0], op.operands[1], a.which, a.channel)})  # tcgen05.commit")
 
-    def op_mma_wait(self, op: Op) -> None:
+    def mma_wait(self, op: Op) -> None:
+        """`mma_wait` (the IR op's handler is `PersistentRole.op_mma_wait`, which may move it after the last
+        tile): a commit of this group's MMAs to its own barrier, and the wait for it."""
         bar = self.arg(f"mma_done_{ident(self.gp.group.name)}")
         phase = self.names.reserve("mma_phase")
         if ("mma_phase",) not in self.frags:
@@ -367,7 +382,7 @@ class Sm100RoleEmitter(RowLayout, RoleEmitter):
         tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
         s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank)
         buf = self.materialize(value)
-        if stage.name in self.pending_store or self.in_loop:
+        if stage.name in self.pending_store or self.in_loop or self.plan.persistent:
             self.out("# the previous TMA store from this staging tile must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
