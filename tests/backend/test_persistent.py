@@ -74,16 +74,32 @@ def test_rasterized_tile_order_compiles(persistent, backend_cache):
     assert check(ws, source) == []
 
 
-def test_raster_is_refused_on_blackwell_and_when_negative():
+def test_raster_is_refused_when_negative():
     from aref.errors import ArefError
     with pytest.raises(ArefError, match="raster must be 0"):
         generate_source(barrier_ir("gemm", "heuristic", "cooperative"), raster=-1)
-    with pytest.raises(ArefError, match="Hopper option"):
-        generate_source(_blackwell_gemm(), raster=4)
+    with pytest.raises(ArefError, match="raster must be 0"):
+        generate_source(_blackwell_gemm(), raster=-1)
 
 
-def _blackwell_gemm():
+@pytest.mark.parametrize("persistent", [False, True])
+def test_rasterized_tile_order_on_blackwell(persistent, backend_cache):
+    """The sm_100a roles take the same tile-order rule (their tile loop is the Hopper templates')."""
+    from aref.tile_order import tile_coords_source
+    ws = _blackwell_gemm(M=1024, N=512)
+    result = compile_barrier(ws, cache_dir=backend_cache, persistent=persistent, ctas=148, raster=4)
+    assert result.spill_bytes == 0 and result.instructions["tcgen05.mma"] > 0, result.ptxas_log
+    source = result.source_path.read_text()
+    var = "tile" if persistent else "cute.arch.block_idx()[0]"
+    assert f"block = {tile_coords_source(var, ws.grid, 4)}" in source
+    assert "block = cute.arch.block_idx()\n" not in source
+    from tests.backend.test_sm100_consistency import check as check_sm100
+    assert check_sm100(ws, source) == []
+
+
+def _blackwell_gemm(**overrides):
     from aref.compiler import CompileOptions, lower_to
     from aref.harness import load_example
     ex = load_example("examples/gemm.py")
-    return lower_to(ex.kernel.specialize(**ex.inputs("small")), "barrier", CompileOptions(arch="sm_100a"))
+    return lower_to(ex.kernel.specialize(**ex.inputs("small", **overrides)), "barrier",
+                    CompileOptions(arch="sm_100a"))

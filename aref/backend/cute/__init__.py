@@ -79,10 +79,7 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
     """
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import generate_source_sm100
-        if raster > 1:
-            raise BackendError("a rasterized tile order is a Hopper option: the Blackwell templates launch the "
-                               "grid as it is", ws.loc, hint="compile without raster for sm_100a")
-        return generate_source_sm100(ws, persistent, ctas, exp2_fma)
+        return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster)
     if exp2_fma:
         raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
     return emit_module(plan_kernel(ws, persistent, ctas, raster))

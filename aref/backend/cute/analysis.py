@@ -313,6 +313,17 @@ def _check_tma_rule(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
                            hint=f"pad {t.name}'s rows to a multiple of 16 bytes, or compile for sm_90a")
 
 
+def check_launch(ws: WSKernel, persistent: bool, ctas: int, raster: int) -> None:
+    """The launch options both architectures' templates take: a grid of 1 to 3 non-empty axes, at least one
+    persistent CTA, a raster group of 0 (none) or more."""
+    if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
+        raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
+    if persistent and ctas < 1:
+        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
+    if raster < 0:
+        raise BackendError(f"raster must be 0 (no rasterization) or a group size ≥ 1, got {raster}", ws.loc)
+
+
 def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster: int = 0) -> KernelPlan:
     """Check `ws` against what the Hopper templates support and lay out its resources.
 
@@ -326,16 +337,11 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
                            hint="tcgen05 / tensor-memory templates for sm_100a are not written yet")
     if ws.resource_error is not None:
         raise ws.resource_error           # the resource model refused the groups' register budgets
-    if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
-        raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
+    check_launch(ws, persistent, ctas, raster)
     for gp in ws.groups:
         if gp.group.warps != 4:
             raise BackendError(f"warp group '{gp.group.name}' has {gp.group.warps} warps; the Hopper templates "
                                f"use whole warp groups of 4 warps", ws.loc)
-    if persistent and ctas < 1:
-        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
-    if raster < 0:
-        raise BackendError(f"raster must be 0 (no rasterization) or a group size ≥ 1, got {raster}", ws.loc)
     tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
                if isinstance(p.value.type, TensorType)]
     by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}

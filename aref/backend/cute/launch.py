@@ -143,7 +143,7 @@ def plan_of(ws, persistent: bool = False, ctas: int = 132, raster: int = 0):
     """The backend's plan of a Barrier IR kernel for its arch (the tensors' mode order the launch follows)."""
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import plan_kernel_sm100
-        return plan_kernel_sm100(ws, persistent, ctas)
+        return plan_kernel_sm100(ws, persistent, ctas, raster)
     from aref.backend.cute.analysis import plan_kernel
     return plan_kernel(ws, persistent, ctas, raster)
 

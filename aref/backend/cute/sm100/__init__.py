@@ -12,10 +12,11 @@ from aref.backend.cute.sm100.module import emit_module_sm100
 from aref.backend.cute.sm100.plan import Sm100Plan, plan_kernel_sm100
 
 
-def generate_source_sm100(ws, persistent: bool = False, ctas: int = 148, exp2_fma: float = 0.0) -> str:
+def generate_source_sm100(ws, persistent: bool = False, ctas: int = 148, exp2_fma: float = 0.0,
+                          raster: int = 0) -> str:
     """The CuTe DSL module of an sm_100a Barrier IR kernel (a `BackendError` for what it cannot express);
     `exp2_fma`: the share of exp2 computed on the FMA units (see `aref.backend.cute.generate_source`)."""
-    plan = plan_kernel_sm100(ws, persistent, ctas)
+    plan = plan_kernel_sm100(ws, persistent, ctas, raster)
     plan.exp2_fma = exp2_fma
     return emit_module_sm100(plan)
 

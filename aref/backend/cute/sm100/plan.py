@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from aref import ops
 from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, KernelPlan, TensorPlan, TmaPlan, _add_tma,
-                                        _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, ident,
-                                        plan_channel_buffers, plan_tma_load)
+                                        _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, check_launch,
+                                        ident, plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
 from aref.backend.cute.operands import check_mma_dtypes, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
@@ -101,7 +101,7 @@ def _role(gp) -> tuple[str, str, bool]:
     return gp.group.role, f"{gp.group.role} warp group: " + (", ".join(does) or "CUDA-core work"), mma
 
 
-def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -> Sm100Plan:
+def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, raster: int = 0) -> Sm100Plan:
     """Check `ws` against the Blackwell templates and lay out its resources (see the module docstring)."""
     if ws.level != "barrier":
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
@@ -109,13 +109,10 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
         raise BackendError(f"internal: the Blackwell templates got an {ws.arch} kernel", ws.loc)
     if ws.resource_error is not None:
         raise ws.resource_error           # the resource model refused the groups' register budgets
-    if len(ws.grid) > 3 or any(g < 1 for g in ws.grid):
-        raise BackendError(f"grid {ws.grid} is empty or has more than 3 dimensions", ws.loc)
+    check_launch(ws, persistent, ctas, raster)
     if ws.tmem is None and any(op.kind is OpKind.MMA_ASYNC for gp in ws.groups for op in gp.all_ops()):
         raise BackendError("internal: sm_100a Barrier IR with MMAs but no tensor-memory plan (it was not made by "
                            "the sm_100a aref lowering)", ws.loc)
-    if persistent and ctas < 1:
-        raise BackendError(f"a persistent launch needs at least one CTA, got {ctas}", ws.loc)
     tensors = [TensorPlan(p.name, p.value.type.dtype, tuple(p.value.type.shape)) for p in ws.params
                if isinstance(p.value.type, TensorType)]
     by_value = {id(p.value): t for p, t in zip(ws.params, tensors)}
@@ -196,7 +193,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148) -
     items = _items_per_tile(ws) if persistent else {}
     tmem, doubled = (_double_accumulators(ws, channels, groups, items) if persistent and ws.tmem is not None
                      else (ws.tmem, {}))
-    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
+    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas, raster=raster,
                      items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
                      zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
                      copies=copies, doubled=doubled)
