@@ -10,9 +10,12 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
 * registers: per group, live register footprints at every residue plus ``base_registers``, rounded
   up to ``reg_granularity``, fit ``registers_per_thread``; all groups fit ``registers_per_sm``;
 * SM memories: live footprints at every residue plus streaming buffers fit the capacity;
+* group occupancy: ops of one group hold its instruction stream (``issue`` cycles from their
+  start) one at a time modulo II, and per group the issue cycles plus the hand-off costs the
+  assignment implies (``Graph.handoff_costs``) fit in II;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
-  another op of its group is in flight, strictly after that op's start and before its end
-  (modulo II).  Starting in the same cycle is allowed, which keeps the problem invariant under
+  another op of its group is in flight, strictly after the start of some iteration's copy of that op
+  and before its end (an op longer than II is in flight at its own start residue too).  Starting in the same cycle is allowed, which keeps the problem invariant under
   scaling every cycle count (the premise of Twill's cost normalization).
 
 It also measures the objectives: ``channels`` (distinct (value, consuming group) pairs across
@@ -58,6 +61,17 @@ def _peak(diff: list[int], ii: int) -> int:
     return best
 
 
+def in_flight(offset: int, ii: int, duration: int) -> bool:
+    """Whether some iteration's copy of an op started ``offset`` cycles (mod II) earlier is still in flight.
+
+    Copies start ``offset + k * II`` cycles before; one is in flight when that lies strictly inside
+    ``(0, duration)``.  The nearest positive candidate is ``offset mod II``, or a whole II when the
+    offset is a multiple of II: an op longer than II overlaps the same residue of the next iteration.
+    """
+    nearest = offset % ii or ii
+    return nearest < duration
+
+
 @dataclass
 class Report:
     """Violations (empty when the schedule is valid) and measured resource peaks."""
@@ -66,6 +80,7 @@ class Report:
     register_peak: dict[int, int] = field(default_factory=dict)
     register_alloc: dict[int, int] = field(default_factory=dict)
     memory_peak: dict[str, int] = field(default_factory=dict)
+    occupancy: dict[int, int] = field(default_factory=dict)
     length: int = 0
     channels: int = 0
     mma_waits: int = 0
@@ -150,6 +165,19 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         if rep.memory_peak[memory] > cap:
             bad.append(f"memory {memory} over capacity ({rep.memory_peak[memory]} > {cap})")
 
+    if graph.occupies():
+        handoffs = graph.handoff_costs(group)
+        for k in used:
+            mine = [(n, op) for n, op in graph.ops.items() if group[n] == k and op.issue]
+            rep.occupancy[k] = sum(op.issue for _, op in mine) + handoffs[k]
+            if rep.occupancy[k] > ii:
+                bad.append(f"group {k} is busy {rep.occupancy[k]} cycles per iteration (II {ii})")
+            diff = _fold(ii)
+            for n, op in mine:
+                _add(diff, ii, start[n], op.issue, 1)
+            if _peak(diff, ii) > 1:
+                bad.append(f"ops of group {k} overlap on its instruction stream")
+
     feeds = {u: {group[n] for n, op in graph.ops.items() if u in op.usage} for u in mma_units}
     for v in graph.ops:
         blocks = any(e.blocking or (e.transfer and crosses(e)) for e in graph.in_edges(v))
@@ -157,7 +185,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
             continue
         rep.mma_waits += sum(group[v] in groups for groups in feeds.values())
         for o, op in graph.ops.items():
-            if o != v and group[o] == group[v] and 0 < (start[v] - start[o]) % ii < op.duration:
+            if o != v and group[o] == group[v] and in_flight(start[v] - start[o], ii, op.duration):
                 bad.append(f"blocking op {v} starts while {o} of the same group is in flight")
     rep.channels = len({(e.src, group[e.dst]) for e in graph.edges if e.src != e.dst and crosses(e)})
     return rep

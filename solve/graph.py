@@ -4,6 +4,14 @@ An op occupies each functional unit named in its ``usage`` for that many cycles 
 (one instance of the unit each cycle).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
 iteration ``i + distance`` starts at least ``delay`` cycles after ``src`` of iteration ``i``.
 
+A warp group is one instruction stream.  An op holds its group's stream for ``issue`` cycles from its
+start (a synchronous op all its run, an asynchronous MMA or copy only its issue); no two ops of a
+group hold the stream at once, modulo II.  Handing results between groups costs stream time too:
+``send_cost`` on the producer's group when the result leaves it, ``receive_cost`` on every other
+group that consumes it (once per ``channel``), and ``wait_cost`` on the consumer's own group for a
+blocking wait inside the group.  Per group, all of it fits in II ("group occupancy").  Zero costs
+(the default) leave an op out of this rule, which gives Twill's model.
+
 The result of an op occupies memory while it is live: from the op's start until the start of its
 last consumer (a data edge with distance ``k`` reaches the consumer ``k`` iterations later).
 ``footprint["registers"]`` is per thread and counts against the warp group that runs the producer;
@@ -34,6 +42,11 @@ class Op:
     iterations ahead, so the caller gives their out-edges zero delay and their SM-memory footprint is
     reserved ``depth`` times for the whole loop.  ``transfer_cost`` is the latency of handing this
     op's register result to another warp group through shared memory.
+
+    Group occupancy (module docstring): ``issue`` cycles of the group's stream from the op's start;
+    ``send_cost`` once on its group when its result goes to another group; ``receive_cost`` on each
+    other group consuming it, once per ``channel`` (ops sharing a channel name hand over together;
+    empty: the op's own); ``wait_cost`` on its own group when a consumer there waits for it.
     """
 
     name: str
@@ -44,11 +57,21 @@ class Op:
     depth: int = 2
     transfer_cost: int = 0
     kind: str = ""
+    issue: int = 0
+    send_cost: int = 0
+    receive_cost: int = 0
+    wait_cost: int = 0
+    channel: str = ""
 
     @property
     def duration(self) -> int:
-        """Cycles the op is in flight: its longest unit occupancy (at least one cycle)."""
-        return max([1, *self.usage.values()])
+        """Cycles the op is in flight: its longest unit or stream occupancy (at least one cycle)."""
+        return max([1, self.issue, *self.usage.values()])
+
+    @property
+    def channel_key(self) -> str:
+        """The hand-off this op's result travels in (its own unless it shares a channel)."""
+        return self.channel or self.name
 
     @property
     def registers(self) -> int:
@@ -67,7 +90,14 @@ class Op:
             out["transfer_cost"] = self.transfer_cost
         if self.kind:
             out["kind"] = self.kind
+        for key in OCCUPANCY_FIELDS:
+            if getattr(self, key):
+                out[key] = getattr(self, key)
         return out
+
+
+OCCUPANCY_FIELDS = ("issue", "send_cost", "receive_cost", "wait_cost", "channel")
+_OCCUPANCY_CYCLES = OCCUPANCY_FIELDS[:-1]
 
 
 @dataclass
@@ -169,8 +199,13 @@ class Graph:
     def add_op(self, name: str, usage: dict[str, int] | None = None, *,
                footprint: dict[str, int] | None = None, variable_latency: bool = False,
                streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
-               kind: str = "") -> Op:
-        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start."""
+               kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
+               wait_cost: int = 0, channel: str = "") -> Op:
+        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start.
+
+        ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
+        group occupancy (see :class:`Op`).
+        """
         if not isinstance(name, str) or not name:
             raise GraphError(f"op name must be a non-empty string, got {name!r}")
         if name in self.ops:
@@ -192,8 +227,13 @@ class Graph:
                              "run ahead on their own group and deliver into SM memory")
         _positive_int(depth, f"pipeline depth of op {name!r}")
         _positive_int(transfer_cost, f"transfer cost of op {name!r}", allow_zero=True)
+        costs = {"issue": issue, "send_cost": send_cost, "receive_cost": receive_cost, "wait_cost": wait_cost}
+        for key, value in costs.items():
+            _positive_int(value, f"{key.replace('_', ' ')} of op {name!r}", allow_zero=True)
+        if not isinstance(channel, str):
+            raise GraphError(f"channel of op {name!r} must be a string, got {channel!r}")
         op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
-                streaming, depth, transfer_cost, kind)
+                streaming, depth, transfer_cost, kind, channel=channel, **costs)
         self.ops[name] = op
         return op
 
@@ -278,11 +318,48 @@ class Graph:
         """(op, memory) pairs whose occupancy depends on the schedule."""
         return [(n, m) for n, op in self.ops.items() for m in op.footprint if self.has_lifetime(op, m)]
 
+    def occupies(self) -> bool:
+        """Whether any op states group-occupancy costs (else the rule is vacuous)."""
+        return any(getattr(op, key) for op in self.ops.values() for key in _OCCUPANCY_CYCLES)
+
+    def handoff_costs(self, group: dict[str, int]) -> dict[int, int]:
+        """Per group: cycles of hand-offs the assignment ``group`` (op -> group) implies.
+
+        The producer's group pays ``send_cost`` once when a data edge leaves it; each other group
+        consuming the result pays ``receive_cost`` once per channel; a blocking edge inside a
+        group costs that group the source's ``wait_cost`` once per source.
+        """
+        out = {k: 0 for k in set(group.values())}
+        sent: set[str] = set()
+        received: set[tuple[str, int]] = set()
+        waited: set[tuple[str, int]] = set()
+        for e in self.edges:
+            src, k_src, k_dst = self.ops[e.src], group[e.src], group[e.dst]
+            if not e.data or e.src == e.dst:
+                continue
+            if k_src != k_dst:
+                if e.src not in sent:
+                    sent.add(e.src)
+                    out[k_src] += src.send_cost
+                key = (src.channel_key, k_dst)
+                if key not in received:
+                    received.add(key)
+                    out[k_dst] += self.channel_receive_cost(src.channel_key)
+            elif e.blocking and (e.src, k_dst) not in waited:
+                waited.add((e.src, k_dst))
+                out[k_dst] += src.wait_cost
+        return out
+
+    def channel_receive_cost(self, channel: str) -> int:
+        """What a group pays to receive ``channel`` (the largest receive cost of its ops)."""
+        return max(op.receive_cost for op in self.ops.values() if op.channel_key == channel)
+
     def cycle_costs(self) -> list[int]:
-        """Every cycle count in the graph (usages, edge delays, transfer costs)."""
+        """Every cycle count in the graph (usages, edge delays, transfer and occupancy costs)."""
         costs = [c for op in self.ops.values() for c in op.usage.values()]
         costs += [abs(e.delay) for e in self.edges]
         costs += [op.transfer_cost for op in self.ops.values()]
+        costs += [getattr(op, key) for op in self.ops.values() for key in _OCCUPANCY_CYCLES]
         costs += [e.transfer_cost for e in self.edges if e.transfer_cost]
         return [c for c in costs if c > 0]
 
@@ -339,7 +416,8 @@ class Graph:
                 graph.add_op(op["name"], op.get("usage", {}), footprint=op.get("footprint"),
                              variable_latency=op.get("variable_latency", False),
                              streaming=op.get("streaming", False), depth=op.get("depth", 2),
-                             transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""))
+                             transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""),
+                             **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
             except KeyError as exc:
                 raise GraphError(f"op entry {op!r} lacks key {exc}") from None
         for e in data.get("edges", []):
@@ -360,8 +438,9 @@ class Graph:
         data = self.to_json()
         for op in data["ops"]:
             op["usage"] = {u: mapping[c] for u, c in op["usage"].items()}
-            if op.get("transfer_cost"):
-                op["transfer_cost"] = mapping[op["transfer_cost"]]
+            for key in ("transfer_cost", *_OCCUPANCY_CYCLES):
+                if op.get(key):
+                    op[key] = mapping[op[key]]
         for e in data["edges"]:
             if e["delay"]:
                 e["delay"] = int(math.copysign(mapping[abs(e["delay"])], e["delay"]))

@@ -33,6 +33,7 @@ VARIABLE_LATENCY = "variable-latency"
 TRANSFER_COST = "transfer-cost"
 NO_TRANSFER = "no-transfer"
 SM_REGISTERS = "registers:sm"
+GROUP_OCCUPANCY = "occupancy"
 
 
 def unit_family(unit: str) -> str:
@@ -93,6 +94,7 @@ class JointModel:
             self._build_registers()
             self._build_memories()
             self._build_blocking()
+            self._build_occupancy()
             self._build_objectives(mma_units)
 
     def guard(self, family: str) -> list:
@@ -325,6 +327,56 @@ class JointModel:
                 items.append((self.res[v], 1, 1, present, big, f"point{k}[{v}]"))
                 intervals, demands = self._fold(items)
                 m.add_cumulative(intervals, demands, big)
+
+    # ------------------------------------------------------------------------------ occupancy
+    def _build_occupancy(self) -> None:
+        """Each group is one instruction stream: its ops' issue windows do not overlap modulo II, and
+        their issue cycles plus the hand-offs the assignment implies (graph.py) fit in II."""
+        m, g, G = self.model, self.graph, self.groups
+        if not g.occupies():
+            return
+        lit = self.guard(GROUP_OCCUPANCY)
+        load: list[list] = [[] for _ in range(G)]
+
+        def charged(name: str, cost: int, k: int):
+            var = m.new_bool_var(name)
+            load[k].append(cost * var)
+            return var
+
+        sends, receives, waits = {}, {}, {}
+        for e in g.edges:
+            if not e.data or e.src == e.dst:
+                continue
+            src = g.ops[e.src]
+            channel = src.channel_key
+            recv = g.channel_receive_cost(channel)
+            for k in range(G):
+                xs, xd = self.x[e.src][k], self.x[e.dst][k]
+                if src.send_cost:  # the result leaves group k
+                    if (e.src, k) not in sends:
+                        sends[e.src, k] = charged(f"send[{e.src},{k}]", src.send_cost, k)
+                    m.add_bool_or([xs.Not(), xd, sends[e.src, k]])
+                if recv:  # group k receives it from another group
+                    if (channel, k) not in receives:
+                        receives[channel, k] = charged(f"recv[{channel},{k}]", recv, k)
+                    m.add_bool_or([xd.Not(), xs, receives[channel, k]])
+                if e.blocking and src.wait_cost:  # group k waits for its own result
+                    if (e.src, k) not in waits:
+                        waits[e.src, k] = charged(f"wait[{e.src},{k}]", src.wait_cost, k)
+                    m.add_bool_or([xs.Not(), xd.Not(), waits[e.src, k]])
+        issuing = [n for n in self.ops if g.ops[n].issue]
+        for k in range(G):
+            total = sum(g.ops[n].issue * self.x[n][k] for n in issuing) + sum(load[k])
+            m.add(total <= self.II).only_enforce_if(lit)
+            items = []
+            for n in issuing:
+                present = self.x[n][k]
+                if lit:
+                    present = m.new_bool_var(f"streams{k}[{n}]")
+                    m.add_bool_or([self.x[n][k].Not(), lit[0].Not(), present])
+                items.append((self.res[n], g.ops[n].issue, g.ops[n].issue, present, 1, f"stream{k}[{n}]"))
+            if len(items) > 1:
+                m.add_no_overlap(self._fold(items)[0])
 
     # ------------------------------------------------------------------------------ objectives
     def _build_objectives(self, mma_units: tuple[str, ...]) -> None:

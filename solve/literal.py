@@ -79,6 +79,7 @@ class TimeIndexedModel:
         self._memory()
         self._registers()
         self._spills_and_concurrency()
+        self._occupancy()
 
     # ------------------------------------------------------------------------------ helpers
     def started_before(self, v: str, i: int, t: int):
@@ -252,6 +253,48 @@ class TimeIndexedModel:
                     for t in range(1, T):  # Concurrency (o started strictly before t, still running)
                         busy = sum(self.running(o, j, t - 1, g.ops[o].duration - 1) for j in range(N))
                         m.add(busy == 0).only_enforce_if([self.op[v][i][t], same, *enforce_blk])
+
+    def _occupancy(self) -> None:
+        """Group occupancy (graph.py): per group, at most one op holds the stream at each cycle, and
+        issue cycles plus the hand-offs the assignment implies fit in II."""
+        g, m, N, T, G = self.graph, self.model, self.N, self.T, self.G
+        if not g.occupies():
+            return
+        load: list[list] = [[] for _ in range(G)]
+        charged: dict[tuple, object] = {}
+
+        def charge(key: tuple, cost: int, w: int, clause: list) -> None:
+            if key not in charged:
+                charged[key] = m.new_bool_var(f"{key}")
+                load[w].append(cost * charged[key])
+            m.add_bool_or(clause + [charged[key]])
+
+        for e in g.edges:
+            if not e.data or e.src == e.dst:
+                continue
+            src = g.ops[e.src]
+            recv = g.channel_receive_cost(src.channel_key)
+            for w in range(G):
+                xs, xd = self.opw[e.src][w], self.opw[e.dst][w]
+                if src.send_cost:
+                    charge(("send", e.src, w), src.send_cost, w, [xs.Not(), xd])
+                if recv:
+                    charge(("recv", src.channel_key, w), recv, w, [xd.Not(), xs])
+                if e.blocking and src.wait_cost:
+                    charge(("wait", e.src, w), src.wait_cost, w, [xs.Not(), xd.Not()])
+        issuing = [v for v in self.names if g.ops[v].issue]
+        for w in range(G):  # Group occupancy
+            m.add(sum(g.ops[v].issue * self.opw[v][w] for v in issuing) + sum(load[w]) <= self.ii)
+            if len(issuing) < 2:
+                continue
+            for t in range(T):  # One instruction stream
+                holds = []
+                for v in issuing:
+                    run = sum(self.running(v, i, t, g.ops[v].issue) for i in range(N))
+                    h = m.new_bool_var(f"holds[{v},{w},{t}]")
+                    m.add(run <= h + N * (1 - self.opw[v][w]))
+                    holds.append(h)
+                m.add(sum(holds) <= 1)
 
     def extract(self, res) -> tuple[dict[str, int], dict[str, int]]:
         start = {v: next(t for t in range(self.T) if res.value(self.op[v][0][t])) for v in self.names}

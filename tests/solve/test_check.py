@@ -72,3 +72,23 @@ def test_group_count_and_variable_latency_group():
     assert any("3 warp groups used" in v for v in rep.violations)
     rep = check(g, 8, {"S": 0, "P": 2, "O": 6, "L": 3}, {"S": 0, "P": 0, "O": 0, "L": 0})
     assert any("variable-latency" in v for v in rep.violations)
+
+
+def test_group_occupancy_one_stream_per_group_and_its_handoffs():
+    g = graph()
+    g.ops["S"].issue, g.ops["P"].issue, g.ops["O"].issue = 1, 1, 1
+    one = {"S": 0, "P": 0, "O": 0}
+    rep = check(g, 5, {"S": 0, "P": 4, "O": 7}, one)
+    assert rep.ok and rep.occupancy == {0: 3}
+    # P at 2 holds the stream in the cycle O issues in (7 mod 5 = 2)
+    rep = check(g, 5, {"S": 0, "P": 2, "O": 7}, one)
+    assert rep.violations == ["ops of group 0 overlap on its instruction stream"]
+    # a two-cycle P wraps onto S's cycle; S's wait for P's blocking read makes the group too busy
+    g.ops["P"].issue, g.ops["S"].wait_cost = 2, 2
+    rep = check(g, 5, {"S": 0, "P": 4, "O": 7}, one)
+    assert rep.violations == ["group 0 is busy 6 cycles per iteration (II 5)",
+                              "ops of group 0 overlap on its instruction stream"]
+    # S's registers go to the other group: its group pays the send, the other the receive (no wait)
+    g.ops["P"].issue, g.ops["S"].send_cost, g.ops["S"].receive_cost = 1, 2, 1
+    rep = check(g, 8, {"S": 0, "P": 5, "O": 10}, {"S": 0, "P": 1, "O": 1})
+    assert rep.ok and rep.occupancy == {0: 1 + 2, 1: 1 + 1 + 1}
