@@ -127,14 +127,19 @@ def _cycle_totals(cycle: list[str], arcs: list[tuple[str, str, int, int]], ii: i
 def exclusive_delay(graph: Graph, src: str, dst: str, delay: int) -> int:
     """Delay of an edge tightened by unit exclusivity.
 
-    When both ends occupy a unit with one instance and the delay is non-negative (so ``dst``
-    starts no earlier than ``src``), ``dst`` cannot start while ``src`` still holds the unit, so
-    the edge effectively needs ``src``'s occupancy.
+    When both ends occupy a unit with one instance and the delay makes ``dst`` take the unit no
+    earlier than ``src`` does, ``dst`` cannot take it while ``src`` still holds it, so the edge
+    effectively needs ``src``'s occupancy (shifted by the two ops' offsets into the unit).
     """
     if delay < 0:
         return delay
-    a, b = graph.ops[src].usage, graph.ops[dst].usage
-    shared = [a[u] for u in a if u in b and graph.units[u] == 1]
+    a, b = graph.ops[src], graph.ops[dst]
+    shared = []
+    for u in a.usage:
+        if u in b.usage and graph.units[u] == 1:
+            (oa, ca), (ob, _) = a.span(u), b.span(u)
+            if delay + ob >= oa:
+                shared.append(oa + ca - ob)
     return max([delay, *shared])
 
 

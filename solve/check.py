@@ -11,7 +11,7 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
   up to ``reg_granularity``, fit ``registers_per_thread``; all groups fit ``registers_per_sm``;
 * SM memories: live footprints at every residue plus streaming buffers fit the capacity;
 * group occupancy: ops of one group hold its instruction stream (``issue`` cycles from their
-  start) one at a time modulo II, and per group the issue cycles plus the hand-off costs the
+  start, then ``send_cost`` when their result leaves the group) one at a time modulo II, and per group the issue cycles plus the hand-off costs the
   assignment implies (``Graph.handoff_costs``) fit in II;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
   another op of its group is in flight, strictly after the start of some iteration's copy of that op
@@ -126,7 +126,8 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
     for unit, cap in graph.units.items():
         diff = _fold(ii)
         for n, op in graph.ops.items():
-            _add(diff, ii, start[n], op.usage.get(unit, 0), 1)
+            offset, cycles = op.span(unit)
+            _add(diff, ii, start[n] + offset, cycles, 1)
         if _peak(diff, ii) > cap:
             bad.append(f"unit {unit} over capacity ({_peak(diff, ii)} > {cap})")
 
@@ -168,13 +169,13 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
     if graph.occupies():
         handoffs = graph.handoff_costs(group)
         for k in used:
-            mine = [(n, op) for n, op in graph.ops.items() if group[n] == k and op.issue]
-            rep.occupancy[k] = sum(op.issue for _, op in mine) + handoffs[k]
+            mine = [n for n in graph.ops if group[n] == k]
+            rep.occupancy[k] = sum(graph.ops[n].issue for n in mine) + handoffs[k]
             if rep.occupancy[k] > ii:
                 bad.append(f"group {k} is busy {rep.occupancy[k]} cycles per iteration (II {ii})")
             diff = _fold(ii)
-            for n, op in mine:
-                _add(diff, ii, start[n], op.issue, 1)
+            for n in mine:
+                _add(diff, ii, start[n], graph.stream_window(n, group), 1)
             if _peak(diff, ii) > 1:
                 bad.append(f"ops of group {k} overlap on its instruction stream")
 

@@ -1,12 +1,14 @@
 """Dependence graph of one loop iteration plus the machine limits it is scheduled against.
 
 An op occupies each functional unit named in its ``usage`` for that many cycles from its start cycle
-(one instance of the unit each cycle).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
+(one instance of the unit each cycle), or from ``offset[unit]`` cycles after its start (a store that
+stages its tile before the copy engine takes it).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
 iteration ``i + distance`` starts at least ``delay`` cycles after ``src`` of iteration ``i``.
 
 A warp group is one instruction stream.  An op holds its group's stream for ``issue`` cycles from its
-start (a synchronous op all its run, an asynchronous MMA or copy only its issue); no two ops of a
-group hold the stream at once, modulo II.  Handing results between groups costs stream time too:
+start (a synchronous op all its run, an asynchronous MMA or copy only its issue), then for its
+``send_cost`` when its result leaves the group; no two ops of a group hold the stream at once,
+modulo II.  Handing results between groups costs stream time too:
 ``send_cost`` on the producer's group when the result leaves it, ``receive_cost`` on every other
 group that consumes it (once per ``channel``), and ``wait_cost`` on the consumer's own group for a
 blocking wait inside the group.  Per group, all of it fits in II ("group occupancy").  Zero costs
@@ -62,11 +64,16 @@ class Op:
     receive_cost: int = 0
     wait_cost: int = 0
     channel: str = ""
+    offset: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration(self) -> int:
-        """Cycles the op is in flight: its longest unit or stream occupancy (at least one cycle)."""
-        return max([1, self.issue, *self.usage.values()])
+        """Cycles the op is in flight: until its last unit or stream occupancy ends (at least one)."""
+        return max([1, self.issue, *(self.offset.get(u, 0) + c for u, c in self.usage.items())])
+
+    def span(self, unit: str) -> tuple[int, int]:
+        """(first cycle after the start, cycles) the op occupies ``unit`` (cycles 0: not at all)."""
+        return self.offset.get(unit, 0), self.usage.get(unit, 0)
 
     @property
     def channel_key(self) -> str:
@@ -93,6 +100,8 @@ class Op:
         for key in OCCUPANCY_FIELDS:
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if self.offset:
+            out["offset"] = dict(self.offset)
         return out
 
 
@@ -200,8 +209,9 @@ class Graph:
                footprint: dict[str, int] | None = None, variable_latency: bool = False,
                streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
                kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
-               wait_cost: int = 0, channel: str = "") -> Op:
-        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start.
+               wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None) -> Op:
+        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start (plus
+        ``offset[unit]``, default 0).
 
         ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
         group occupancy (see :class:`Op`).
@@ -232,8 +242,13 @@ class Graph:
             _positive_int(value, f"{key.replace('_', ' ')} of op {name!r}", allow_zero=True)
         if not isinstance(channel, str):
             raise GraphError(f"channel of op {name!r} must be a string, got {channel!r}")
+        offset = {u: o for u, o in (offset or {}).items() if o}
+        for unit, cycles in offset.items():
+            if unit not in usage:
+                raise GraphError(f"op {name!r} has an offset for unit {unit!r}, which it does not use")
+            _positive_int(cycles, f"offset of unit {unit!r} in op {name!r}", allow_zero=True)
         op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
-                streaming, depth, transfer_cost, kind, channel=channel, **costs)
+                streaming, depth, transfer_cost, kind, channel=channel, offset=offset, **costs)
         self.ops[name] = op
         return op
 
@@ -350,6 +365,15 @@ class Graph:
                 out[k_dst] += src.wait_cost
         return out
 
+    def sends(self, name: str, group: dict[str, int]) -> bool:
+        """Whether op ``name``'s result leaves its group under the assignment ``group``."""
+        return any(e.data and e.dst != name and group[e.dst] != group[name] for e in self.out_edges(name))
+
+    def stream_window(self, name: str, group: dict[str, int]) -> int:
+        """Cycles op ``name`` holds its group's stream from its start: issue, then any send."""
+        op = self.ops[name]
+        return op.issue + (op.send_cost if op.send_cost and self.sends(name, group) else 0)
+
     def channel_receive_cost(self, channel: str) -> int:
         """What a group pays to receive ``channel`` (the largest receive cost of its ops)."""
         return max(op.receive_cost for op in self.ops.values() if op.channel_key == channel)
@@ -357,6 +381,7 @@ class Graph:
     def cycle_costs(self) -> list[int]:
         """Every cycle count in the graph (usages, edge delays, transfer and occupancy costs)."""
         costs = [c for op in self.ops.values() for c in op.usage.values()]
+        costs += [c for op in self.ops.values() for c in op.offset.values()]
         costs += [abs(e.delay) for e in self.edges]
         costs += [op.transfer_cost for op in self.ops.values()]
         costs += [getattr(op, key) for op in self.ops.values() for key in _OCCUPANCY_CYCLES]
@@ -417,7 +442,7 @@ class Graph:
                              variable_latency=op.get("variable_latency", False),
                              streaming=op.get("streaming", False), depth=op.get("depth", 2),
                              transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""),
-                             **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
+                             offset=op.get("offset"), **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
             except KeyError as exc:
                 raise GraphError(f"op entry {op!r} lacks key {exc}") from None
         for e in data.get("edges", []):
@@ -438,6 +463,8 @@ class Graph:
         data = self.to_json()
         for op in data["ops"]:
             op["usage"] = {u: mapping[c] for u, c in op["usage"].items()}
+            if op.get("offset"):
+                op["offset"] = {u: mapping[c] for u, c in op["offset"].items()}
             for key in ("transfer_cost", *_OCCUPANCY_CYCLES):
                 if op.get(key):
                     op[key] = mapping[op[key]]

@@ -131,6 +131,8 @@ class JointModel:
     def _fold(self, items: list[tuple]) -> tuple[list, list]:
         """Interval copies for a modulo resource; items are (start, size, size_hi, presence, demand, name).
 
+        ``start`` lies in ``[0, II)`` (plus at most ``size_hi - size`` for a start offset by that much).
+
         Copies sit ``k * II`` apart and every item's last copy has the same index ``K - 1``, so the
         window ``[(K-1) II, K II)`` sees every wrap of every item: there the count is the modulo
         count, everywhere else it is a part of it.  So bounding the whole timeline is exact.
@@ -157,13 +159,14 @@ class JointModel:
     def _build_units(self) -> None:
         m, g = self.model, self.graph
         for unit, cap in g.units.items():
-            users = [(n, g.ops[n].usage[unit]) for n in self.ops if unit in g.ops[n].usage]
+            users = [(n, *g.ops[n].span(unit)) for n in self.ops if unit in g.ops[n].usage]
             if not users:
                 continue
             lit = self.guard(unit_family(unit))
             presence = lit[0] if lit else None
-            intervals, demands = self._fold([(self.res[n], c, c, presence, 1, f"{unit}[{n}]")
-                                             for n, c in users])
+            # an offset start res + o lies in [o, o + II): o more cycles of wrap to fold
+            intervals, demands = self._fold([(self.res[n] + o, c, c + o, presence, 1, f"{unit}[{n}]")
+                                             for n, o, c in users])
             if cap == 1:
                 m.add_no_overlap(intervals)
             else:
@@ -330,8 +333,9 @@ class JointModel:
 
     # ------------------------------------------------------------------------------ occupancy
     def _build_occupancy(self) -> None:
-        """Each group is one instruction stream: its ops' issue windows do not overlap modulo II, and
-        their issue cycles plus the hand-offs the assignment implies (graph.py) fit in II."""
+        """Each group is one instruction stream: its ops' windows (issue, then the send of a result
+        that leaves the group) do not overlap modulo II, and their issue cycles plus the hand-offs
+        the assignment implies (graph.py) fit in II."""
         m, g, G = self.model, self.graph, self.groups
         if not g.occupies():
             return
@@ -364,17 +368,28 @@ class JointModel:
                     if (e.src, k) not in waits:
                         waits[e.src, k] = charged(f"wait[{e.src},{k}]", src.wait_cost, k)
                     m.add_bool_or([xs.Not(), xd.Not(), waits[e.src, k]])
-        issuing = [n for n in self.ops if g.ops[n].issue]
         for k in range(G):
-            total = sum(g.ops[n].issue * self.x[n][k] for n in issuing) + sum(load[k])
+            total = sum(g.ops[n].issue * self.x[n][k] for n in self.ops if g.ops[n].issue) + sum(load[k])
             m.add(total <= self.II).only_enforce_if(lit)
             items = []
-            for n in issuing:
-                present = self.x[n][k]
-                if lit:
-                    present = m.new_bool_var(f"streams{k}[{n}]")
-                    m.add_bool_or([self.x[n][k].Not(), lit[0].Not(), present])
-                items.append((self.res[n], g.ops[n].issue, g.ops[n].issue, present, 1, f"stream{k}[{n}]"))
+            for n in self.ops:
+                # the op's window on the stream: its issue, then the send when its result leaves
+                op, send = g.ops[n], sends.get((n, k))
+                size = op.issue if send is None else op.issue + op.send_cost * send
+                size_hi = op.issue + (op.send_cost if send is not None else 0)
+                if not size_hi:
+                    continue
+                present = [self.x[n][k], *lit]
+                if not op.issue:  # a send alone: absent when there is none (no-overlap rejects empty
+                    present.append(send)  # intervals strictly inside others)
+                    size = op.send_cost
+                if len(present) > 1:
+                    both = m.new_bool_var(f"streams{k}[{n}]")
+                    m.add_bool_or([p.Not() for p in present] + [both])
+                    for p in present:
+                        m.add_implication(both, p)
+                    present = [both]
+                items.append((self.res[n], size, size_hi, present[0], 1, f"stream{k}[{n}]"))
             if len(items) > 1:
                 m.add_no_overlap(self._fold(items)[0])
 

@@ -117,16 +117,18 @@ class TimeIndexedModel:
     def _capacity(self) -> None:
         g, m = self.graph, self.model
         for unit, cap in g.units.items():
-            users = [(v, op.usage[unit]) for v, op in g.ops.items() if unit in op.usage]
+            users = [(v, *op.span(unit)) for v, op in g.ops.items() if unit in op.usage]
             if not users:
                 continue
             for t in range(self.T):
                 terms = []
-                for v, cycles in users:
-                    for i in range(self.N):
-                        terms.append(self.pre[v][i][t])
-                        if t - cycles >= 0:
-                            terms.append(-self.pre[v][i][t - cycles])
+                for v, offset, cycles in users:
+                    if t - offset < 0:
+                        continue
+                    for i in range(self.N):  # copy i holds the unit when it started in (t-o-c, t-o]
+                        terms.append(self.pre[v][i][t - offset])
+                        if t - offset - cycles >= 0:
+                            terms.append(-self.pre[v][i][t - offset - cycles])
                 m.add(sum(terms) <= cap)  # Capacity
 
     def _warps(self) -> None:
@@ -255,8 +257,9 @@ class TimeIndexedModel:
                         m.add(busy == 0).only_enforce_if([self.op[v][i][t], same, *enforce_blk])
 
     def _occupancy(self) -> None:
-        """Group occupancy (graph.py): per group, at most one op holds the stream at each cycle, and
-        issue cycles plus the hand-offs the assignment implies fit in II."""
+        """Group occupancy (graph.py): per group, at most one op holds the stream at each cycle (its
+        issue, then its send when the result leaves), and issue cycles plus the hand-offs the
+        assignment implies fit in II."""
         g, m, N, T, G = self.graph, self.model, self.N, self.T, self.G
         if not g.occupies():
             return
@@ -282,17 +285,23 @@ class TimeIndexedModel:
                     charge(("recv", src.channel_key, w), recv, w, [xd.Not(), xs])
                 if e.blocking and src.wait_cost:
                     charge(("wait", e.src, w), src.wait_cost, w, [xs.Not(), xd.Not()])
-        issuing = [v for v in self.names if g.ops[v].issue]
         for w in range(G):  # Group occupancy
-            m.add(sum(g.ops[v].issue * self.opw[v][w] for v in issuing) + sum(load[w]) <= self.ii)
-            if len(issuing) < 2:
+            m.add(sum(op.issue * self.opw[v][w] for v, op in g.ops.items() if op.issue) + sum(load[w]) <= self.ii)
+            # the op's window on the stream: issue, then the send when its result leaves the group
+            windows = [(v, g.ops[v].issue, charged.get(("send", v, w))) for v in self.names]
+            windows = [(v, short, send) for v, short, send in windows if short or send is not None]
+            if len(windows) < 2:
                 continue
             for t in range(T):  # One instruction stream
                 holds = []
-                for v in issuing:
-                    run = sum(self.running(v, i, t, g.ops[v].issue) for i in range(N))
+                for v, short, send in windows:
                     h = m.new_bool_var(f"holds[{v},{w},{t}]")
-                    m.add(run <= h + N * (1 - self.opw[v][w]))
+                    if short:
+                        run = sum(self.running(v, i, t, short) for i in range(N))
+                        m.add(run <= h + N * (1 - self.opw[v][w]))
+                    if send is not None:
+                        run = sum(self.running(v, i, t, short + g.ops[v].send_cost) for i in range(N))
+                        m.add(run <= h + N * (2 - self.opw[v][w] - send))
                     holds.append(h)
                 m.add(sum(holds) <= 1)
 
@@ -316,7 +325,8 @@ def plain_min_length(graph: Graph, ii: int, horizon: int, time_limit: float):
     for unit, cap in graph.units.items():
         rows = [[] for _ in range(ii)]
         for v, op in graph.ops.items():
-            for c in range(op.usage.get(unit, 0)):
+            offset, cycles = op.span(unit)
+            for c in range(offset, offset + cycles):
                 for t, x in enumerate(a[v]):
                     rows[(t + c) % ii].append(x)
         for row in rows:

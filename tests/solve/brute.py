@@ -58,7 +58,8 @@ def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dic
         if start[e.dst] + e.distance * ii - start[e.src] < need:
             bad.append(f"dependence {e.src}->{e.dst}")
     for unit, cap in graph.units.items():
-        spans = [(start[n], start[n] + op.usage[unit], 1) for n, op in graph.ops.items() if unit in op.usage]
+        spans = [(start[n] + op.offset.get(unit, 0), start[n] + op.offset.get(unit, 0) + op.usage[unit], 1)
+                 for n, op in graph.ops.items() if unit in op.usage]
         if _occupied(spans, ii, copies) > cap:
             bad.append(f"unit {unit}")
     used = set(group.values())
@@ -101,13 +102,17 @@ def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dic
 
 def _occupancy_violations(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
                           copies: range) -> list[str]:
-    """One instruction stream per group: its ops' issue spans never overlap, and per iteration the
+    """One instruction stream per group: its ops' spans (issue, then the send of a result leaving the
+    group) never overlap, and per iteration the
     issue cycles plus the hand-offs (a send per result leaving, a receive per channel and
     consuming group, a wait per source waited for inside the group) fit in II."""
     bad = []
     for k in set(group.values()):
         ops = [(n, op) for n, op in graph.ops.items() if group[n] == k]
-        spans = [(start[n], start[n] + op.issue, 1) for n, op in ops if op.issue]
+        def window(n, op):
+            leaves = any(e.src == n and e.data and e.dst != n and group[e.dst] != k for e in graph.edges)
+            return op.issue + (op.send_cost if leaves else 0)
+        spans = [(start[n], start[n] + window(n, op), 1) for n, op in ops if window(n, op)]
         if spans and _occupied(spans, ii, copies) > 1:
             bad.append(f"stream of group {k}")
         busy = sum(op.issue for _, op in ops)
@@ -149,7 +154,7 @@ def _group_free_ok(graph: Graph, ii: int, start: dict[str, int]) -> bool:
         count = [0] * ii
         for n, op in graph.ops.items():
             for c in range(op.usage.get(unit, 0)):
-                count[(start[n] + c) % ii] += 1
+                count[(start[n] + op.offset.get(unit, 0) + c) % ii] += 1
         if max(count) > cap:
             return False
     return True

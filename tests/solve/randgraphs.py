@@ -55,8 +55,11 @@ def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False) -
 
 
 def add_occupancy(g: Graph, rng: random.Random) -> None:
-    """Issue cycles (up to the op's duration), hand-off costs and a shared channel, at random."""
+    """Issue cycles (up to the op's duration), hand-off costs, a shared channel and offsets into units, at
+    random."""
     for op in g.ops.values():
+        if rng.random() < 0.3:
+            op.offset = {rng.choice(sorted(op.usage)): rng.randint(1, 2)}
         if rng.random() < 0.8:
             op.issue = rng.randint(1, op.duration + 1)
         op.send_cost = rng.choice([0, 0, 1])
