@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from aref.cli import main
+from partition.optimal import CYCLE_QUANTUM
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
 
 ARCHS = ("sm_90a", "sm_100a")
@@ -33,11 +34,14 @@ KNOWN_GAPS = {
                                   "memory (128-cycle store + proxy fence), and each softmax group's own work "
                                   "(~1000 cycles: tcgen05.ld, max, exp2, sum, cast, P store) leaves no slack at "
                                   "II 1056; the in-order MMA warp then waits for P",
-    ("attention_bwd", "sm_90a"): "the solver's model has no per-group occupancy: the group it gives the softmax, "
-                                 "dS, two shared-memory hand-offs, dQ's scaling and staging and three MMA waits "
-                                 "runs ~1400 cycles of its own per iteration, more than the II of 1280",
-    ("attention_bwd", "sm_100a"): "as on sm_90a: the solver's model has no per-group occupancy",
+    ("attention_bwd", "sm_90a"): "II 1824, simulated 2350 cycles per iteration (+29%; +91% before the solver "
+                                 "modelled each group's instruction stream and pinned its slot releases): the "
+                                 "rest of the gap is not yet traced to a lowering step",
+    ("attention_bwd", "sm_100a"): "the graph states no group occupancy on Blackwell (partition.optimal."
+                                  "extract_graph: the attention_fwd model takes minutes to solve with it)",
 }
+# ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
+GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.35}
 # ... and where the heuristic's program is faster in the timing model (by more than its jitter), and why
 OPTIMAL_SLOWER = {
     ("attention_bwd", "sm_90a"): "the key split over two consumer groups (FA3's structure, the heuristic's) is not in "
@@ -95,7 +99,9 @@ def test_optimal_never_slower_than_heuristic(capsys, name, arch):
         if o > h * (1 + FIDELITY):
             assert "heuristic is" in out["verdict"] and "faster" in out["verdict"]
     else:
-        assert o <= h * (1 + JITTER), (h, o)          # equal up to the timing model's jitter
+        # equal up to the timing model's jitter, or within one of the solver's cost quanta (its costs are
+        # rounded up to CYCLE_QUANTUM cycles: dual_gemm on sm_90a runs at its II of 1344, the heuristic at 1334)
+        assert o <= h * (1 + JITTER) or o <= min(h + CYCLE_QUANTUM, out["optimal"]["ii"] * (1 + JITTER)), (h, o)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -107,6 +113,7 @@ def test_model_fidelity(capsys, name, arch):
     assert fid["ii"] == out["optimal"]["ii"] and fid["cycles_per_iter"] == out["optimal"]["cycles_per_iter"]
     if (name, arch) in KNOWN_GAPS:
         assert not fid["within"], f"{name} on {arch} now holds: remove it from KNOWN_GAPS"
+        assert fid["gap"] <= GAP_AT_MOST.get((name, arch), float("inf")), fid
     else:
         assert fid["within"] and abs(fid["gap"]) <= FIDELITY, fid
 

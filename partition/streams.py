@@ -1,0 +1,83 @@
+"""What the optimal partitioner's graph nodes cost the warp groups that run them (the solver's group
+occupancy), and the latencies of the hand-offs between groups — as the lowering and the timing model
+realize them.
+
+A warp group is one instruction stream: the timing model (`aref.sim.timing`) runs its ops one after the
+other. Synchronous work — CUDA-core ops, tensor-memory loads and stores, shared-memory stores, barrier
+waits — holds the group for its whole cost (`aref.machine.op_cost`); an MMA or a TMA copy holds it for
+`async_issue_cycles`, an arrive likewise. The lowering (`aref.lower`) turns every cross-group value into a
+channel: the producer waits for a free slot, stores its registers into shared memory (at the port's rate),
+fences when an MMA reads them (async proxy) and arrives; each consumer group waits for the full slot and
+releases it after use. A wait costs `sync_cycles` once it can proceed. A group that reads an MMA result
+itself waits for the MMA (`mma_wait`).
+"""
+from __future__ import annotations
+
+from aref.ir import Op, OpKind
+from aref.machine import ISSUE, Machine, op_cost, tma_bytes
+
+def op_stream_cycles(op: Op, m: Machine) -> int:
+    """Cycles `op` holds the instruction stream of its group (0 for views)."""
+    k = op.kind
+    if k in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.LOAD, OpKind.TMA_LOAD):
+        return m.async_issue_cycles
+    if k is OpKind.STORE:                    # stage the tile into shared memory, then issue the TMA store
+        return -(-tma_bytes(op) // m.smem_bytes_per_clk) + m.async_issue_cycles
+    unit, cycles = op_cost(op, m)
+    return cycles if unit != ISSUE or cycles else 0
+
+
+def cluster_stream_cycles(ops: list[Op], m: Machine, tmem_bytes: int = 0) -> int:
+    """A fused CUDA-core cluster: its ops run one after another, plus its tensor-memory traffic."""
+    return sum(op_stream_cycles(o, m) for o in ops) + (tmem_bytes // m.tmem_bytes_per_clk if tmem_bytes else 0)
+
+
+def store_cycles(nbytes: int, m: Machine) -> int:
+    """Registers of a warp group into shared memory."""
+    return -(-nbytes // m.smem_bytes_per_clk)
+
+
+def send_cycles(nbytes: int, m: Machine, *, async_reader: bool, mma_result: bool = False,
+                in_tmem: bool = False) -> int:
+    """The producer group's cost of handing a value to another group.
+
+    Registers go through a shared-memory slot: wait for it, store, fence for an MMA reader, arrive; an MMA
+    result in registers is waited for first. A tensor-memory value (Blackwell) only signals: the MMA
+    result by a commit, a CUDA-core value after its stores' fence."""
+    if in_tmem:
+        return m.async_issue_cycles + (0 if mma_result else m.sync_cycles)
+    cost = m.sync_cycles + store_cycles(nbytes, m) + m.async_issue_cycles
+    if async_reader:
+        cost += m.sync_cycles
+    if mma_result:
+        cost += m.sync_cycles
+    return cost
+
+
+def receive_cycles(m: Machine) -> int:
+    """A consumer group's cost per channel: wait for the full slot, release it after use."""
+    return m.sync_cycles + m.async_issue_cycles
+
+
+def wait_cycles(m: Machine) -> int:
+    """A group's synchronous wait for its own MMA's result."""
+    return m.sync_cycles
+
+
+def transfer_latency(nbytes: int, m: Machine, *, async_reader: bool) -> int:
+    """Cycles from the value being ready in the producer's registers until the consumer group can use it:
+    the slot wait, the store, the fence, the arrive and the consumer's wake-up."""
+    cost = m.sync_cycles + store_cycles(nbytes, m) + m.async_issue_cycles + m.sync_cycles
+    return cost + (m.sync_cycles if async_reader else 0)
+
+
+def load_latency(op: Op, m: Machine) -> int:
+    """Cycles from a TMA load's issue until its consumer proceeds: the mean memory latency, the copy's
+    transfer at its arrival rate and the consumer's wake-up from the full barrier."""
+    return op_cost(op, m)[1] + m.sync_cycles
+
+
+def release_latency(m: Machine) -> int:
+    """From a slot's last reader finishing until the producer can reuse the slot: the consumer's release
+    arrive and the producer's wake-up."""
+    return m.async_issue_cycles + m.sync_cycles
