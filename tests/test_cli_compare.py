@@ -44,9 +44,6 @@ KNOWN_GAPS = {
 GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.35}
 # ... and where the heuristic's program is faster in the timing model (by more than its jitter), and why
 OPTIMAL_SLOWER = {
-    ("attention_bwd", "sm_90a"): "the key split over two consumer groups (FA3's structure, the heuristic's) is not in "
-                                 "the solver's space, and its own partition is held back by the occupancy gap of "
-                                 "KNOWN_GAPS (3481 vs 2563 simulated cycles per iteration, ~36% slower)",
     ("gemm_reduce", "sm_100a"): "the optimal partition's MMA group also runs the row reduction (~0.6% slower)",
     ("attention_fwd", "sm_100a"): "the same roles; the solver's stages and issue order, aimed at an II the 64-row "
                                   "sub-tiles cannot reach (see KNOWN_GAPS), serve the MMA warp later than the "
