@@ -212,7 +212,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                                                        in_tmem=bool(m.tmem_columns)),
                          receive_cost=streams.receive_cycles(m), wait_cost=streams.wait_cycles(m),
                          transfer_cost=0 if m.tmem_columns else
-                         streams.transfer_latency(nbytes, m, async_reader=reader) + streams.wait_cycles(m))
+                         streams.transfer_latency(nbytes, m, async_reader=reader) + streams.wait_cycles(m),
+                         handoff=None if m.tmem_columns else streams.handoff_memory([op.result]))
             else:
                 g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
                          transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m))
@@ -275,7 +276,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 g.add_op(n, usage, footprint=footprint or None, kind=kind,
                          issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                          receive_cost=streams.receive_cycles(m),
-                         transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader))
+                         transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader),
+                         handoff=streams.handoff_memory(moved))
             else:
                 g.add_op(n, usage, footprint=footprint or None, kind=kind,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES)
@@ -313,10 +315,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     memories = None
                     if len(parts) > 1:
                         memories = ["tmem"] if ex.kind[n] == "gemm" else [p for p in parts if p != "tmem"]
+                    # an MMA reading a handed-over slot asynchronously releases it a step later (the
+                    # pipeline's MMA issue depth on Hopper)
+                    hold = 1 if occ and ex.kind[n] == "gemm" and sn != n and not src_node.streaming else 0
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
-                               transfer_cost=transfer_cost, memories=memories)
+                               transfer_cost=transfer_cost, memories=memories, hold=hold)
     if occ:
         _whole_puts(ex, body, m)
+        streams.add_post_handoffs(kernel, ex, rep)
     _ring_reuse(ex, body, m if occ else None)
     ex.occupancy = occ
     _round_up(g, quantum)

@@ -10,10 +10,16 @@ channel: the producer waits for a free slot, stores its registers into shared me
 fences when an MMA reads them (async proxy) and arrives; each consumer group waits for the full slot and
 releases it after use. A wait costs `sync_cycles` once it can proceed. A group that reads an MMA result
 itself waits for the MMA (`mma_wait`).
+
+The channels of those hand-offs take shared memory (`handoff_memory`, per slot; the solver counts the
+slots from its stages), and so do values the loop's groups hand to each other after the loop
+(`add_post_handoffs`: the epilogue runs with the group that computes what it reads, as
+`partition.optimal._place_rest` places it, and the other values it reads come to it).
 """
 from __future__ import annotations
 
-from aref.ir import Op, OpKind
+from aref.ir import Op, OpKind, Space, TileType, Value
+from aref.resources.memory import tile_bytes
 from aref.machine import ISSUE, Machine, op_cost, tma_bytes
 
 def op_stream_cycles(op: Op, m: Machine) -> int:
@@ -81,3 +87,52 @@ def release_latency(m: Machine) -> int:
     """From a slot's last reader finishing until the producer can reuse the slot: the consumer's release
     arrive and the producer's wake-up."""
     return m.async_issue_cycles + m.sync_cycles
+
+
+def handoff_memory(values: list[Value]) -> dict[str, int]:
+    """Shared memory one slot of a channel carrying `values` between groups takes (their shared tiles)."""
+    nbytes = sum(tile_bytes(TileType(tuple(v.type.shape), v.type.dtype, Space.SMEM)) for v in values
+                 if isinstance(v.type, TileType))
+    return {"smem": nbytes} if nbytes else {}
+
+
+def add_post_handoffs(kernel, ex, replicated: set) -> None:
+    """State in `ex.graph` the values the epilogue after the loop reads from other groups' nodes: each post
+    op runs with the node owning the last of its operands that has one (`_place_rest`'s rule), and every
+    other operand owned by another node comes to it through a one-slot channel when the two run apart."""
+    prod = {id(r): op for op in kernel.all_ops() for r in op.results}
+    carried = {}
+    if kernel.loop is not None:
+        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
+            carried[id(r)] = carried[id(c)] = y
+    placed: dict[Op, str | None] = {}
+
+    def owner(v: Value, depth: int = 0) -> str | None:
+        if depth > 32:
+            return None
+        if id(v) in carried:
+            return owner(carried[id(v)], depth + 1)
+        op = prod.get(id(v))
+        if op is None or op.kind is OpKind.LOAD:
+            return None
+        if op in ex.node_of:
+            return ex.node_of[op]
+        if op in placed:
+            return placed[op]
+        return next((n for n in (owner(x, depth + 1) for x in op.operands) if n is not None), None)
+
+    seen: set[tuple] = set()
+    for op in kernel.post.ops:
+        if op in replicated:
+            continue
+        data = op.operands[1:] if op.kind is OpKind.STORE else op.operands
+        node = next((n for n in (owner(v) for v in reversed(data)) if n is not None), None)
+        placed[op] = node
+        for v in data:
+            src = owner(v)
+            if node is None or src is None or src == node or (id(v), node) in seen:
+                continue
+            seen.add((id(v), node))
+            fp = handoff_memory([v])
+            if fp:
+                ex.graph.add_post_handoff(src, node, fp)

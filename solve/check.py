@@ -9,7 +9,8 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
 * groups: at most ``max_groups``; variable-latency ops all share one group holding nothing else;
 * registers: per group, live register footprints at every residue plus ``base_registers``, rounded
   up to ``reg_granularity``, fit ``registers_per_thread``; all groups fit ``registers_per_sm``;
-* SM memories: live footprints at every residue plus streaming buffers fit the capacity;
+* SM memories: live footprints at every residue plus streaming buffers plus the hand-off channels'
+  slots (``Graph.handoff_memory``, pipeline steps counted from the earliest start) fit the capacity;
 * group occupancy: ops of one group hold its instruction stream (``issue`` cycles from their
   start, then ``send_cost`` when their result leaves the group) one at a time modulo II, and per group the issue cycles plus the hand-off costs the
   assignment implies (``Graph.handoff_costs``) fit in II;
@@ -156,13 +157,15 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         bad.append(f"groups need {total} registers per SM (limit {mach.registers_per_sm})")
 
     reserved = graph.reserved_memory()
+    first = min(start.values())            # pipeline steps count from the earliest start
+    handoff = graph.handoff_memory({n: (s - first) // ii for n, s in start.items()}, group)
     for memory, cap in mach.memory.items():
         diff = _fold(ii)
         for n, op in graph.ops.items():
             if graph.has_lifetime(op, memory):
                 _add(diff, ii, start[n], lifetime_end(graph, n, memory, ii, start) - start[n],
                      op.footprint[memory])
-        rep.memory_peak[memory] = _peak(diff, ii) + reserved[memory]
+        rep.memory_peak[memory] = _peak(diff, ii) + reserved[memory] + handoff[memory]
         if rep.memory_peak[memory] > cap:
             bad.append(f"memory {memory} over capacity ({rep.memory_peak[memory]} > {cap})")
 

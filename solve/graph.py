@@ -19,6 +19,13 @@ last consumer (a data edge with distance ``k`` reaches the consumer ``k`` iterat
 ``footprint["registers"]`` is per thread and counts against the warp group that runs the producer;
 every other footprint key names an SM-wide memory declared in :class:`Machine.memory`
 (e.g. ``"smem"`` bytes, ``"tmem"`` columns).
+
+A result handed to another warp group travels in a channel whose slots take SM memory for the whole
+loop: ``handoff[memory]`` per slot.  The lowering keeps as many slots as pipeline steps a consumer in
+another group holds one: ``stage(dst) + distance + hold - stage(src) + 1`` over the crossing transfer
+edges (``hold``: steps after its own that the consumer releases the slot, e.g. an asynchronous MMA
+reader).  A post-loop hand-off (``post_handoffs``: the loop's final value of ``src`` read after the
+loop by work placed with ``dst``) takes one slot whenever the two run in different groups.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ class Op:
     wait_cost: int = 0
     channel: str = ""
     offset: dict[str, int] = field(default_factory=dict)
+    handoff: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration(self) -> int:
@@ -102,6 +110,8 @@ class Op:
                 out[key] = getattr(self, key)
         if self.offset:
             out["offset"] = dict(self.offset)
+        if self.handoff:
+            out["handoff"] = dict(self.handoff)
         return out
 
 
@@ -131,6 +141,7 @@ class Edge:
     transfer: bool = False
     transfer_cost: int | None = None
     memories: tuple[str, ...] | None = None
+    hold: int = 0
 
     def reads(self, memory: str) -> bool:
         """Whether this edge keeps the source's result in ``memory`` alive."""
@@ -143,7 +154,22 @@ class Edge:
             out["transfer_cost"] = self.transfer_cost
         if self.memories is not None:
             out["memories"] = list(self.memories)
+        if self.hold:
+            out["hold"] = self.hold
         return out
+
+
+@dataclass
+class PostHandoff:
+    """The loop's final value of ``src`` goes, after the loop, to the group of ``dst``: when the two run
+    in different groups it takes one slot of ``footprint`` (per SM memory) for the whole kernel."""
+
+    src: str
+    dst: str
+    footprint: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "footprint": dict(self.footprint)}
 
 
 @dataclass
@@ -194,6 +220,7 @@ class Graph:
         self.units: dict[str, int] = {}
         self.ops: dict[str, Op] = {}
         self.edges: list[Edge] = []
+        self.post_handoffs: list[PostHandoff] = []
         self.machine = machine if machine is not None else Machine()
         for unit, capacity in (units or {}).items():
             self.add_unit(unit, capacity)
@@ -209,12 +236,14 @@ class Graph:
                footprint: dict[str, int] | None = None, variable_latency: bool = False,
                streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
                kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
-               wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None) -> Op:
+               wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None,
+               handoff: dict[str, int] | None = None) -> Op:
         """Add an op; ``usage`` maps declared units to occupied cycles from the op's start (plus
         ``offset[unit]``, default 0).
 
         ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
-        group occupancy (see :class:`Op`).
+        group occupancy (see :class:`Op`); ``handoff`` the SM memory per slot of a channel handing
+        its result to another group (module docstring).
         """
         if not isinstance(name, str) or not name:
             raise GraphError(f"op name must be a non-empty string, got {name!r}")
@@ -247,14 +276,16 @@ class Graph:
             if unit not in usage:
                 raise GraphError(f"op {name!r} has an offset for unit {unit!r}, which it does not use")
             _positive_int(cycles, f"offset of unit {unit!r} in op {name!r}", allow_zero=True)
+        handoff = {k: v for k, v in self._sm_amounts(handoff, f"hand-off of op {name!r}").items() if v}
         op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
-                streaming, depth, transfer_cost, kind, channel=channel, offset=offset, **costs)
+                streaming, depth, transfer_cost, kind, channel=channel, offset=offset, handoff=handoff, **costs)
         self.ops[name] = op
         return op
 
     def add_edge(self, src: str, dst: str, delay: int, distance: int = 0, *, data: bool = True,
                  blocking: bool = False, transfer: bool | None = None,
-                 transfer_cost: int | None = None, memories: tuple[str, ...] | list[str] | None = None) -> Edge:
+                 transfer_cost: int | None = None, memories: tuple[str, ...] | list[str] | None = None,
+                 hold: int = 0) -> Edge:
         """Add dependence ``dst[i + distance]`` starts ``>= delay`` cycles after ``src[i]``.
 
         ``transfer`` defaults to True for data edges whose source has a register result;
@@ -284,10 +315,29 @@ class Graph:
             raise GraphError(f"edge {src!r} -> {dst!r}: only data edges can transfer a value")
         if transfer_cost is not None:
             _positive_int(transfer_cost, f"edge {src!r} -> {dst!r}: transfer cost", allow_zero=True)
+        _positive_int(hold, f"edge {src!r} -> {dst!r}: hold", allow_zero=True)
         edge = Edge(src, dst, delay, distance, bool(data), bool(blocking), bool(transfer), transfer_cost,
-                    memories)
+                    memories, hold)
         self.edges.append(edge)
         return edge
+
+    def add_post_handoff(self, src: str, dst: str, footprint: dict[str, int]) -> PostHandoff:
+        """After the loop, ``src``'s final value goes to ``dst``'s group (see :class:`PostHandoff`)."""
+        for end in (src, dst):
+            if end not in self.ops:
+                raise GraphError(f"post-loop hand-off {src!r} -> {dst!r}: unknown op {end!r}")
+        ph = PostHandoff(src, dst, self._sm_amounts(footprint, f"post-loop hand-off {src!r} -> {dst!r}"))
+        self.post_handoffs.append(ph)
+        return ph
+
+    def _sm_amounts(self, amounts: dict[str, int] | None, what: str) -> dict[str, int]:
+        amounts = dict(amounts or {})
+        for memory, amount in amounts.items():
+            _positive_int(amount, f"{what} in {memory!r}", allow_zero=True)
+            if memory not in self.machine.memory:
+                raise GraphError(f"{what} takes memory {memory!r}, but the machine declares no capacity for "
+                                 f"it (machine.memory = {self.machine.memory})")
+        return amounts
 
     # ----------------------------------------------------------------------------- queries
     def in_edges(self, name: str) -> list[Edge]:
@@ -311,6 +361,29 @@ class Graph:
 
     def always_blocks(self, name: str) -> bool:
         return any(e.blocking for e in self.in_edges(name))
+
+    def handoff_edges(self, name: str) -> list[Edge]:
+        """Transfer edges along which ``name``'s result may leave its group in a channel with slots."""
+        return [e for e in self.edges if e.src == name and e.transfer and e.dst != name] \
+            if self.ops[name].handoff else []
+
+    def handoff_slots(self, name: str, stage: dict[str, int], group: dict[str, int]) -> int:
+        """Slots of the channel handing ``name``'s result to other groups (0 if it stays in its group)."""
+        return max([0] + [max(1, stage[e.dst] + e.distance + e.hold - stage[name] + 1)
+                          for e in self.handoff_edges(name) if group[e.dst] != group[name]])
+
+    def handoff_memory(self, stage: dict[str, int], group: dict[str, int]) -> dict[str, int]:
+        """SM memory the channels of hand-offs between groups take under a schedule (module docstring)."""
+        out = {m: 0 for m in self.machine.memory}
+        for n, op in self.ops.items():
+            slots = self.handoff_slots(n, stage, group) if op.handoff else 0
+            for memory, amount in op.handoff.items():
+                out[memory] += amount * slots
+        for ph in self.post_handoffs:
+            if group[ph.src] != group[ph.dst]:
+                for memory, amount in ph.footprint.items():
+                    out[memory] += amount
+        return out
 
     def reserved_memory(self) -> dict[str, int]:
         """SM memory held for the whole loop by streaming ops' ``depth``-deep buffers."""
@@ -418,7 +491,8 @@ class Graph:
         """JSON-ready dict: ``{"units", "ops", "edges", "machine", "name"}`` (public contract)."""
         return {"name": self.name, "units": dict(self.units),
                 "ops": [op.to_json() for op in self.ops.values()],
-                "edges": [e.to_json() for e in self.edges], "machine": self.machine.to_json()}
+                "edges": [e.to_json() for e in self.edges], "machine": self.machine.to_json(),
+                **({"post_handoffs": [p.to_json() for p in self.post_handoffs]} if self.post_handoffs else {})}
 
     def dumps(self, **kwargs: Any) -> str:
         return json.dumps(self.to_json(), **kwargs)
@@ -442,7 +516,7 @@ class Graph:
                              variable_latency=op.get("variable_latency", False),
                              streaming=op.get("streaming", False), depth=op.get("depth", 2),
                              transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""),
-                             offset=op.get("offset"), **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
+                             offset=op.get("offset"), handoff=op.get("handoff"), **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
             except KeyError as exc:
                 raise GraphError(f"op entry {op!r} lacks key {exc}") from None
         for e in data.get("edges", []):
@@ -450,9 +524,11 @@ class Graph:
                 graph.add_edge(e["src"], e["dst"], e["delay"], e.get("distance", 0),
                                data=e.get("data", True), blocking=e.get("blocking", False),
                                transfer=e.get("transfer"), transfer_cost=e.get("transfer_cost"),
-                               memories=e.get("memories"))
+                               memories=e.get("memories"), hold=e.get("hold", 0))
             except KeyError as exc:
                 raise GraphError(f"edge entry {e!r} lacks key {exc}") from None
+        for ph in data.get("post_handoffs", []):
+            graph.add_post_handoff(ph["src"], ph["dst"], ph.get("footprint", {}))
         return graph
 
     def copy(self) -> "Graph":

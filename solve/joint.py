@@ -109,13 +109,13 @@ class JointModel:
     def _build_times(self, min_length: int) -> None:
         m, g, II = self.model, self.graph, self.II
         top = self.horizon_stages * II
-        self.start, self.res = {}, {}
+        self.start, self.res, self.stage = {}, {}, {}
         for name in self.ops:
             s = m.new_int_var(0, max(0, top - g.ops[name].duration), f"s[{name}]")
             r = m.new_int_var(0, II - 1, f"r[{name}]")
             k = m.new_int_var(0, self.horizon_stages - 1, f"stage[{name}]")
             m.add(s == k * II + r)
-            self.start[name], self.res[name] = s, r
+            self.start[name], self.res[name], self.stage[name] = s, r, k
         # Shifting a schedule left keeps it valid and shortens it: some op starts at cycle 0.
         m.add_min_equality(m.new_constant(0), list(self.start.values()))
         self.length = m.new_int_var(max(1, min_length), top, "L")
@@ -275,17 +275,52 @@ class JointModel:
         m.add(sum(self.alloc) * mach.reg_granularity * mach.threads_per_group <= mach.registers_per_sm
               ).only_enforce_if(self.guard(SM_REGISTERS))
 
+    def _build_handoffs(self) -> dict[str, Any]:
+        """SM memory of the channels handing values between groups (graph.py): per memory, a linear
+        expression of the slot counts (stage span of a crossing consumer) and of the post-loop hand-offs."""
+        m, g = self.model, self.graph
+        top = self.horizon_stages + max([0] + [e.distance + e.hold for e in g.edges]) + 1
+        total: dict[str, Any] = {memory: 0 for memory in g.machine.memory}
+        for n, op in g.ops.items():
+            if not op.handoff:
+                continue
+            slots = m.new_int_var(0, top, f"slots[{n}]")
+            for idx, e in enumerate(g.edges):
+                if idx in self.cross and e.src == n and e.transfer and e.dst != n:
+                    m.add(slots >= self.stage[e.dst] + e.distance + e.hold - self.stage[n] + 1
+                          ).only_enforce_if(self.cross[idx])
+                    m.add(slots >= 1).only_enforce_if(self.cross[idx])
+            for memory, amount in op.handoff.items():
+                total[memory] += amount * slots
+        for i, ph in enumerate(g.post_handoffs):
+            apart = m.new_bool_var(f"post_apart[{i}]")
+            for k in range(self.groups):
+                m.add_bool_or([self.x[ph.src][k].Not(), self.x[ph.dst][k], apart])
+            for memory, amount in ph.footprint.items():
+                total[memory] += amount * apart
+        return total
+
     def _build_memories(self) -> None:
         m, g = self.model, self.graph
         reserved = g.reserved_memory()
+        handoff = self._build_handoffs()
         for memory, cap in g.machine.memory.items():
             values = [n for n, mem in self.life if mem == memory]
-            if not values:
-                continue
-            intervals, demands = self._fold([self._value_item(n, memory, None, memory) for n in values])
             room = cap - reserved[memory]  # >= 0: Graph.validate checks the streaming buffers
             lit = self.guard(memory_family(memory))
-            if lit:  # switched off, the capacity exceeds any possible demand
+            if not values:
+                if not isinstance(handoff[memory], int):
+                    m.add(handoff[memory] <= room).only_enforce_if(lit)
+                continue
+            intervals, demands = self._fold([self._value_item(n, memory, None, memory) for n in values])
+            if not isinstance(handoff[memory], int):
+                # what the lifetimes may take: the room the hand-off channels leave
+                left = m.new_int_var(0, max(room, sum(demands)), f"room[{memory}]")
+                m.add(left <= room - handoff[memory]).only_enforce_if(lit)
+                if lit:
+                    m.add(left == sum(demands)).only_enforce_if(lit[0].Not())
+                m.add_cumulative(intervals, demands, left)
+            elif lit:  # switched off, the capacity exceeds any possible demand
                 m.add_cumulative(intervals, demands, room + sum(demands) * (1 - lit[0]))
             else:
                 m.add_cumulative(intervals, demands, room)

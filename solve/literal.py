@@ -18,7 +18,9 @@ Deviations from the paper, each needed for the answer to be exact and to match t
   scaling all cycle counts, the premise of cost normalization (the interval model does the same);
 * dependences whose distance reaches past the program are stated on copy 0, shifted by II;
 * machine-wide limits shared with the interval model (per-SM registers, setmaxnreg granularity,
-  streaming buffers, forbidden transfers) are included.
+  streaming buffers, forbidden transfers, the SM memory of hand-off channels) are included; with
+  hand-off channels, whose slots count pipeline steps from the earliest start, some op starts at
+  cycle 0 (as in the interval model; shifting a schedule left keeps it valid otherwise).
 Like the paper it returns the first feasible point, with no secondary objectives and no symmetry
 breaking.
 """
@@ -184,16 +186,52 @@ class TimeIndexedModel:
                 rows.append(live)
             self.live[v, memory] = by_readers[key] = rows
 
+    def _handoffs(self) -> dict:
+        """Per SM memory, what the hand-off channels take (graph.py): slots span the pipeline steps
+        (``t // II`` of copy 0's start) from a value's producer to its crossing consumers' release."""
+        g, m = self.graph, self.model
+        total = {memory: 0 for memory in g.machine.memory}
+        if not (any(op.handoff for op in g.ops.values()) or g.post_handoffs):
+            return total
+        m.add_bool_or([self.op[v][0][0] for v in self.names])
+        step = {v: sum((t // self.ii) * self.op[v][0][t] for t in range(self.T)) for v in self.names}
+
+        def apart(a: str, b: str, tag: str):
+            lit = m.new_bool_var(f"apart[{tag}]")
+            for w in range(self.G):
+                m.add_bool_or([self.opw[a][w].Not(), self.opw[b][w], lit])
+            return lit
+
+        top = self.N + max([0] + [e.distance + e.hold for e in g.edges]) + 1
+        for v, op in g.ops.items():
+            if not op.handoff:
+                continue
+            slots = m.new_int_var(0, top, f"slots[{v}]")
+            for j, e in enumerate(g.handoff_edges(v)):
+                lit = apart(v, e.dst, f"{v},{j}")
+                m.add(slots >= step[e.dst] + e.distance + e.hold - step[v] + 1).only_enforce_if(lit)
+                m.add(slots >= 1).only_enforce_if(lit)
+            for memory, amount in op.handoff.items():
+                total[memory] += amount * slots
+        for i, ph in enumerate(g.post_handoffs):
+            lit = apart(ph.src, ph.dst, f"post{i}")
+            for memory, amount in ph.footprint.items():
+                total[memory] += amount * lit
+        return total
+
     def _memory(self) -> None:
         g, m = self.graph, self.model
         reserved = g.reserved_memory()
+        handoff = self._handoffs()
         for memory, cap in g.machine.memory.items():
             values = [v for v, mem in self.live if mem == memory]
             if not values:
+                if not isinstance(handoff[memory], int):
+                    m.add(handoff[memory] <= cap - reserved[memory])
                 continue
             for t in range(self.window):  # Memory capacity
                 m.add(sum(self.live[v, memory][i][t] * g.ops[v].footprint[memory]
-                          for v in values for i in range(self.N)) <= cap - reserved[memory])
+                          for v in values for i in range(self.N)) + handoff[memory] <= cap - reserved[memory])
 
     def _registers(self) -> None:
         g, m, mach = self.graph, self.model, self.graph.machine

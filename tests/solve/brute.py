@@ -42,6 +42,32 @@ def _occupied(spans: list[tuple[int, int, int]], ii: int, copies: range) -> int:
     return peak
 
 
+def _channel_memory(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int]) -> dict[str, int]:
+    """SM memory of the hand-off channels, from the pipeline steps of iteration 0's copies (step ``t // II``
+    of the timeline that starts at the earliest op): a value's slot is taken from its producer's step until
+    the step each consumer in another group releases it (the consumer of iteration ``distance``, ``hold``
+    steps later); the channel has one slot per step of that span. A post-loop hand-off between groups
+    takes one slot."""
+    first = min(start.values())
+    out: dict[str, int] = {}
+    for n, op in graph.ops.items():
+        crossing = [e for e in graph.edges if e.src == n and e.dst != n and e.transfer and group[e.dst] != group[n]]
+        if not crossing:
+            continue
+        made = (start[n] - first) // ii
+        steps = {made}
+        for e in crossing:
+            released = (start[e.dst] + e.distance * ii - first) // ii + e.hold
+            steps |= set(range(made, released + 1))
+        for memory, amount in op.handoff.items():
+            out[memory] = out.get(memory, 0) + amount * len(steps)
+    for ph in graph.post_handoffs:
+        if group[ph.src] != group[ph.dst]:
+            for memory, amount in ph.footprint.items():
+                out[memory] = out.get(memory, 0) + amount
+    return out
+
+
 def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int]) -> list[str]:
     """Every rule broken by the schedule, derived on unrolled iterations (names of the rules only)."""
     bad: list[str] = []
@@ -80,11 +106,12 @@ def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dic
             bad.append(f"registers of group {k}")
     if sum(allocs) * mach.threads_per_group > mach.registers_per_sm:
         bad.append("registers per SM")
+    channels = _channel_memory(graph, ii, start, group)
     for memory, cap in mach.memory.items():
         reserved = sum(op.footprint.get(memory, 0) * op.depth for op in graph.ops.values() if op.streaming)
         spans = [(start[n], _lifetime_end(graph, n, memory, ii, start), op.footprint[memory])
                  for n, op in graph.ops.items() if graph.has_lifetime(op, memory)]
-        if _occupied(spans, ii, copies) + reserved > cap:
+        if _occupied(spans, ii, copies) + reserved + channels.get(memory, 0) > cap:
             bad.append(f"memory {memory}")
     bad += _occupancy_violations(graph, ii, start, group, copies)
     for v in graph.ops:

@@ -7,11 +7,12 @@ import random
 from solve import Graph, Machine
 
 
-def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False) -> Graph:
+def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, handoff: bool = False) -> Graph:
     """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits.
 
     With ``occupancy``, the same graph also gets group-occupancy costs (issue cycles, hand-off
-    costs, shared channels), drawn from a second generator so the rest of the graph is unchanged.
+    costs, shared channels), drawn from a second generator so the rest of the graph is unchanged; with
+    ``handoff``, shared-memory slots of its hand-off channels (a third generator).
     """
     rng = random.Random(seed)
     n = n_ops or rng.randint(2, 5)
@@ -51,7 +52,27 @@ def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False) -
         g.add_edge(names[i], names[j], rng.randint(0, 4), rng.randint(1, 2), blocking=rng.random() < 0.3)
     if occupancy:
         add_occupancy(g, random.Random(seed * 7919 + 1))
+    if handoff:
+        add_handoffs(g, random.Random(seed * 104729 + 3))
     return g
+
+
+def add_handoffs(g: Graph, rng: random.Random) -> None:
+    """Shared memory per slot for the hand-offs of ops with register results, consumers that hold a slot a
+    step longer, and a post-loop hand-off, at random; the shared-memory capacity tightened so they bind."""
+    for n, op in g.ops.items():
+        if op.registers and rng.random() < 0.7:
+            op.handoff = {"smem": rng.randint(1, 2)}
+    for e in g.edges:
+        if e.transfer and rng.random() < 0.3:
+            e.hold = 1
+    names = sorted(g.ops)
+    if len(names) > 1 and rng.random() < 0.4:
+        a, b = rng.sample(names, 2)
+        g.add_post_handoff(a, b, {"smem": rng.randint(1, 2)})
+    g.machine.memory["smem"] = rng.choice([2, 3, 4, 6])
+    if any(amount > g.machine.memory["smem"] for amount in g.reserved_memory().values()):
+        g.machine.memory["smem"] = max(g.reserved_memory().values())
 
 
 def add_occupancy(g: Graph, rng: random.Random) -> None:

@@ -14,6 +14,8 @@ from solve import Graph, Machine, check, solve
 SEEDS = range(72)
 MIN_COMPARED = 60           # 64 of the 72 graphs have a schedule
 OCCUPANCY_SEEDS = range(30)  # the same graphs with group-occupancy costs (25 have a schedule)
+HANDOFF_SEEDS = range(30)    # ... with shared-memory slots for their hand-off channels (20 have a schedule)
+MIN_HANDOFF = 18
 
 
 def test_interval_and_time_indexed_find_the_same_ii():
@@ -24,11 +26,15 @@ def test_encodings_agree_with_group_occupancy():
     assert len(compare(OCCUPANCY_SEEDS, occupancy=True)) >= 24
 
 
-def compare(seeds, occupancy: bool) -> list[int]:
+def test_encodings_agree_with_handoff_channels():
+    assert len(compare(HANDOFF_SEEDS, occupancy=False, handoff=True)) >= MIN_HANDOFF
+
+
+def compare(seeds, occupancy: bool, handoff: bool = False) -> list[int]:
     """Seeds whose interval-model answer the literal model matched (it must match every schedulable one)."""
     compared = []
     for seed in seeds:
-        g = random_graph(seed, occupancy=occupancy)
+        g = random_graph(seed, occupancy=occupancy, handoff=handoff)
         a = solve(g, time_limit=20, explain=False)
         assert a.status in ("optimal", "infeasible"), (seed, a.status)
         if a.status == "infeasible":

@@ -130,3 +130,22 @@ def test_handoff_costs_follow_the_assignment():
     assert g.handoff_costs({"la": 0, "lb": 0, "mma": 1, "exp": 1, "sum": 1}) == {0: 0, 1: 5 + 2}
     # exp and sum elsewhere: the MMA's group sends once, the other group receives it once
     assert g.handoff_costs({"la": 0, "lb": 0, "mma": 1, "exp": 2, "sum": 2}) == {0: 0, 1: 5 + 7, 2: 5 + 3}
+
+
+def test_handoff_memory_round_trips_and_is_checked():
+    g = small_graph()
+    g.ops["S"].handoff = {"smem": 256}
+    g.edges[0].hold = 1
+    g.add_post_handoff("O", "S", {"smem": 128})
+    data = json.loads(g.dumps())
+    assert data["ops"][0]["handoff"] == {"smem": 256} and data["edges"][0]["hold"] == 1
+    assert data["post_handoffs"] == [{"src": "O", "dst": "S", "footprint": {"smem": 128}}]
+    back = Graph.from_json(data)
+    assert back.to_json() == g.to_json() and back.scaled({c: c for c in g.cycle_costs()}).to_json() == g.to_json()
+    # S's value crosses to P (stage 1, held a step longer): slots for steps 0..2; O stays with S
+    assert g.handoff_memory({"S": 0, "P": 1, "O": 2}, {"S": 0, "P": 1, "O": 0}) == {"smem": 3 * 256}
+    assert g.handoff_memory({"S": 0, "P": 1, "O": 2}, {"S": 0, "P": 0, "O": 1}) == {"smem": 128}
+    with pytest.raises(GraphError, match="declares no capacity"):
+        g.add_op("T", {"tc": 1}, handoff={"tmem": 4})
+    with pytest.raises(GraphError, match="unknown op 'Z'"):
+        g.add_post_handoff("S", "Z", {"smem": 1})

@@ -146,3 +146,22 @@ def test_optimal_ii_matches_brute_force_on_tiny_loops(seed, occupancy):
         return
     assert check(g, r.ii, r.schedule, r.assignment).ok
     assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+@example(7)                    # the channel's slots push the II from 3 to 4
+@example(9)                    # infeasible only for the channels' shared memory
+def test_optimal_ii_matches_brute_force_with_handoff_channels(seed):
+    """Hand-offs between groups take shared-memory slots (one per pipeline step they span): the solver's II is
+    still the smallest any schedule reaches."""
+    g = random_graph(seed, n_ops=3, handoff=True)
+    g.machine.max_groups = min(g.machine.max_groups, 2)
+    r = solve(g, time_limit=20, explain=False)
+    assert r.status in ("optimal", "infeasible")
+    if r.status == "infeasible":
+        upper = min(r.lower_bound + 1, max(e.ii_max for e in r.infeasible))
+        assert brute_force_ii(g, r.stage_bound, r.lower_bound, upper) is None
+        return
+    assert check(g, r.ii, r.schedule, r.assignment).ok
+    assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
