@@ -70,7 +70,8 @@ def _transfer_cycles(registers: int, machine) -> int:
 
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
-                  register_cap: int | None = None, occupancy: bool | None = None) -> Extraction:
+                  register_cap: int | None = None, occupancy: bool | None = None,
+                  channel_memory: bool = True) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -83,13 +84,15 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     attention-forward model takes minutes instead of seconds to solve; there the graph is the occupancy-free
     one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
     lowerings were tuned against.
-    `register_cap`: the most registers per thread a group may use (default: what a group can be given)."""
+    `register_cap`: the most registers per thread a group may use (default: what a group can be given).
+    `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
                                "partition")
     m = machine_for(arch)
     occ = occupancy if occupancy is not None else not m.tmem_columns
+    slots = occ and channel_memory
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
     yield_of = {id(c): y for c, y in zip(kernel.loop.carried, kernel.loop.yields)}
@@ -213,7 +216,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                          receive_cost=streams.receive_cycles(m), wait_cost=streams.wait_cycles(m),
                          transfer_cost=0 if m.tmem_columns else
                          streams.transfer_latency(nbytes, m, async_reader=reader) + streams.wait_cycles(m),
-                         handoff=None if m.tmem_columns else streams.handoff_memory([op.result]))
+                         handoff=streams.handoff_memory([op.result]) if slots and not m.tmem_columns else None)
             else:
                 g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
                          transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m))
@@ -277,7 +280,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                          issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                          receive_cost=streams.receive_cycles(m),
                          transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader),
-                         handoff=streams.handoff_memory(moved))
+                         handoff=streams.handoff_memory(moved) if slots else None)
             else:
                 g.add_op(n, usage, footprint=footprint or None, kind=kind,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES)
@@ -317,12 +320,13 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                         memories = ["tmem"] if ex.kind[n] == "gemm" else [p for p in parts if p != "tmem"]
                     # an MMA reading a handed-over slot asynchronously releases it a step later (the
                     # pipeline's MMA issue depth on Hopper)
-                    hold = 1 if occ and ex.kind[n] == "gemm" and sn != n and not src_node.streaming else 0
+                    hold = 1 if slots and ex.kind[n] == "gemm" and sn != n and not src_node.streaming else 0
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
                                transfer_cost=transfer_cost, memories=memories, hold=hold)
     if occ:
         _whole_puts(ex, body, m)
-        streams.add_post_handoffs(kernel, ex, rep)
+        if slots:
+            streams.add_post_handoffs(kernel, ex, rep)
     _ring_reuse(ex, body, m if occ else None)
     ex.occupancy = occ
     _round_up(g, quantum)
@@ -430,6 +434,15 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
     ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
                        allow_transfers=options.solver_transfers)
     result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
+    proof = ""
+    if _hardware_limits(result) and (ex.graph.post_handoffs or any(o.handoff for o in ex.graph.ops.values())):
+        # proven: no partition of the solver's space fits the SM with its hand-off channels. Schedule without
+        # them: the lowering's resource model then refuses the kernel by that rule, recorded on its Barrier
+        # IR (which the simulator still runs), with the solver's proof in the partition's notes
+        proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
+        ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
+                           allow_transfers=options.solver_transfers, channel_memory=False)
+        result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
@@ -449,7 +462,19 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
         anchors.update(_release_anchors(kernel, ex, result, index))
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
+    if proof:
+        part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
     return kernel, part, anchors
+
+
+def _hardware_limits(result) -> str:
+    """The SM resources ("shared memory", "registers") a proven infeasibility names, as words ('' if none)."""
+    if result.status != S.INFEASIBLE:
+        return ""
+    families = {f for inf in result.infeasible for f in inf.families}
+    words = (["shared memory"] if any(f.startswith("memory:") for f in families) else []) + \
+        (["registers"] if any(f.startswith("registers:") for f in families) else [])
+    return " and ".join(words)
 
 
 def _release_anchors(kernel: Kernel, ex: Extraction, result, index: dict) -> dict[int, tuple[int, int]]:

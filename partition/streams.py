@@ -19,7 +19,7 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Op, OpKind, Space, TileType, Value
-from aref.resources.memory import tile_bytes
+from aref.resources.memory import resident_staging, staging_tile, tile_bytes
 from aref.machine import ISSUE, Machine, op_cost, tma_bytes
 
 def op_stream_cycles(op: Op, m: Machine) -> int:
@@ -122,6 +122,7 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
         return next((n for n in (owner(x, depth + 1) for x in op.operands) if n is not None), None)
 
     seen: set[tuple] = set()
+    added = []
     for op in kernel.post.ops:
         if op in replicated:
             continue
@@ -135,4 +136,15 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
             seen.add((id(v), node))
             fp = handoff_memory([v])
             if fp:
-                ex.graph.add_post_handoff(src, node, fp)
+                added.append(ex.graph.add_post_handoff(src, node, fp))
+    # a store after the loop stages its tile in a hand-off slot its group has released, if one is large
+    # enough (`aref.resources.memory.smem_plan`): its staging bytes, already budgeted, are not taken twice
+    staged = dict(resident_staging(kernel))
+    for op in kernel.post.ops:
+        need = staged.get(op)
+        if need is None or len(staging_tile(op).shape) != 2:
+            continue
+        host = next((ph for ph in added if ph.dst == placed.get(op) and ph.footprint.get("smem", 0) >= need), None)
+        if host is not None:
+            host.footprint["smem"] -= need
+            added.remove(host)
