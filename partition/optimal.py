@@ -189,13 +189,13 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             n = name_for(op, "load")
             stream = {}
             if occ:
-                put = _put_of(op, body)
+                put = streams.put_of(op, body)
                 loads = [o for v in put.operands[1:] for o in [prod.get(id(v))] if o is not None] if put else [op]
                 # the producer waits for a free slot and arms its barrier once per put, then issues each copy
                 first = m.sync_cycles + m.async_issue_cycles if loads and loads[0] is op else 0
                 issue = streams.op_stream_cycles(op, m) + first
-                stream = dict(issue=issue, offset={"tma": issue}, receive_cost=streams.receive_cycles(m),
-                              channel=f"put@{body.index(put)}" if put is not None else "")
+                stream = {"issue": issue, "offset": {"tma": issue}, "receive_cost": streams.receive_cycles(m),
+                          "channel": f"put@{body.index(put)}" if put is not None else ""}
             g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": tile_bytes(op.result.type)},
                      streaming=True, depth=_load_depth(op, body), kind="tma", **stream)
             ex.members[n], ex.kind[n] = [op], "tma"
@@ -324,7 +324,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
                                transfer_cost=transfer_cost, memories=memories, hold=hold)
     if occ:
-        _whole_puts(ex, body, m)
+        streams.whole_puts(ex, body, m)
         if slots:
             streams.add_post_handoffs(kernel, ex, rep)
     _ring_reuse(ex, body, m if occ else None)
@@ -360,29 +360,6 @@ def _round_up(g: S.Graph, q: int) -> None:
             e.transfer_cost = up(e.transfer_cost)
 
 
-def _put_of(load: Op, body: list[Op]) -> Op | None:
-    """The user channel `put` that publishes `load`'s tile, if any."""
-    return next((p for p in body if p.kind is OpKind.PUT and any(v is load.result for v in p.operands[1:])), None)
-
-
-def _whole_puts(ex: Extraction, body: list[Op], m) -> None:
-    """The tiles of one put share a barrier: a reader of any of them waits until every copy has landed."""
-    g = ex.graph
-    by_put: dict[int, list[str]] = {}
-    for n, ops in ex.members.items():
-        if ex.kind[n] == "tma":
-            put = _put_of(ops[0], body)
-            if put is not None:
-                by_put.setdefault(id(put), []).append(n)
-    for loads in by_put.values():
-        readers = sorted({e.dst for e in g.edges if e.src in loads and e.distance == 0})
-        for n in loads:
-            have = {e.dst for e in g.edges if e.src == n and e.distance == 0}
-            for r in readers:
-                if r not in have:
-                    g.add_edge(n, r, streams.load_latency(ex.members[n][0], m), data=False)
-
-
 def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
     """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
     reader of that slot (the ops using the loaded tiles) has finished and released it — so the schedule fits
@@ -392,7 +369,7 @@ def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
     for n, ops in ex.members.items():
         if ex.kind[n] != "tma":
             continue
-        put = _put_of(ops[0], body)
+        put = streams.put_of(ops[0], body)
         if put is None:
             continue
         depth = put.operands[0].type.depth
@@ -459,7 +436,7 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
         for o in ops:
             anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
     if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
-        anchors.update(_release_anchors(kernel, ex, result, index))
+        anchors.update(streams.release_anchors(kernel, ex, result, index))
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
     if proof:
@@ -475,31 +452,6 @@ def _hardware_limits(result) -> str:
     words = (["shared memory"] if any(f.startswith("memory:") for f in families) else []) + \
         (["registers"] if any(f.startswith("registers:") for f in families) else [])
     return " and ".join(words)
-
-
-def _release_anchors(kernel: Kernel, ex: Extraction, result, index: dict) -> dict[int, tuple[int, int]]:
-    """Where the solver frees each user channel's slot: when the last op reading its tiles ends (the ring
-    edges of `_ring_reuse` assume that), as (stage, residue) anchors of the channel's `consumed`. Only with
-    the group streams modelled: on Blackwell a tcgen05.commit of the MMA warp frees the slot, later than
-    the graph's reader end, and the pipeline's own release rule is faster in the timing model (gemm 323
-    cycles per iteration instead of 335)."""
-    body = kernel.loop.body.ops
-    g = ex.graph
-    out = {}
-    for op in body:
-        if op.kind is not OpKind.CONSUMED:
-            continue
-        put = next((p for p in body if p.kind is OpKind.PUT and p.operands[0] is op.operands[0]), None)
-        loads = {ex.node_of.get(prod) for prod in (_producer(v, body) for v in put.operands[1:])} if put else set()
-        readers = {e.dst for e in g.edges if e.src in loads and e.distance == 0}
-        if readers:
-            end = max(result.schedule[r] + g.ops[r].duration for r in readers)
-            out[index[op]] = (end // result.ii, end % result.ii)
-    return out
-
-
-def _producer(v: Value, body: list[Op]) -> Op | None:
-    return next((o for o in body if any(r is v for r in o.results)), None)
 
 
 def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -> Partition:

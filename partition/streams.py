@@ -19,8 +19,9 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Op, OpKind, Space, TileType, Value
-from aref.resources.memory import resident_staging, staging_tile, tile_bytes
 from aref.machine import ISSUE, Machine, op_cost, tma_bytes
+from aref.resources.memory import resident_staging, staging_tile, tile_bytes
+
 
 def op_stream_cycles(op: Op, m: Machine) -> int:
     """Cycles `op` holds the instruction stream of its group (0 for views)."""
@@ -148,3 +149,52 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
         if host is not None:
             host.footprint["smem"] -= need
             added.remove(host)
+
+
+# ------------------------------------------------------------------------ user channels in the graph
+def put_of(load: Op, body: list[Op]) -> Op | None:
+    """The user channel `put` that publishes `load`'s tile, if any."""
+    return next((p for p in body if p.kind is OpKind.PUT and any(v is load.result for v in p.operands[1:])), None)
+
+
+def whole_puts(ex, body: list[Op], m) -> None:
+    """The tiles of one put share a barrier: a reader of any of them waits until every copy has landed."""
+    g = ex.graph
+    by_put: dict[int, list[str]] = {}
+    for n, ops in ex.members.items():
+        if ex.kind[n] == "tma":
+            put = put_of(ops[0], body)
+            if put is not None:
+                by_put.setdefault(id(put), []).append(n)
+    for loads in by_put.values():
+        readers = sorted({e.dst for e in g.edges if e.src in loads and e.distance == 0})
+        for n in loads:
+            have = {e.dst for e in g.edges if e.src == n and e.distance == 0}
+            for r in readers:
+                if r not in have:
+                    g.add_edge(n, r, load_latency(ex.members[n][0], m), data=False)
+
+
+def release_anchors(kernel, ex, result, index: dict) -> dict[int, tuple[int, int]]:
+    """Where the solver frees each user channel's slot: when the last op reading its tiles ends (the ring
+    edges of `_ring_reuse` assume that), as (stage, residue) anchors of the channel's `consumed`. Only with
+    the group streams modelled: on Blackwell a tcgen05.commit of the MMA warp frees the slot, later than
+    the graph's reader end, and the pipeline's own release rule is faster in the timing model (gemm 323
+    cycles per iteration instead of 335)."""
+    body = kernel.loop.body.ops
+    g = ex.graph
+    out = {}
+    for op in body:
+        if op.kind is not OpKind.CONSUMED:
+            continue
+        put = next((p for p in body if p.kind is OpKind.PUT and p.operands[0] is op.operands[0]), None)
+        loads = {ex.node_of.get(prod) for prod in (producer(v, body) for v in put.operands[1:])} if put else set()
+        readers = {e.dst for e in g.edges if e.src in loads and e.distance == 0}
+        if readers:
+            end = max(result.schedule[r] + g.ops[r].duration for r in readers)
+            out[index[op]] = (end // result.ii, end % result.ii)
+    return out
+
+
+def producer(v: Value, body: list[Op]) -> Op | None:
+    return next((o for o in body if any(r is v for r in o.results)), None)

@@ -60,7 +60,7 @@ def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, h
 def add_handoffs(g: Graph, rng: random.Random) -> None:
     """Shared memory per slot for the hand-offs of ops with register results, consumers that hold a slot a
     step longer, and a post-loop hand-off, at random; the shared-memory capacity tightened so they bind."""
-    for n, op in g.ops.items():
+    for op in g.ops.values():
         if op.registers and rng.random() < 0.7:
             op.handoff = {"smem": rng.randint(1, 2)}
     for e in g.edges:
