@@ -33,6 +33,7 @@ from partition.model import (
     one_producer_per_channel,
     replicated_ops,
     split_budget,
+    value_owner,
 )
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
@@ -560,27 +561,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
     tma = 0 if groups and groups[0].role == "producer" else None
     rep = replicated_ops(kernel)
-    carried_owner = {}
-    if kernel.loop is not None:
-        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
-            carried_owner[id(r)] = y
-            carried_owner[id(c)] = y
-
-    def owner(v: Value, seen=0):
-        if seen > 32:
-            return None
-        if id(v) in carried_owner:
-            return owner(carried_owner[id(v)], seen + 1)
-        op = prod.get(id(v))
-        if op is None or op.kind is OpKind.LOAD:
-            return None              # a loaded tile reaches whoever reads it: it draws no compute to the TMA group
-        if op in assign:
-            return assign[op]
-        for x in op.operands:
-            g = owner(x, seen + 1)
-            if g is not None:
-                return g
-        return None
+    owner = value_owner(kernel, assign)
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
     for op in kernel.all_ops():

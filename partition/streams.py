@@ -21,6 +21,7 @@ from __future__ import annotations
 from aref.ir import Op, OpKind, Space, TileType, Value
 from aref.machine import ISSUE, Machine, op_cost, tma_bytes
 from aref.resources.memory import resident_staging, staging_tile, tile_bytes
+from partition.model import value_owner
 
 
 def op_stream_cycles(op: Op, m: Machine) -> int:
@@ -101,26 +102,8 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
     """State in `ex.graph` the values the epilogue after the loop reads from other groups' nodes: each post
     op runs with the node owning the last of its operands that has one (`_place_rest`'s rule), and every
     other operand owned by another node comes to it through a one-slot channel when the two run apart."""
-    prod = {id(r): op for op in kernel.all_ops() for r in op.results}
-    carried = {}
-    if kernel.loop is not None:
-        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
-            carried[id(r)] = carried[id(c)] = y
-    placed: dict[Op, str | None] = {}
-
-    def owner(v: Value, depth: int = 0) -> str | None:
-        if depth > 32:
-            return None
-        if id(v) in carried:
-            return owner(carried[id(v)], depth + 1)
-        op = prod.get(id(v))
-        if op is None or op.kind is OpKind.LOAD:
-            return None
-        if op in ex.node_of:
-            return ex.node_of[op]
-        if op in placed:
-            return placed[op]
-        return next((n for n in (owner(x, depth + 1) for x in op.operands) if n is not None), None)
+    placed: dict[Op, str | None] = dict(ex.node_of)     # the loop's nodes, then the post ops as placed
+    owner = value_owner(kernel, placed)
 
     seen: set[tuple] = set()
     added = []
