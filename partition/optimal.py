@@ -406,21 +406,30 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 
 
 # ------------------------------------------------------------------------------------- the mapping
+def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
+               register_cap: int | None = None, allow_transfers: bool = True, progress=None):
+    """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
+    partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
+    them is solved instead: the lowering's resource model then refuses the kernel by that rule, recorded on
+    its Barrier IR (which the simulator still runs)."""
+    def run(channel_memory: bool):
+        ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
+                           channel_memory=channel_memory)
+        return ex, S.solve(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress))
+    ex, result = run(True)
+    g = ex.graph
+    if _hardware_limits(result) and (g.post_handoffs or any(o.handoff for o in g.ops.values())):
+        proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
+        return (*run(False), proof)
+    return ex, result, ""
+
+
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
-                       allow_transfers=options.solver_transfers)
-    result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
-    proof = ""
-    if _hardware_limits(result) and (ex.graph.post_handoffs or any(o.handoff for o in ex.graph.ops.values())):
-        # proven: no partition of the solver's space fits the SM with its hand-off channels. Schedule without
-        # them: the lowering's resource model then refuses the kernel by that rule, recorded on its Barrier
-        # IR (which the simulator still runs), with the solver's proof in the partition's notes
-        proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
-        ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
-                           allow_transfers=options.solver_transfers, channel_memory=False)
-        result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
+    ex, result, proof = solve_loop(kernel, options.arch, time_limit=options.solver_time_limit,
+                                   register_cap=options.solver_register_cap,
+                                   allow_transfers=options.solver_transfers)
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
