@@ -34,14 +34,18 @@ KNOWN_GAPS = {
                                   "memory (128-cycle store + proxy fence), and each softmax group's own work "
                                   "(~1000 cycles: tcgen05.ld, max, exp2, sum, cast, P store) leaves no slack at "
                                   "II 1056; the in-order MMA warp then waits for P",
-    ("attention_bwd", "sm_90a"): "II 1824, simulated 2350 cycles per iteration (+29%; +91% before the solver "
-                                 "modelled each group's instruction stream and pinned its slot releases): the "
-                                 "rest of the gap is not yet traced to a lowering step",
+    ("attention_bwd", "sm_90a"): "II 1872 (lower bound 1824), simulated ~1788 cycles per iteration (-4.5%; +91% "
+                                 "before the solver modelled each group's instruction stream, +29% before it "
+                                 "counted its hand-off channels' shared memory): the lowered program beats the "
+                                 "II, the graph over-states a step not yet traced",
     ("attention_bwd", "sm_100a"): "the graph states no group occupancy on Blackwell (partition.optimal."
                                   "extract_graph: the attention_fwd model takes minutes to solve with it)",
 }
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
-GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.35}
+GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.10}
+# ... and where compare's 60-second solve finds the II without its proof, and why (then the gap may also close)
+NOT_PROVEN = {("attention_bwd", "sm_90a"): "with the hand-off channels' shared memory in the model, CP-SAT proves "
+                                           "II 1872 optimal in about 400 s (on a loaded 2-core machine)"}
 # ... and where the heuristic's program is faster in the timing model (by more than its jitter), and why
 OPTIMAL_SLOWER = {
     ("gemm_reduce", "sm_100a"): "the optimal partition's MMA group also runs the row reduction (~0.6% slower)",
@@ -79,7 +83,8 @@ def test_compare_json_on_every_example(capsys, name, arch):
         assert set(e["utilization"]) >= {"tc", "mufu", "fma", "tma"}
         assert all(0.0 <= u <= 1.0 for u in e["utilization"].values())
         assert (e["tflops"] > 0) == (e["utilization"]["tc"] > 0) and e["cycles_per_iter"] > 0 and e["smem_bytes"] > 0
-    assert out["optimal"]["ii"] >= out["lower_bound"] and out["optimal"]["proven_optimal"] is True
+    assert out["optimal"]["ii"] >= out["lower_bound"]
+    assert out["optimal"]["proven_optimal"] is True or (name, arch) in NOT_PROVEN
     if arch == "sm_100a":
         assert out["optimal"]["tmem_columns"] > 0 or name in NO_TMEM
     verdict = out["verdict"]
@@ -109,8 +114,8 @@ def test_model_fidelity(capsys, name, arch):
     fid = out["fidelity"]
     assert fid["ii"] == out["optimal"]["ii"] and fid["cycles_per_iter"] == out["optimal"]["cycles_per_iter"]
     if (name, arch) in KNOWN_GAPS:
-        assert not fid["within"], f"{name} on {arch} now holds: remove it from KNOWN_GAPS"
-        assert fid["gap"] <= GAP_AT_MOST.get((name, arch), float("inf")), fid
+        assert not fid["within"] or (name, arch) in NOT_PROVEN, f"{name} on {arch} now holds: remove it from KNOWN_GAPS"
+        assert abs(fid["gap"]) <= GAP_AT_MOST.get((name, arch), float("inf")), fid
     else:
         assert fid["within"] and abs(fid["gap"]) <= FIDELITY, fid
 
