@@ -19,10 +19,8 @@ def _solve_args(p):
 
 def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=None):
     """Extract the dependence graph of `kernel`'s loop and solve it; returns (extraction, schedule)."""
-    import solve as S
-    from partition.optimal import extract_graph
-    ex = extract_graph(kernel, arch)
-    result = S.solve(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress))
+    from partition.optimal import solve_loop
+    ex, result, _ = solve_loop(kernel, arch, time_limit=time_limit, encoding=encoding, progress=progress)
     return ex, result
 
 

@@ -93,6 +93,30 @@ def channel_puts(kernel: Kernel) -> list[list[Op]]:
             for ch in kernel.channels()]
 
 
+def value_owner(kernel: Kernel, assigned: dict):
+    """`owner(v)`: what `assigned` (op → group or node; the caller may grow it) gives the work that computes
+    `v` — its producer, through loop-carried values, or else the first of the producer's operands that has
+    one. A loaded tile has none: it reaches whoever reads it and draws no compute to the TMA group."""
+    prod = {id(r): op for op in kernel.all_ops() for r in op.results}
+    carried = {}
+    if kernel.loop is not None:
+        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
+            carried[id(r)] = carried[id(c)] = y
+
+    def owner(v, seen: int = 0):
+        if seen > 32:
+            return None
+        if id(v) in carried:
+            return owner(carried[id(v)], seen + 1)
+        op = prod.get(id(v))
+        if op is None or op.kind is OpKind.LOAD:
+            return None
+        if op in assigned:
+            return assigned[op]
+        return next((g for g in (owner(x, seen + 1) for x in op.operands) if g is not None), None)
+    return owner
+
+
 def one_producer_per_channel(kernel: Kernel, assign: dict[Op, int]) -> None:
     """A channel is one FIFO filled by one group: every put of a user channel joins its first put's group
     (the item a put fills is its place in the iteration's sequence of puts, which only one group can count).

@@ -25,6 +25,7 @@ from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.machine import machine_for, op_cost, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
+from partition import streams
 from partition.model import (
     Partition,
     UnionFind,
@@ -32,12 +33,13 @@ from partition.model import (
     one_producer_per_channel,
     replicated_ops,
     split_budget,
+    value_owner,
 )
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
-BARRIER_CYCLES = 64            # a shared-memory hand-off's barrier round trip (ASSUMPTION, as the solver's)
+BARRIER_CYCLES = 64            # a hand-off's barrier round trip in the occupancy-free graph (ASSUMPTION)
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
@@ -55,6 +57,7 @@ class Extraction:
     members: dict[str, list[Op]] = field(default_factory=dict)
     node_of: dict[Op, str] = field(default_factory=dict)
     kind: dict[str, str] = field(default_factory=dict)
+    occupancy: bool = False        # the graph states the groups' instruction streams (see extract_graph)
 
 
 def _tile_registers(t) -> int:
@@ -62,21 +65,35 @@ def _tile_registers(t) -> int:
 
 
 def _transfer_cycles(registers: int, machine) -> int:
+    """The occupancy-free graph's hand-off latency of `registers` per thread (Blackwell's graph)."""
     return 2 * registers * 4 * THREADS // machine.smem_bytes_per_clk + BARRIER_CYCLES
 
 
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
-                  register_cap: int | None = None) -> Extraction:
+                  register_cap: int | None = None, occupancy: bool | None = None,
+                  channel_memory: bool = True) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
-    `register_cap`: the most registers per thread a group may use (default: what a group can be given)."""
+
+    `occupancy` states what each node costs the warp group that runs it (`partition.streams`: one
+    instruction stream per group, hand-offs included). By default only on Hopper: there the lowering's
+    groups run exactly those streams (attention backward's softmax/dS group was over its II without the
+    rule). On Blackwell the lowering still differs from the graph where it matters more (the MMA warp
+    waits for each MMA; S and O copies, see tests/test_cli_compare.py KNOWN_GAPS), and with the costs the
+    attention-forward model takes minutes instead of seconds to solve; there the graph is the occupancy-free
+    one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
+    lowerings were tuned against.
+    `register_cap`: the most registers per thread a group may use (default: what a group can be given).
+    `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
                                "partition")
     m = machine_for(arch)
+    occ = occupancy if occupancy is not None else not m.tmem_columns
+    slots = occ and channel_memory
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
     yield_of = {id(c): y for c, y in zip(kernel.loop.carried, kernel.loop.yields)}
@@ -171,20 +188,46 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     for op in body:
         if op.kind is OpKind.LOAD:
             n = name_for(op, "load")
+            stream = {}
+            if occ:
+                put = streams.put_of(op, body)
+                loads = [o for v in put.operands[1:] for o in [prod.get(id(v))] if o is not None] if put else [op]
+                # the producer waits for a free slot and arms its barrier once per put, then issues each copy
+                first = m.sync_cycles + m.async_issue_cycles if loads and loads[0] is op else 0
+                issue = streams.op_stream_cycles(op, m) + first
+                stream = {"issue": issue, "offset": {"tma": issue}, "receive_cost": streams.receive_cycles(m),
+                          "channel": f"put@{body.index(put)}" if put is not None else ""}
             g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": tile_bytes(op.result.type)},
-                     streaming=True, depth=_load_depth(op, body), kind="tma")
+                     streaming=True, depth=_load_depth(op, body), kind="tma", **stream)
             ex.members[n], ex.kind[n] = [op], "tma"
         elif op.kind is OpKind.MMA:
             n = name_for(op, "mma")
             _, cyc = op_cost(op, m)
+            nbytes = op.result.type.nbytes
             fp = ({"tmem": max(1, op.result.type.numel // m.tmem_lanes)} if m.tmem_columns
                   else {"registers": _tile_registers(op.result.type)})
-            g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
-                     transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m))
+            reader = _feeds_mma(op.result, kernel)
+            # Hopper: the result leaves in registers through shared memory, after the group waits for it;
+            # Blackwell: it stays in tensor memory and a tcgen05.commit signals the consumer (FA4)
+            if occ:
+                g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm", issue=streams.op_stream_cycles(op, m),
+                         offset={"tc": streams.op_stream_cycles(op, m)},
+                         send_cost=streams.send_cycles(nbytes, m, async_reader=reader, mma_result=True,
+                                                       in_tmem=bool(m.tmem_columns)),
+                         receive_cost=streams.receive_cycles(m), wait_cost=streams.wait_cycles(m),
+                         transfer_cost=0 if m.tmem_columns else
+                         streams.transfer_latency(nbytes, m, async_reader=reader) + streams.wait_cycles(m),
+                         handoff=streams.handoff_memory([op.result]) if slots and not m.tmem_columns else None)
+            else:
+                g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
+                         transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m))
             ex.members[n], ex.kind[n] = [op], "gemm"
         elif op.kind is OpKind.STORE:
             n = name_for(op, "store")
-            g.add_op(n, {"tma": op_cost(op, m)[1]}, kind="store")
+            # the group stages the tile into shared memory, then the copy engine stores it
+            stream = ({"issue": streams.op_stream_cycles(op, m), "offset": {"tma": streams.op_stream_cycles(op, m)}}
+                      if occ else {})
+            g.add_op(n, {"tma": op_cost(op, m)[1]}, kind="store", **stream)
             ex.members[n], ex.kind[n] = [op], "store"
         elif op in clusters:
             ops = clusters[op]
@@ -193,12 +236,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 unit, cyc = op_cost(o, m)
                 if unit in units:
                     usage[unit] = usage.get(unit, 0) + cyc
+            tmem_traffic = 0
             if m.tmem_columns:
                 # tiles read from / written to tensor memory move over its load / store paths
                 loaded = {id(v): v for o in ops for v in o.operands
                           if any(s.kind is OpKind.MMA for s, d in sources(v))}
                 stored = [r for o in ops for r in o.results
                           if any(u not in ops for u in _users(r, kernel)) and _feeds_mma(r, kernel)]
+                tmem_traffic = sum(v.type.nbytes for v in loaded.values()) + sum(r.type.nbytes for r in stored)
                 ld = sum(v.type.nbytes for v in loaded.values()) // m.tmem_bytes_per_clk
                 st = sum(r.type.nbytes for r in stored) // m.tmem_bytes_per_clk
                 if ld:
@@ -226,8 +271,20 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     else "compute")
             n = name_for(ops[-1], kind)
             footprint = {k: v for k, v in (("registers", regs), ("tmem", tmem_cols)) if v}
-            g.add_op(n, usage, footprint=footprint or None, kind=kind,
-                     transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES)
+            moved_bytes = sum(r.type.nbytes for r in moved)
+            reader = any(_feeds_mma(r, kernel) for r in moved)
+            send = streams.send_cycles(moved_bytes, m, async_reader=reader) if moved else 0
+            if in_tmem:                            # P or the rescaled O written to tensor memory, then signalled
+                send += streams.send_cycles(0, m, async_reader=False, in_tmem=True)
+            if occ:
+                g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                         issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
+                         receive_cost=streams.receive_cycles(m),
+                         transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader),
+                         handoff=streams.handoff_memory(moved) if slots else None)
+            else:
+                g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                         transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES)
             ex.members[n], ex.kind[n] = ops, kind
     for n, ops in ex.members.items():
         for o in ops:
@@ -242,19 +299,37 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                         continue
                     seen.add((sn, n, d))
                     src_node = g.ops[sn]
-                    delay = 0 if src_node.streaming else src_node.duration
+                    if not occ:
+                        delay = 0 if src_node.streaming else src_node.duration
+                    else:
+                        delay = streams.load_latency(src, m) if src_node.streaming else src_node.duration
+                    if ex.kind[n] == "gemm":                # an MMA reads its operands when the tensor core
+                        delay = max(0, delay - g.ops[n].offset.get("tc", 0))  # takes it, after its issue
                     blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
                     tmem = bool(m.tmem_columns) and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
+                    transfer_cost = None
                     if tmem and ex.kind[sn] == "gemm":
                         delay += MMA_COMMIT_CYCLES          # tcgen05.commit reaching the waiting group
+                    if blocking and occ:                    # the wait returns sync_cycles after the MMA ends
+                        delay += streams.wait_cycles(m)
+                        if not tmem:                        # ... which a hand-off's own wait then need not add
+                            transfer_cost = src_node.transfer_cost - streams.wait_cycles(m)
                     # a result in two memories: an MMA reads its tensor-memory part, others its registers
                     parts = sorted(src_node.footprint)
                     memories = None
                     if len(parts) > 1:
                         memories = ["tmem"] if ex.kind[n] == "gemm" else [p for p in parts if p != "tmem"]
+                    # an MMA reading a handed-over slot asynchronously releases it a step later (the
+                    # pipeline's MMA issue depth on Hopper)
+                    hold = 1 if slots and ex.kind[n] == "gemm" and sn != n and not src_node.streaming else 0
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
-                               memories=memories)
-    _ring_reuse(ex, body)
+                               transfer_cost=transfer_cost, memories=memories, hold=hold)
+    if occ:
+        streams.whole_puts(ex, body, m)
+        if slots:
+            streams.add_post_handoffs(kernel, ex, rep)
+    _ring_reuse(ex, body, m if occ else None)
+    ex.occupancy = occ
     _round_up(g, quantum)
     try:
         g.validate()
@@ -277,28 +352,31 @@ def _round_up(g: S.Graph, q: int) -> None:
     for op in g.ops.values():
         op.usage = {u: up(c) for u, c in op.usage.items()}
         op.transfer_cost = up(op.transfer_cost)
+        op.issue, op.send_cost, op.receive_cost, op.wait_cost = (
+            up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost))
+        op.offset = {u: up(c) for u, c in op.offset.items()}
     for e in g.edges:
         e.delay = up(e.delay)
         if getattr(e, "transfer_cost", None):
             e.transfer_cost = up(e.transfer_cost)
 
 
-def _ring_reuse(ex: Extraction, body: list[Op]) -> None:
+def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
     """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
-    reader of that slot (the ops using the loaded tile) has finished — so the schedule fits the user's ring."""
+    reader of that slot (the ops using the loaded tiles) has finished and released it — so the schedule fits
+    the user's ring. `m`: the machine whose release latency the graph states (None in the occupancy-free
+    graph, which counts the readers' ends only)."""
     g = ex.graph
     for n, ops in ex.members.items():
         if ex.kind[n] != "tma":
             continue
-        load = ops[0]
-        put = next((p for p in body if p.kind is OpKind.PUT and any(v is load.result for v in p.operands[1:])),
-                   None)
+        put = streams.put_of(ops[0], body)
         if put is None:
             continue
         depth = put.operands[0].type.depth
         readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
         for r in sorted(readers):
-            g.add_edge(r, n, g.ops[r].duration, depth, data=False)
+            g.add_edge(r, n, g.ops[r].duration + (streams.release_latency(m) if m else 0), depth, data=False)
 
 
 def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:
@@ -328,12 +406,30 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 
 
 # ------------------------------------------------------------------------------------- the mapping
+def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
+               register_cap: int | None = None, allow_transfers: bool = True, progress=None):
+    """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
+    partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
+    them is solved instead: the lowering's resource model then refuses the kernel by that rule, recorded on
+    its Barrier IR (which the simulator still runs)."""
+    def run(channel_memory: bool):
+        ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
+                           channel_memory=channel_memory)
+        return ex, S.solve(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress))
+    ex, result = run(True)
+    g = ex.graph
+    if _hardware_limits(result) and (g.post_handoffs or any(o.handoff for o in g.ops.values())):
+        proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
+        return (*run(False), proof)
+    return ex, result, ""
+
+
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex = extract_graph(kernel, options.arch, register_cap=options.solver_register_cap,
-                       allow_transfers=options.solver_transfers)
-    result = S.solve(ex.graph, S.SolveOptions(time_limit=options.solver_time_limit))
+    ex, result, proof = solve_loop(kernel, options.arch, time_limit=options.solver_time_limit,
+                                   register_cap=options.solver_register_cap,
+                                   allow_transfers=options.solver_transfers)
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
@@ -349,9 +445,23 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
         cyc = result.schedule[n]
         for o in ops:
             anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
+    if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
+        anchors.update(streams.release_anchors(kernel, ex, result, index))
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
+    if proof:
+        part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
     return kernel, part, anchors
+
+
+def _hardware_limits(result) -> str:
+    """The SM resources ("shared memory", "registers") a proven infeasibility names, as words ('' if none)."""
+    if result.status != S.INFEASIBLE:
+        return ""
+    families = {f for inf in result.infeasible for f in inf.families}
+    words = (["shared memory"] if any(f.startswith("memory:") for f in families) else []) + \
+        (["registers"] if any(f.startswith("registers:") for f in families) else [])
+    return " and ".join(words)
 
 
 def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -> Partition:
@@ -460,27 +570,7 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
     tma = 0 if groups and groups[0].role == "producer" else None
     rep = replicated_ops(kernel)
-    carried_owner = {}
-    if kernel.loop is not None:
-        for c, y, r in zip(kernel.loop.carried, kernel.loop.yields, kernel.loop.results):
-            carried_owner[id(r)] = y
-            carried_owner[id(c)] = y
-
-    def owner(v: Value, seen=0):
-        if seen > 32:
-            return None
-        if id(v) in carried_owner:
-            return owner(carried_owner[id(v)], seen + 1)
-        op = prod.get(id(v))
-        if op is None or op.kind is OpKind.LOAD:
-            return None              # a loaded tile reaches whoever reads it: it draws no compute to the TMA group
-        if op in assign:
-            return assign[op]
-        for x in op.operands:
-            g = owner(x, seen + 1)
-            if g is not None:
-                return g
-        return None
+    owner = value_owner(kernel, assign)
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
     for op in kernel.all_ops():

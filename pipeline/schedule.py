@@ -256,7 +256,9 @@ def _retired_in_own_step(edges, stage) -> set[Op]:
             and stage[v] + d == stage[u]}
 
 
-def _place_channel_ops(gp, edges, stage, depth) -> None:
+def _place_channel_ops(gp, edges, stage, depth, pinned=frozenset()) -> None:
+    """Gets as late as their users; releases after the slot's last use (P steps after an MMA reading it),
+    or, for the `pinned` releases of a solver's schedule, in the step the solver frees the slot."""
     preds: dict[Op, list[Op]] = {}
     for u, v, d in edges:
         if d == 0:
@@ -282,6 +284,8 @@ def _place_channel_ops(gp, edges, stage, depth) -> None:
             # release P steps after the last MMA reading the slot — or in that MMA's own step when the step
             # must wait for the MMA anyway (its result is read there), which frees the slot soonest
             mma_stage = max((stage[u] + (0 if u in retired_in_step else depth) for u in mma_users), default=None)
+            if op in pinned:
+                mma_stage = max([stage[op]] + [stage[u] for u in mma_users])
             stage[op] = base if mma_stage is None else max(base, mma_stage)
 
 
@@ -331,7 +335,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
                            f"which holds its slots {held} step(s)", ch.loc,
                            hint=f"use aref.channel(depth={(held + depth + 1) * max(ch.items_per_iter, 1)})")
     depth = max(0, min(depth, fit))
-    _place_channel_ops(gp, edges, stage, depth)
+    _place_channel_ops(gp, edges, stage, depth, {op for op in anchor if op.kind is OpKind.CONSUMED})
     _propagate(edges, stage, index)
     index = {op: i for i, op in enumerate(ops)}
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
@@ -347,7 +351,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
         # lets run across an MMA's start sorts by when it ends: the MMA, whose issue costs the group a few
         # cycles, goes first instead of waiting for the whole cluster
         if op.kind is OpKind.CONSUMED:
-            r = release_at.get(op, late)
+            r = release_at.get(op, late) if residue[op] is None else residue[op]
         elif op in busy_until and any(residue[o] is not None and residue[op] < residue[o] < busy_until[op]
                                       for o in ops if o.kind is OpKind.MMA and stage[o] == stage[op]):
             r = busy_until[op]

@@ -1,4 +1,5 @@
-"""Lower bounds on the initiation interval: ResMII (unit throughput) and RecMII (recurrences).
+"""Lower bounds on the initiation interval: ResMII (unit throughput), RecMII (recurrences) and the
+warp groups' instruction streams (group occupancy: the ops' issue cycles spread over the groups).
 
 RecMII is the maximum cycle ratio ``sum(delay) / sum(distance)`` over dependence cycles, rounded up.
 It is the smallest integer II at which the graph with edge weights ``delay - II * distance`` has no
@@ -36,10 +37,12 @@ class Bounds:
     rec_exclusive_mii: int = 0
     rec_exclusive_cycle: list[str] = field(default_factory=list)
     rec_exclusive_ratio: Fraction | None = None
+    occupancy_mii: int = 0
+    occupancy_reason: str = ""
 
     @property
     def lower_bound(self) -> int:
-        return max(self.res_mii, self.rec_mii, self.rec_exclusive_mii, 1)
+        return max(self.res_mii, self.rec_mii, self.rec_exclusive_mii, self.occupancy_mii, 1)
 
     def reasons(self, graph: Graph) -> list[str]:
         """Human-readable justification of the lower bound."""
@@ -57,13 +60,16 @@ class Bounds:
             out.append(f"II >= {self.rec_exclusive_mii}: recurrence {cyc} has ratio "
                        f"{self.rec_exclusive_ratio} once ops sharing a one-instance unit wait for "
                        "each other")
+        if self.occupancy_mii > max(self.res_mii, self.rec_mii, self.rec_exclusive_mii):
+            out.append(f"II >= {self.occupancy_mii}: {self.occupancy_reason}")
         return out
 
     def to_json(self) -> dict:
         return {"res_mii": self.res_mii, "rec_mii": self.rec_mii, "res_unit": self.res_unit,
                 "rec_cycle": self.rec_cycle,
                 "rec_ratio": None if self.rec_ratio is None else str(self.rec_ratio),
-                "rec_exclusive_mii": self.rec_exclusive_mii, "rec_exclusive_cycle": self.rec_exclusive_cycle}
+                "rec_exclusive_mii": self.rec_exclusive_mii, "rec_exclusive_cycle": self.rec_exclusive_cycle,
+                "occupancy_mii": self.occupancy_mii}
 
 
 def res_mii(graph: Graph) -> tuple[int, str | None]:
@@ -121,14 +127,19 @@ def _cycle_totals(cycle: list[str], arcs: list[tuple[str, str, int, int]], ii: i
 def exclusive_delay(graph: Graph, src: str, dst: str, delay: int) -> int:
     """Delay of an edge tightened by unit exclusivity.
 
-    When both ends occupy a unit with one instance and the delay is non-negative (so ``dst``
-    starts no earlier than ``src``), ``dst`` cannot start while ``src`` still holds the unit, so
-    the edge effectively needs ``src``'s occupancy.
+    When both ends occupy a unit with one instance and the delay makes ``dst`` take the unit no
+    earlier than ``src`` does, ``dst`` cannot take it while ``src`` still holds it, so the edge
+    effectively needs ``src``'s occupancy (shifted by the two ops' offsets into the unit).
     """
     if delay < 0:
         return delay
-    a, b = graph.ops[src].usage, graph.ops[dst].usage
-    shared = [a[u] for u in a if u in b and graph.units[u] == 1]
+    a, b = graph.ops[src], graph.ops[dst]
+    shared = []
+    for u in a.usage:
+        if u in b.usage and graph.units[u] == 1:
+            (oa, ca), (ob, _) = a.span(u), b.span(u)
+            if delay + ob >= oa:
+                shared.append(oa + ca - ob)
     return max([delay, *shared])
 
 
@@ -165,6 +176,41 @@ def rec_mii_exclusive(graph: Graph) -> tuple[int, list[str], Fraction | None]:
     return _max_ratio(list(graph.ops), arcs)
 
 
+def occupancy_mii(graph: Graph) -> tuple[int, str]:
+    """II needed by the warp groups' instruction streams, and why.
+
+    Variable-latency ops share one group; the other ops spread over the remaining groups at best
+    evenly, plus the receive cost of every channel that must cross from the variable-latency group.
+    No op's issue can exceed II.
+    """
+    vl = [op for op in graph.ops.values() if op.variable_latency]
+    fixed = [op for op in graph.ops.values() if not op.variable_latency]
+    groups = graph.machine.max_groups - (1 if vl and fixed else 0)
+    best, why = 0, ""
+    longest = max(graph.ops.values(), key=lambda op: op.issue)
+    if longest.issue:
+        best, why = longest.issue, f"op {longest.name} holds its warp group {longest.issue} cycles"
+    received = 0
+    if vl:
+        vl_names = {op.name for op in vl}
+        sent = sum(op.send_cost for op in vl if any(e.data and e.dst not in vl_names
+                                                    for e in graph.out_edges(op.name)))
+        need = sum(op.issue for op in vl) + sent
+        if need > best:
+            best, why = need, (f"the variable-latency group issues {need} cycles of "
+                               f"{', '.join(op.name for op in vl)}")
+        channels = {op.channel_key for op in vl
+                    if any(e.data and e.dst not in vl_names for e in graph.out_edges(op.name))}
+        received = sum(graph.channel_receive_cost(c) for c in channels)
+    if groups >= 1 and fixed:
+        work = sum(op.issue for op in fixed) + received
+        need = math.ceil(work / groups)
+        if need > best:
+            best, why = need, (f"{work} cycles of issue and hand-offs on {groups} warp group(s) "
+                               "(each group is one instruction stream)")
+    return best, why
+
+
 def compute_bounds(graph: Graph) -> Bounds:
     """All lower bounds of ``graph``; raises :class:`RecurrenceError` if no II can work."""
     res, unit = res_mii(graph)
@@ -174,4 +220,5 @@ def compute_bounds(graph: Graph) -> Bounds:
     if excl > rec:
         bounds.rec_exclusive_mii, bounds.rec_exclusive_cycle = excl, excl_cycle
         bounds.rec_exclusive_ratio = excl_ratio
+    bounds.occupancy_mii, bounds.occupancy_reason = occupancy_mii(graph)
     return bounds

@@ -9,10 +9,14 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
 * groups: at most ``max_groups``; variable-latency ops all share one group holding nothing else;
 * registers: per group, live register footprints at every residue plus ``base_registers``, rounded
   up to ``reg_granularity``, fit ``registers_per_thread``; all groups fit ``registers_per_sm``;
-* SM memories: live footprints at every residue plus streaming buffers fit the capacity;
+* SM memories: live footprints at every residue plus streaming buffers plus the hand-off channels'
+  slots (``Graph.handoff_memory``, pipeline steps counted from the earliest start) fit the capacity;
+* group occupancy: ops of one group hold its instruction stream (``issue`` cycles from their
+  start, then ``send_cost`` when their result leaves the group) one at a time modulo II, and per group the issue cycles plus the hand-off costs the
+  assignment implies (``Graph.handoff_costs``) fit in II;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
-  another op of its group is in flight, strictly after that op's start and before its end
-  (modulo II).  Starting in the same cycle is allowed, which keeps the problem invariant under
+  another op of its group is in flight, strictly after the start of some iteration's copy of that op
+  and before its end (an op longer than II is in flight at its own start residue too).  Starting in the same cycle is allowed, which keeps the problem invariant under
   scaling every cycle count (the premise of Twill's cost normalization).
 
 It also measures the objectives: ``channels`` (distinct (value, consuming group) pairs across
@@ -58,6 +62,17 @@ def _peak(diff: list[int], ii: int) -> int:
     return best
 
 
+def in_flight(offset: int, ii: int, duration: int) -> bool:
+    """Whether some iteration's copy of an op started ``offset`` cycles (mod II) earlier is still in flight.
+
+    Copies start ``offset + k * II`` cycles before; one is in flight when that lies strictly inside
+    ``(0, duration)``.  The nearest positive candidate is ``offset mod II``, or a whole II when the
+    offset is a multiple of II: an op longer than II overlaps the same residue of the next iteration.
+    """
+    nearest = offset % ii or ii
+    return nearest < duration
+
+
 @dataclass
 class Report:
     """Violations (empty when the schedule is valid) and measured resource peaks."""
@@ -66,6 +81,7 @@ class Report:
     register_peak: dict[int, int] = field(default_factory=dict)
     register_alloc: dict[int, int] = field(default_factory=dict)
     memory_peak: dict[str, int] = field(default_factory=dict)
+    occupancy: dict[int, int] = field(default_factory=dict)
     length: int = 0
     channels: int = 0
     mma_waits: int = 0
@@ -111,7 +127,8 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
     for unit, cap in graph.units.items():
         diff = _fold(ii)
         for n, op in graph.ops.items():
-            _add(diff, ii, start[n], op.usage.get(unit, 0), 1)
+            offset, cycles = op.span(unit)
+            _add(diff, ii, start[n] + offset, cycles, 1)
         if _peak(diff, ii) > cap:
             bad.append(f"unit {unit} over capacity ({_peak(diff, ii)} > {cap})")
 
@@ -140,15 +157,30 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         bad.append(f"groups need {total} registers per SM (limit {mach.registers_per_sm})")
 
     reserved = graph.reserved_memory()
+    first = min(start.values())            # pipeline steps count from the earliest start
+    handoff = graph.handoff_memory({n: (s - first) // ii for n, s in start.items()}, group)
     for memory, cap in mach.memory.items():
         diff = _fold(ii)
         for n, op in graph.ops.items():
             if graph.has_lifetime(op, memory):
                 _add(diff, ii, start[n], lifetime_end(graph, n, memory, ii, start) - start[n],
                      op.footprint[memory])
-        rep.memory_peak[memory] = _peak(diff, ii) + reserved[memory]
+        rep.memory_peak[memory] = _peak(diff, ii) + reserved[memory] + handoff[memory]
         if rep.memory_peak[memory] > cap:
             bad.append(f"memory {memory} over capacity ({rep.memory_peak[memory]} > {cap})")
+
+    if graph.occupies():
+        handoffs = graph.handoff_costs(group)
+        for k in used:
+            mine = [n for n in graph.ops if group[n] == k]
+            rep.occupancy[k] = sum(graph.ops[n].issue for n in mine) + handoffs[k]
+            if rep.occupancy[k] > ii:
+                bad.append(f"group {k} is busy {rep.occupancy[k]} cycles per iteration (II {ii})")
+            diff = _fold(ii)
+            for n in mine:
+                _add(diff, ii, start[n], graph.stream_window(n, group), 1)
+            if _peak(diff, ii) > 1:
+                bad.append(f"ops of group {k} overlap on its instruction stream")
 
     feeds = {u: {group[n] for n, op in graph.ops.items() if u in op.usage} for u in mma_units}
     for v in graph.ops:
@@ -157,7 +189,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
             continue
         rep.mma_waits += sum(group[v] in groups for groups in feeds.values())
         for o, op in graph.ops.items():
-            if o != v and group[o] == group[v] and 0 < (start[v] - start[o]) % ii < op.duration:
+            if o != v and group[o] == group[v] and in_flight(start[v] - start[o], ii, op.duration):
                 bad.append(f"blocking op {v} starts while {o} of the same group is in flight")
     rep.channels = len({(e.src, group[e.dst]) for e in graph.edges if e.src != e.dst and crosses(e)})
     return rep

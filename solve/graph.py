@@ -1,14 +1,31 @@
 """Dependence graph of one loop iteration plus the machine limits it is scheduled against.
 
 An op occupies each functional unit named in its ``usage`` for that many cycles from its start cycle
-(one instance of the unit each cycle).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
+(one instance of the unit each cycle), or from ``offset[unit]`` cycles after its start (a store that
+stages its tile before the copy engine takes it).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
 iteration ``i + distance`` starts at least ``delay`` cycles after ``src`` of iteration ``i``.
+
+A warp group is one instruction stream.  An op holds its group's stream for ``issue`` cycles from its
+start (a synchronous op all its run, an asynchronous MMA or copy only its issue), then for its
+``send_cost`` when its result leaves the group; no two ops of a group hold the stream at once,
+modulo II.  Handing results between groups costs stream time too:
+``send_cost`` on the producer's group when the result leaves it, ``receive_cost`` on every other
+group that consumes it (once per ``channel``), and ``wait_cost`` on the consumer's own group for a
+blocking wait inside the group.  Per group, all of it fits in II ("group occupancy").  Zero costs
+(the default) leave an op out of this rule, which gives Twill's model.
 
 The result of an op occupies memory while it is live: from the op's start until the start of its
 last consumer (a data edge with distance ``k`` reaches the consumer ``k`` iterations later).
 ``footprint["registers"]`` is per thread and counts against the warp group that runs the producer;
 every other footprint key names an SM-wide memory declared in :class:`Machine.memory`
 (e.g. ``"smem"`` bytes, ``"tmem"`` columns).
+
+A result handed to another warp group travels in a channel whose slots take SM memory for the whole
+loop: ``handoff[memory]`` per slot.  The lowering keeps as many slots as pipeline steps a consumer in
+another group holds one: ``stage(dst) + distance + hold - stage(src) + 1`` over the crossing transfer
+edges (``hold``: steps after its own that the consumer releases the slot, e.g. an asynchronous MMA
+reader).  A post-loop hand-off (``post_handoffs``: the loop's final value of ``src`` read after the
+loop by work placed with ``dst``) takes one slot whenever the two run in different groups.
 """
 
 from __future__ import annotations
@@ -34,6 +51,11 @@ class Op:
     iterations ahead, so the caller gives their out-edges zero delay and their SM-memory footprint is
     reserved ``depth`` times for the whole loop.  ``transfer_cost`` is the latency of handing this
     op's register result to another warp group through shared memory.
+
+    Group occupancy (module docstring): ``issue`` cycles of the group's stream from the op's start;
+    ``send_cost`` once on its group when its result goes to another group; ``receive_cost`` on each
+    other group consuming it, once per ``channel`` (ops sharing a channel name hand over together;
+    empty: the op's own); ``wait_cost`` on its own group when a consumer there waits for it.
     """
 
     name: str
@@ -44,11 +66,27 @@ class Op:
     depth: int = 2
     transfer_cost: int = 0
     kind: str = ""
+    issue: int = 0
+    send_cost: int = 0
+    receive_cost: int = 0
+    wait_cost: int = 0
+    channel: str = ""
+    offset: dict[str, int] = field(default_factory=dict)
+    handoff: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration(self) -> int:
-        """Cycles the op is in flight: its longest unit occupancy (at least one cycle)."""
-        return max([1, *self.usage.values()])
+        """Cycles the op is in flight: until its last unit or stream occupancy ends (at least one)."""
+        return max([1, self.issue, *(self.offset.get(u, 0) + c for u, c in self.usage.items())])
+
+    def span(self, unit: str) -> tuple[int, int]:
+        """(first cycle after the start, cycles) the op occupies ``unit`` (cycles 0: not at all)."""
+        return self.offset.get(unit, 0), self.usage.get(unit, 0)
+
+    @property
+    def channel_key(self) -> str:
+        """The hand-off this op's result travels in (its own unless it shares a channel)."""
+        return self.channel or self.name
 
     @property
     def registers(self) -> int:
@@ -67,7 +105,18 @@ class Op:
             out["transfer_cost"] = self.transfer_cost
         if self.kind:
             out["kind"] = self.kind
+        for key in OCCUPANCY_FIELDS:
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if self.offset:
+            out["offset"] = dict(self.offset)
+        if self.handoff:
+            out["handoff"] = dict(self.handoff)
         return out
+
+
+OCCUPANCY_FIELDS = ("issue", "send_cost", "receive_cost", "wait_cost", "channel")
+_OCCUPANCY_CYCLES = OCCUPANCY_FIELDS[:-1]
 
 
 @dataclass
@@ -92,6 +141,7 @@ class Edge:
     transfer: bool = False
     transfer_cost: int | None = None
     memories: tuple[str, ...] | None = None
+    hold: int = 0
 
     def reads(self, memory: str) -> bool:
         """Whether this edge keeps the source's result in ``memory`` alive."""
@@ -104,7 +154,22 @@ class Edge:
             out["transfer_cost"] = self.transfer_cost
         if self.memories is not None:
             out["memories"] = list(self.memories)
+        if self.hold:
+            out["hold"] = self.hold
         return out
+
+
+@dataclass
+class PostHandoff:
+    """The loop's final value of ``src`` goes, after the loop, to the group of ``dst``: when the two run
+    in different groups it takes one slot of ``footprint`` (per SM memory) for the whole kernel."""
+
+    src: str
+    dst: str
+    footprint: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "footprint": dict(self.footprint)}
 
 
 @dataclass
@@ -155,6 +220,7 @@ class Graph:
         self.units: dict[str, int] = {}
         self.ops: dict[str, Op] = {}
         self.edges: list[Edge] = []
+        self.post_handoffs: list[PostHandoff] = []
         self.machine = machine if machine is not None else Machine()
         for unit, capacity in (units or {}).items():
             self.add_unit(unit, capacity)
@@ -169,8 +235,16 @@ class Graph:
     def add_op(self, name: str, usage: dict[str, int] | None = None, *,
                footprint: dict[str, int] | None = None, variable_latency: bool = False,
                streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
-               kind: str = "") -> Op:
-        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start."""
+               kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
+               wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None,
+               handoff: dict[str, int] | None = None) -> Op:
+        """Add an op; ``usage`` maps declared units to occupied cycles from the op's start (plus
+        ``offset[unit]``, default 0).
+
+        ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
+        group occupancy (see :class:`Op`); ``handoff`` the SM memory per slot of a channel handing
+        its result to another group (module docstring).
+        """
         if not isinstance(name, str) or not name:
             raise GraphError(f"op name must be a non-empty string, got {name!r}")
         if name in self.ops:
@@ -192,14 +266,26 @@ class Graph:
                              "run ahead on their own group and deliver into SM memory")
         _positive_int(depth, f"pipeline depth of op {name!r}")
         _positive_int(transfer_cost, f"transfer cost of op {name!r}", allow_zero=True)
+        costs = {"issue": issue, "send_cost": send_cost, "receive_cost": receive_cost, "wait_cost": wait_cost}
+        for key, value in costs.items():
+            _positive_int(value, f"{key.replace('_', ' ')} of op {name!r}", allow_zero=True)
+        if not isinstance(channel, str):
+            raise GraphError(f"channel of op {name!r} must be a string, got {channel!r}")
+        offset = {u: o for u, o in (offset or {}).items() if o}
+        for unit, cycles in offset.items():
+            if unit not in usage:
+                raise GraphError(f"op {name!r} has an offset for unit {unit!r}, which it does not use")
+            _positive_int(cycles, f"offset of unit {unit!r} in op {name!r}", allow_zero=True)
+        handoff = {k: v for k, v in self._sm_amounts(handoff, f"hand-off of op {name!r}").items() if v}
         op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
-                streaming, depth, transfer_cost, kind)
+                streaming, depth, transfer_cost, kind, channel=channel, offset=offset, handoff=handoff, **costs)
         self.ops[name] = op
         return op
 
     def add_edge(self, src: str, dst: str, delay: int, distance: int = 0, *, data: bool = True,
                  blocking: bool = False, transfer: bool | None = None,
-                 transfer_cost: int | None = None, memories: tuple[str, ...] | list[str] | None = None) -> Edge:
+                 transfer_cost: int | None = None, memories: tuple[str, ...] | list[str] | None = None,
+                 hold: int = 0) -> Edge:
         """Add dependence ``dst[i + distance]`` starts ``>= delay`` cycles after ``src[i]``.
 
         ``transfer`` defaults to True for data edges whose source has a register result;
@@ -229,10 +315,29 @@ class Graph:
             raise GraphError(f"edge {src!r} -> {dst!r}: only data edges can transfer a value")
         if transfer_cost is not None:
             _positive_int(transfer_cost, f"edge {src!r} -> {dst!r}: transfer cost", allow_zero=True)
+        _positive_int(hold, f"edge {src!r} -> {dst!r}: hold", allow_zero=True)
         edge = Edge(src, dst, delay, distance, bool(data), bool(blocking), bool(transfer), transfer_cost,
-                    memories)
+                    memories, hold)
         self.edges.append(edge)
         return edge
+
+    def add_post_handoff(self, src: str, dst: str, footprint: dict[str, int]) -> PostHandoff:
+        """After the loop, ``src``'s final value goes to ``dst``'s group (see :class:`PostHandoff`)."""
+        for end in (src, dst):
+            if end not in self.ops:
+                raise GraphError(f"post-loop hand-off {src!r} -> {dst!r}: unknown op {end!r}")
+        ph = PostHandoff(src, dst, self._sm_amounts(footprint, f"post-loop hand-off {src!r} -> {dst!r}"))
+        self.post_handoffs.append(ph)
+        return ph
+
+    def _sm_amounts(self, amounts: dict[str, int] | None, what: str) -> dict[str, int]:
+        amounts = dict(amounts or {})
+        for memory, amount in amounts.items():
+            _positive_int(amount, f"{what} in {memory!r}", allow_zero=True)
+            if memory not in self.machine.memory:
+                raise GraphError(f"{what} takes memory {memory!r}, but the machine declares no capacity for "
+                                 f"it (machine.memory = {self.machine.memory})")
+        return amounts
 
     # ----------------------------------------------------------------------------- queries
     def in_edges(self, name: str) -> list[Edge]:
@@ -257,6 +362,29 @@ class Graph:
     def always_blocks(self, name: str) -> bool:
         return any(e.blocking for e in self.in_edges(name))
 
+    def handoff_edges(self, name: str) -> list[Edge]:
+        """Transfer edges along which ``name``'s result may leave its group in a channel with slots."""
+        return [e for e in self.edges if e.src == name and e.transfer and e.dst != name] \
+            if self.ops[name].handoff else []
+
+    def handoff_slots(self, name: str, stage: dict[str, int], group: dict[str, int]) -> int:
+        """Slots of the channel handing ``name``'s result to other groups (0 if it stays in its group)."""
+        return max([0] + [max(1, stage[e.dst] + e.distance + e.hold - stage[name] + 1)
+                          for e in self.handoff_edges(name) if group[e.dst] != group[name]])
+
+    def handoff_memory(self, stage: dict[str, int], group: dict[str, int]) -> dict[str, int]:
+        """SM memory the channels of hand-offs between groups take under a schedule (module docstring)."""
+        out = {m: 0 for m in self.machine.memory}
+        for n, op in self.ops.items():
+            slots = self.handoff_slots(n, stage, group) if op.handoff else 0
+            for memory, amount in op.handoff.items():
+                out[memory] += amount * slots
+        for ph in self.post_handoffs:
+            if group[ph.src] != group[ph.dst]:
+                for memory, amount in ph.footprint.items():
+                    out[memory] += amount
+        return out
+
     def reserved_memory(self) -> dict[str, int]:
         """SM memory held for the whole loop by streaming ops' ``depth``-deep buffers."""
         out = {m: 0 for m in self.machine.memory}
@@ -278,11 +406,58 @@ class Graph:
         """(op, memory) pairs whose occupancy depends on the schedule."""
         return [(n, m) for n, op in self.ops.items() for m in op.footprint if self.has_lifetime(op, m)]
 
+    def occupies(self) -> bool:
+        """Whether any op states group-occupancy costs (else the rule is vacuous)."""
+        return any(getattr(op, key) for op in self.ops.values() for key in _OCCUPANCY_CYCLES)
+
+    def handoff_costs(self, group: dict[str, int]) -> dict[int, int]:
+        """Per group: cycles of hand-offs the assignment ``group`` (op -> group) implies.
+
+        The producer's group pays ``send_cost`` once when a data edge leaves it; each other group
+        consuming the result pays ``receive_cost`` once per channel; a blocking edge inside a
+        group costs that group the source's ``wait_cost`` once per source.
+        """
+        out = {k: 0 for k in set(group.values())}
+        sent: set[str] = set()
+        received: set[tuple[str, int]] = set()
+        waited: set[tuple[str, int]] = set()
+        for e in self.edges:
+            src, k_src, k_dst = self.ops[e.src], group[e.src], group[e.dst]
+            if not e.data or e.src == e.dst:
+                continue
+            if k_src != k_dst:
+                if e.src not in sent:
+                    sent.add(e.src)
+                    out[k_src] += src.send_cost
+                key = (src.channel_key, k_dst)
+                if key not in received:
+                    received.add(key)
+                    out[k_dst] += self.channel_receive_cost(src.channel_key)
+            elif e.blocking and (e.src, k_dst) not in waited:
+                waited.add((e.src, k_dst))
+                out[k_dst] += src.wait_cost
+        return out
+
+    def sends(self, name: str, group: dict[str, int]) -> bool:
+        """Whether op ``name``'s result leaves its group under the assignment ``group``."""
+        return any(e.data and e.dst != name and group[e.dst] != group[name] for e in self.out_edges(name))
+
+    def stream_window(self, name: str, group: dict[str, int]) -> int:
+        """Cycles op ``name`` holds its group's stream from its start: issue, then any send."""
+        op = self.ops[name]
+        return op.issue + (op.send_cost if op.send_cost and self.sends(name, group) else 0)
+
+    def channel_receive_cost(self, channel: str) -> int:
+        """What a group pays to receive ``channel`` (the largest receive cost of its ops)."""
+        return max(op.receive_cost for op in self.ops.values() if op.channel_key == channel)
+
     def cycle_costs(self) -> list[int]:
-        """Every cycle count in the graph (usages, edge delays, transfer costs)."""
+        """Every cycle count in the graph (usages, edge delays, transfer and occupancy costs)."""
         costs = [c for op in self.ops.values() for c in op.usage.values()]
+        costs += [c for op in self.ops.values() for c in op.offset.values()]
         costs += [abs(e.delay) for e in self.edges]
         costs += [op.transfer_cost for op in self.ops.values()]
+        costs += [getattr(op, key) for op in self.ops.values() for key in _OCCUPANCY_CYCLES]
         costs += [e.transfer_cost for e in self.edges if e.transfer_cost]
         return [c for c in costs if c > 0]
 
@@ -316,7 +491,8 @@ class Graph:
         """JSON-ready dict: ``{"units", "ops", "edges", "machine", "name"}`` (public contract)."""
         return {"name": self.name, "units": dict(self.units),
                 "ops": [op.to_json() for op in self.ops.values()],
-                "edges": [e.to_json() for e in self.edges], "machine": self.machine.to_json()}
+                "edges": [e.to_json() for e in self.edges], "machine": self.machine.to_json(),
+                **({"post_handoffs": [p.to_json() for p in self.post_handoffs]} if self.post_handoffs else {})}
 
     def dumps(self, **kwargs: Any) -> str:
         return json.dumps(self.to_json(), **kwargs)
@@ -339,7 +515,8 @@ class Graph:
                 graph.add_op(op["name"], op.get("usage", {}), footprint=op.get("footprint"),
                              variable_latency=op.get("variable_latency", False),
                              streaming=op.get("streaming", False), depth=op.get("depth", 2),
-                             transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""))
+                             transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""),
+                             offset=op.get("offset"), handoff=op.get("handoff"), **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
             except KeyError as exc:
                 raise GraphError(f"op entry {op!r} lacks key {exc}") from None
         for e in data.get("edges", []):
@@ -347,9 +524,11 @@ class Graph:
                 graph.add_edge(e["src"], e["dst"], e["delay"], e.get("distance", 0),
                                data=e.get("data", True), blocking=e.get("blocking", False),
                                transfer=e.get("transfer"), transfer_cost=e.get("transfer_cost"),
-                               memories=e.get("memories"))
+                               memories=e.get("memories"), hold=e.get("hold", 0))
             except KeyError as exc:
                 raise GraphError(f"edge entry {e!r} lacks key {exc}") from None
+        for ph in data.get("post_handoffs", []):
+            graph.add_post_handoff(ph["src"], ph["dst"], ph.get("footprint", {}))
         return graph
 
     def copy(self) -> "Graph":
@@ -360,8 +539,11 @@ class Graph:
         data = self.to_json()
         for op in data["ops"]:
             op["usage"] = {u: mapping[c] for u, c in op["usage"].items()}
-            if op.get("transfer_cost"):
-                op["transfer_cost"] = mapping[op["transfer_cost"]]
+            if op.get("offset"):
+                op["offset"] = {u: mapping[c] for u, c in op["offset"].items()}
+            for key in ("transfer_cost", *_OCCUPANCY_CYCLES):
+                if op.get(key):
+                    op[key] = mapping[op[key]]
         for e in data["edges"]:
             if e["delay"]:
                 e["delay"] = int(math.copysign(mapping[abs(e["delay"])], e["delay"]))

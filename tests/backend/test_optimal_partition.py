@@ -24,7 +24,7 @@ def test_optimal_schedule_compiles_with_its_own_budgets(example, backend_cache):
     stores = [ch for ch in ws.channels if ch.kind == "store"]
     for ch in stores:                    # every thread of the producing group arrives on `full`
         assert f"cute.arch.mbarrier_arrive({ch.name.replace('.', '_')}_full" in source
-    if example == "attention_fwd":       # P through shared memory to the P·V group, read by an SS wgmma
-        assert "aref.stmatrix(" in source and 'fence_proxy("async.shared"' in source
+    if example == "attention_fwd":       # FA3's shape: with the groups' instruction streams in its model the
+        assert not stores                # solver keeps P in the softmax group (a hand-off costs it time)
     if example == "dual_gemm":           # the C staging tile reuses the released silu hand-off slot
         assert "aref.recast_tile(s_silu_x" in source

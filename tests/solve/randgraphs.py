@@ -7,8 +7,13 @@ import random
 from solve import Graph, Machine
 
 
-def random_graph(seed: int, n_ops: int | None = None) -> Graph:
-    """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits."""
+def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, handoff: bool = False) -> Graph:
+    """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits.
+
+    With ``occupancy``, the same graph also gets group-occupancy costs (issue cycles, hand-off
+    costs, shared channels), drawn from a second generator so the rest of the graph is unchanged; with
+    ``handoff``, shared-memory slots of its hand-off channels (a third generator).
+    """
     rng = random.Random(seed)
     n = n_ops or rng.randint(2, 5)
     machine = Machine(max_groups=rng.randint(1, 3), registers_per_thread=rng.choice([8, 12, 16, 255]),
@@ -45,4 +50,43 @@ def random_graph(seed: int, n_ops: int | None = None) -> Graph:
         if g.ops[names[j]].streaming:
             continue
         g.add_edge(names[i], names[j], rng.randint(0, 4), rng.randint(1, 2), blocking=rng.random() < 0.3)
+    if occupancy:
+        add_occupancy(g, random.Random(seed * 7919 + 1))
+    if handoff:
+        add_handoffs(g, random.Random(seed * 104729 + 3))
     return g
+
+
+def add_handoffs(g: Graph, rng: random.Random) -> None:
+    """Shared memory per slot for the hand-offs of ops with register results, consumers that hold a slot a
+    step longer, and a post-loop hand-off, at random; the shared-memory capacity tightened so they bind."""
+    for op in g.ops.values():
+        if op.registers and rng.random() < 0.7:
+            op.handoff = {"smem": rng.randint(1, 2)}
+    for e in g.edges:
+        if e.transfer and rng.random() < 0.3:
+            e.hold = 1
+    names = sorted(g.ops)
+    if len(names) > 1 and rng.random() < 0.4:
+        a, b = rng.sample(names, 2)
+        g.add_post_handoff(a, b, {"smem": rng.randint(1, 2)})
+    g.machine.memory["smem"] = rng.choice([2, 3, 4, 6])
+    if any(amount > g.machine.memory["smem"] for amount in g.reserved_memory().values()):
+        g.machine.memory["smem"] = max(g.reserved_memory().values())
+
+
+def add_occupancy(g: Graph, rng: random.Random) -> None:
+    """Issue cycles (up to the op's duration), hand-off costs, a shared channel and offsets into units, at
+    random."""
+    for op in g.ops.values():
+        if rng.random() < 0.3:
+            op.offset = {rng.choice(sorted(op.usage)): rng.randint(1, 2)}
+        if rng.random() < 0.8:
+            op.issue = rng.randint(1, op.duration + 1)
+        op.send_cost = rng.choice([0, 0, 1])
+        op.receive_cost = rng.choice([0, 1, 1, 2])
+        op.wait_cost = rng.choice([0, 1])
+    vl = [n for n, op in g.ops.items() if op.variable_latency]
+    if len(vl) > 1 or (len(g.ops) > 2 and rng.random() < 0.3):
+        for n in (vl or rng.sample(sorted(g.ops), 2)):
+            g.ops[n].channel = "shared"

@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 import networkx as nx
 import pytest
 
-from solve import Graph, RecurrenceError, compute_bounds, rec_mii, res_mii
-from solve.bounds import rec_mii_exclusive
+from solve import Graph, Machine, RecurrenceError, compute_bounds, rec_mii, res_mii
+from solve.bounds import occupancy_mii, rec_mii_exclusive
 
 
 def test_res_mii_is_max_over_units_of_ceil_usage_over_capacity():
@@ -53,6 +53,24 @@ def test_exclusivity_tightens_a_recurrence_through_a_shared_unit():
     assert rec_mii(g)[0] == 6
     assert rec_mii_exclusive(g)[0] == 11
     assert compute_bounds(g).lower_bound == 11
+
+
+def test_occupancy_bound_spreads_issue_over_the_groups():
+    g = Graph({"tc": 1, "fma": 1, "tma": 1}, Machine(max_groups=3))
+    g.add_op("load", {"tma": 2}, streaming=True, issue=1, receive_cost=4)
+    g.add_op("mma", {"tc": 4}, issue=1)
+    g.add_op("softmax", {"fma": 2}, issue=7)
+    g.add_op("store", {"fma": 1}, issue=3)
+    g.add_edge("load", "mma", 0)
+    g.add_edge("mma", "softmax", 4, blocking=True)
+    g.add_edge("softmax", "store", 7)
+    # the load's group is apart; 1 + 7 + 3 cycles plus one receive of the load spread over 2 groups
+    b = compute_bounds(g)
+    assert (b.res_mii, b.occupancy_mii, b.lower_bound) == (4, 8, 8)
+    assert b.reasons(g)[-1] == ("II >= 8: 15 cycles of issue and hand-offs on 2 warp group(s) "
+                                "(each group is one instruction stream)")
+    g.ops["softmax"].issue = 9        # one op alone
+    assert occupancy_mii(g) == (9, "op softmax holds its warp group 9 cycles")
 
 
 def brute_force_rec_mii(g: Graph) -> int:

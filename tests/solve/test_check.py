@@ -72,3 +72,44 @@ def test_group_count_and_variable_latency_group():
     assert any("3 warp groups used" in v for v in rep.violations)
     rep = check(g, 8, {"S": 0, "P": 2, "O": 6, "L": 3}, {"S": 0, "P": 0, "O": 0, "L": 0})
     assert any("variable-latency" in v for v in rep.violations)
+
+
+def test_group_occupancy_one_stream_per_group_and_its_handoffs():
+    g = graph()
+    g.ops["S"].issue, g.ops["P"].issue, g.ops["O"].issue = 1, 1, 1
+    one = {"S": 0, "P": 0, "O": 0}
+    rep = check(g, 5, {"S": 0, "P": 4, "O": 7}, one)
+    assert rep.ok and rep.occupancy == {0: 3}
+    # P at 2 holds the stream in the cycle O issues in (7 mod 5 = 2)
+    rep = check(g, 5, {"S": 0, "P": 2, "O": 7}, one)
+    assert rep.violations == ["ops of group 0 overlap on its instruction stream"]
+    # a two-cycle P wraps onto S's cycle; S's wait for P's blocking read makes the group too busy
+    g.ops["P"].issue, g.ops["S"].wait_cost = 2, 2
+    rep = check(g, 5, {"S": 0, "P": 4, "O": 7}, one)
+    assert rep.violations == ["group 0 is busy 6 cycles per iteration (II 5)",
+                              "ops of group 0 overlap on its instruction stream"]
+    # S's registers go to the other group: its group pays the send, the other the receive (no wait)
+    g.ops["P"].issue, g.ops["S"].send_cost, g.ops["S"].receive_cost = 1, 2, 1
+    rep = check(g, 8, {"S": 0, "P": 5, "O": 10}, {"S": 0, "P": 1, "O": 1})
+    assert rep.ok and rep.occupancy == {0: 1 + 2, 1: 1 + 1 + 1}
+
+
+def test_handoff_channels_take_a_slot_per_pipeline_step():
+    """S (registers) handed to P in another group: its channel keeps one slot per pipeline step from S's
+    step to P's release (P's step plus its hold); a post-loop hand-off between groups takes one slot."""
+    g = Graph({"tc": 1, "mufu": 1}, Machine(max_groups=2, memory={"smem": 10}))
+    g.add_op("S", {"tc": 2}, footprint={"registers": 4}, handoff={"smem": 3})
+    g.add_op("P", {"mufu": 2})
+    e = g.add_edge("S", "P", 2)
+    same, apart = {"S": 0, "P": 0}, {"S": 0, "P": 1}
+    assert check(g, 4, {"S": 0, "P": 2}, same).memory_peak == {"smem": 0}
+    assert check(g, 4, {"S": 0, "P": 2}, apart).memory_peak == {"smem": 3}          # one step: one slot
+    assert check(g, 4, {"S": 0, "P": 4}, apart).memory_peak == {"smem": 6}          # P a step later
+    assert check(g, 4, {"S": 1, "P": 5}, apart).memory_peak == {"smem": 6}          # steps from the first op
+    e.hold = 1
+    rep = check(g, 4, {"S": 0, "P": 4}, apart)
+    assert rep.memory_peak == {"smem": 9} and rep.ok
+    g.add_post_handoff("P", "S", {"smem": 2})
+    rep = check(g, 4, {"S": 0, "P": 4}, apart)
+    assert rep.memory_peak == {"smem": 11} and any("memory smem over capacity" in v for v in rep.violations)
+    assert check(g, 4, {"S": 0, "P": 4}, same).memory_peak == {"smem": 0}

@@ -2,7 +2,7 @@
 
 The comparison runs on a fixed set of random graphs (tests/solve/randgraphs.py, seeds 0–71): every graph the
 interval model schedules must get the same II from the literal model, which finishes each of them within a
-few seconds (the slowest, seed 48, in about 4 s), so a time-out is a failure, not a reason to skip. Graphs the
+few seconds (the slowest, seed 48, in about 4 s; with group-occupancy costs, seed 12 in about 8 s), so a time-out is a failure, not a reason to skip. Graphs the
 interval model proves infeasible are left out: proving that for every II up to the sequential one takes the
 literal model minutes (that is the point of the comparison); `test_small.py` checks those answers by
 enumeration.
@@ -13,12 +13,28 @@ from solve import Graph, Machine, check, solve
 
 SEEDS = range(72)
 MIN_COMPARED = 60           # 64 of the 72 graphs have a schedule
+OCCUPANCY_SEEDS = range(30)  # the same graphs with group-occupancy costs (25 have a schedule)
+HANDOFF_SEEDS = range(30)    # ... with shared-memory slots for their hand-off channels (20 have a schedule)
+MIN_HANDOFF = 18
 
 
 def test_interval_and_time_indexed_find_the_same_ii():
+    assert len(compare(SEEDS, occupancy=False)) >= MIN_COMPARED
+
+
+def test_encodings_agree_with_group_occupancy():
+    assert len(compare(OCCUPANCY_SEEDS, occupancy=True)) >= 24
+
+
+def test_encodings_agree_with_handoff_channels():
+    assert len(compare(HANDOFF_SEEDS, occupancy=False, handoff=True)) >= MIN_HANDOFF
+
+
+def compare(seeds, occupancy: bool, handoff: bool = False) -> list[int]:
+    """Seeds whose interval-model answer the literal model matched (it must match every schedulable one)."""
     compared = []
-    for seed in SEEDS:
-        g = random_graph(seed)
+    for seed in seeds:
+        g = random_graph(seed, occupancy=occupancy, handoff=handoff)
         a = solve(g, time_limit=20, explain=False)
         assert a.status in ("optimal", "infeasible"), (seed, a.status)
         if a.status == "infeasible":
@@ -30,7 +46,7 @@ def test_interval_and_time_indexed_find_the_same_ii():
         assert a.ii == b.ii, (seed, a.ii, b.ii)
         assert check(g, b.ii, b.schedule, b.assignment).ok, seed
         compared.append(seed)
-    assert len(compared) >= MIN_COMPARED, compared
+    return compared
 
 
 def test_time_indexed_uses_normalized_costs_and_reports_cycles():

@@ -97,3 +97,55 @@ def test_scaled_graph_maps_every_cycle_count():
     half = g.scaled({c: c * 2 for c in g.cycle_costs()})
     assert half.ops["S"].usage == {"tc": 8} and half.edges[1].delay == 6
     assert half.ops["S"].transfer_cost == 4
+
+
+def test_group_occupancy_fields_round_trip_and_scale():
+    g = small_graph()
+    g.add_op("X", {"mufu": 2}, issue=5, send_cost=3, receive_cost=2, wait_cost=1, channel="c")
+    assert g.ops["X"].duration == 5            # the group is busy longer than its unit
+    assert g.ops["X"].channel_key == "c" and g.ops["S"].channel_key == "S"
+    data = json.loads(g.dumps())
+    assert {"issue": 5, "send_cost": 3, "receive_cost": 2, "wait_cost": 1, "channel": "c"}.items() \
+        <= data["ops"][-1].items()
+    assert "issue" not in data["ops"][0]        # zero costs stay out of the JSON
+    assert Graph.from_json(data).to_json() == g.to_json()
+    doubled = g.scaled({c: 2 * c for c in g.cycle_costs()})
+    assert (doubled.ops["X"].issue, doubled.ops["X"].send_cost, doubled.ops["X"].wait_cost) == (10, 6, 2)
+    with pytest.raises(GraphError, match="issue of op 'Y' must be >= 0"):
+        g.add_op("Y", {"tc": 1}, issue=-1)
+
+
+def test_handoff_costs_follow_the_assignment():
+    g = Graph({"tc": 1, "fma": 1, "tma": 1}, Machine(max_groups=3))
+    g.add_op("la", {"tma": 1}, streaming=True, receive_cost=5, channel="ring")
+    g.add_op("lb", {"tma": 1}, streaming=True, receive_cost=5, channel="ring")
+    g.add_op("mma", {"tc": 4}, issue=1, send_cost=7, receive_cost=3, wait_cost=2)
+    g.add_op("exp", {"fma": 4}, issue=4)
+    g.add_op("sum", {"fma": 1}, issue=1)
+    for src, dst in (("la", "mma"), ("lb", "mma"), ("lb", "exp")):
+        g.add_edge(src, dst, 0)
+    g.add_edge("mma", "exp", 4, blocking=True)
+    g.add_edge("mma", "sum", 4, blocking=True)
+    # one group for the MMA and its consumers: one wait for the MMA, one receive of the ring
+    assert g.handoff_costs({"la": 0, "lb": 0, "mma": 1, "exp": 1, "sum": 1}) == {0: 0, 1: 5 + 2}
+    # exp and sum elsewhere: the MMA's group sends once, the other group receives it once
+    assert g.handoff_costs({"la": 0, "lb": 0, "mma": 1, "exp": 2, "sum": 2}) == {0: 0, 1: 5 + 7, 2: 5 + 3}
+
+
+def test_handoff_memory_round_trips_and_is_checked():
+    g = small_graph()
+    g.ops["S"].handoff = {"smem": 256}
+    g.edges[0].hold = 1
+    g.add_post_handoff("O", "S", {"smem": 128})
+    data = json.loads(g.dumps())
+    assert data["ops"][0]["handoff"] == {"smem": 256} and data["edges"][0]["hold"] == 1
+    assert data["post_handoffs"] == [{"src": "O", "dst": "S", "footprint": {"smem": 128}}]
+    back = Graph.from_json(data)
+    assert back.to_json() == g.to_json() and back.scaled({c: c for c in g.cycle_costs()}).to_json() == g.to_json()
+    # S's value crosses to P (stage 1, held a step longer): slots for steps 0..2; O stays with S
+    assert g.handoff_memory({"S": 0, "P": 1, "O": 2}, {"S": 0, "P": 1, "O": 0}) == {"smem": 3 * 256}
+    assert g.handoff_memory({"S": 0, "P": 1, "O": 2}, {"S": 0, "P": 0, "O": 1}) == {"smem": 128}
+    with pytest.raises(GraphError, match="declares no capacity"):
+        g.add_op("T", {"tc": 1}, handoff={"tmem": 4})
+    with pytest.raises(GraphError, match="unknown op 'Z'"):
+        g.add_post_handoff("S", "Z", {"smem": 1})

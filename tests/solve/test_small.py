@@ -1,9 +1,8 @@
 """Hand-checkable loops and brute-force optimality on tiny random loops."""
 
-import itertools
-
 from hypothesis import example, given, settings, strategies as st
 
+from brute import brute_force_ii
 from randgraphs import random_graph
 from solve import Graph, Machine, check, solve
 
@@ -29,6 +28,30 @@ def test_figure1_recovers_the_fa3_pipeline():
     assert (r.schedule["S"], r.schedule["O"]) == (0, 3) and r.schedule["P"] in (1, 2)
     assert r.stages == 2 and r.stage["O"] == 1
     assert r.infeasible == []
+
+
+def test_one_instruction_stream_per_warp_group():
+    # Figure 1 where each op costs its group's stream a cycle: one group cannot issue three cycles
+    # of work every 2 cycles, so the occupancy bound says 3; two groups reach II 2 while handing
+    # P over is free, and not once the hand-offs cost stream cycles too.
+    g = figure1()
+    for op in g.ops.values():
+        op.issue = 1
+    r = solve(g)
+    assert (r.lower_bound, r.ii) == (3, 3) and r.proven_optimal
+    assert any("3 cycles of issue and hand-offs on 1 warp group" in reason for reason in r.bound_reasons)
+    g.machine.max_groups = 2
+    r = solve(g)
+    assert r.ii == 2 and len(set(r.assignment.values())) == 2
+    assert sorted(check(g, r.ii, r.schedule, r.assignment).occupancy.values()) == [1, 2]
+    for op in g.ops.values():
+        op.send_cost = op.receive_cost = 1
+    r = solve(g)
+    assert (r.lower_bound, r.ii) == (2, 3) and r.proven_optimal
+    assert r.infeasible[0].ii == 2 and r.infeasible[0].families == ["occupancy"]
+    assert "group occupancy" in r.infeasible[0].reasons[0]
+    t = solve(g, encoding="time-indexed")
+    assert t.ii == 3 and check(g, t.ii, t.schedule, t.assignment).ok
 
 
 def figure2(groups: int) -> Graph:
@@ -103,28 +126,14 @@ def test_resource_conflicts_can_push_ii_above_the_bounds():
     assert check(g, r.ii, r.schedule, r.assignment).ok
 
 
-def brute_force_ii(g: Graph, stages: int, lower: int, upper: int):
-    """Smallest II in lower..upper with any valid (start, group) pair, by enumeration."""
-    names = list(g.ops)
-    groups = g.machine.max_groups
-    for ii in range(lower, upper + 1):
-        horizon = stages * ii
-        ranges = [range(0, horizon - g.ops[n].duration + 1) for n in names]
-        for starts in itertools.product(*ranges):
-            if min(starts) != 0:
-                continue
-            start = dict(zip(names, starts))
-            for assign in itertools.product(range(groups), repeat=len(names)):
-                if check(g, ii, start, dict(zip(names, assign))).ok:
-                    return ii
-    return None
-
-
 @settings(max_examples=25, deadline=None)
-@given(st.integers(0, 10_000))
-@example(15)            # infeasible: every run checks that case too
-def test_optimal_ii_matches_brute_force_on_tiny_loops(seed):
-    g = random_graph(seed, n_ops=3)
+@given(st.integers(0, 10_000), st.booleans())
+@example(15, False)            # infeasible: every run checks that case too
+@example(4719, False)          # an op longer than II is in flight at its own residue (the checker missed that)
+@example(177, True)            # a send-only stream window of size 0 inside another op's (CP-SAT's no-overlap
+                               # rejects empty intervals strictly inside others)
+def test_optimal_ii_matches_brute_force_on_tiny_loops(seed, occupancy):
+    g = random_graph(seed, n_ops=3, occupancy=occupancy)
     g.machine.max_groups = min(g.machine.max_groups, 2)
     r = solve(g, time_limit=20, explain=False)
     assert r.status in ("optimal", "infeasible")
@@ -132,6 +141,25 @@ def test_optimal_ii_matches_brute_force_on_tiny_loops(seed):
         # the solver rules out every II up to the sequential one (within its stage bound); enumeration
         # confirms the two smallest (the whole range would take minutes)
         assert r.infeasible and r.infeasible[0].ii == r.lower_bound and r.infeasible[-1].proven
+        upper = min(r.lower_bound + 1, max(e.ii_max for e in r.infeasible))
+        assert brute_force_ii(g, r.stage_bound, r.lower_bound, upper) is None
+        return
+    assert check(g, r.ii, r.schedule, r.assignment).ok
+    assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+@example(7)                    # the channel's slots push the II from 3 to 4
+@example(9)                    # infeasible only for the channels' shared memory
+def test_optimal_ii_matches_brute_force_with_handoff_channels(seed):
+    """Hand-offs between groups take shared-memory slots (one per pipeline step they span): the solver's II is
+    still the smallest any schedule reaches."""
+    g = random_graph(seed, n_ops=3, handoff=True)
+    g.machine.max_groups = min(g.machine.max_groups, 2)
+    r = solve(g, time_limit=20, explain=False)
+    assert r.status in ("optimal", "infeasible")
+    if r.status == "infeasible":
         upper = min(r.lower_bound + 1, max(e.ii_max for e in r.infeasible))
         assert brute_force_ii(g, r.stage_bound, r.lower_bound, upper) is None
         return

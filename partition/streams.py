@@ -1,0 +1,183 @@
+"""What the optimal partitioner's graph nodes cost the warp groups that run them (the solver's group
+occupancy), and the latencies of the hand-offs between groups — as the lowering and the timing model
+realize them.
+
+A warp group is one instruction stream: the timing model (`aref.sim.timing`) runs its ops one after the
+other. Synchronous work — CUDA-core ops, tensor-memory loads and stores, shared-memory stores, barrier
+waits — holds the group for its whole cost (`aref.machine.op_cost`); an MMA or a TMA copy holds it for
+`async_issue_cycles`, an arrive likewise. The lowering (`aref.lower`) turns every cross-group value into a
+channel: the producer waits for a free slot, stores its registers into shared memory (at the port's rate),
+fences when an MMA reads them (async proxy) and arrives; each consumer group waits for the full slot and
+releases it after use. A wait costs `sync_cycles` once it can proceed. A group that reads an MMA result
+itself waits for the MMA (`mma_wait`).
+
+The channels of those hand-offs take shared memory (`handoff_memory`, per slot; the solver counts the
+slots from its stages), and so do values the loop's groups hand to each other after the loop
+(`add_post_handoffs`: the epilogue runs with the group that computes what it reads, as
+`partition.optimal._place_rest` places it, and the other values it reads come to it).
+"""
+from __future__ import annotations
+
+from aref.ir import Op, OpKind, Space, TileType, Value
+from aref.machine import ISSUE, Machine, op_cost, tma_bytes
+from aref.resources.memory import resident_staging, staging_tile, tile_bytes
+from partition.model import value_owner
+
+
+def op_stream_cycles(op: Op, m: Machine) -> int:
+    """Cycles `op` holds the instruction stream of its group (0 for views)."""
+    k = op.kind
+    if k in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.LOAD, OpKind.TMA_LOAD):
+        return m.async_issue_cycles
+    if k is OpKind.STORE:                    # stage the tile into shared memory, then issue the TMA store
+        return -(-tma_bytes(op) // m.smem_bytes_per_clk) + m.async_issue_cycles
+    unit, cycles = op_cost(op, m)
+    return cycles if unit != ISSUE or cycles else 0
+
+
+def cluster_stream_cycles(ops: list[Op], m: Machine, tmem_bytes: int = 0) -> int:
+    """A fused CUDA-core cluster: its ops run one after another, plus its tensor-memory traffic."""
+    return sum(op_stream_cycles(o, m) for o in ops) + (tmem_bytes // m.tmem_bytes_per_clk if tmem_bytes else 0)
+
+
+def store_cycles(nbytes: int, m: Machine) -> int:
+    """Registers of a warp group into shared memory."""
+    return -(-nbytes // m.smem_bytes_per_clk)
+
+
+def send_cycles(nbytes: int, m: Machine, *, async_reader: bool, mma_result: bool = False,
+                in_tmem: bool = False) -> int:
+    """The producer group's cost of handing a value to another group.
+
+    Registers go through a shared-memory slot: wait for it, store, fence for an MMA reader, arrive; an MMA
+    result in registers is waited for first. A tensor-memory value (Blackwell) only signals: the MMA
+    result by a commit, a CUDA-core value after its stores' fence."""
+    if in_tmem:
+        return m.async_issue_cycles + (0 if mma_result else m.sync_cycles)
+    cost = m.sync_cycles + store_cycles(nbytes, m) + m.async_issue_cycles
+    if async_reader:
+        cost += m.sync_cycles
+    if mma_result:
+        cost += m.sync_cycles
+    return cost
+
+
+def receive_cycles(m: Machine) -> int:
+    """A consumer group's cost per channel: wait for the full slot, release it after use."""
+    return m.sync_cycles + m.async_issue_cycles
+
+
+def wait_cycles(m: Machine) -> int:
+    """A group's synchronous wait for its own MMA's result."""
+    return m.sync_cycles
+
+
+def transfer_latency(nbytes: int, m: Machine, *, async_reader: bool) -> int:
+    """Cycles from the value being ready in the producer's registers until the consumer group can use it:
+    the slot wait, the store, the fence, the arrive and the consumer's wake-up."""
+    cost = m.sync_cycles + store_cycles(nbytes, m) + m.async_issue_cycles + m.sync_cycles
+    return cost + (m.sync_cycles if async_reader else 0)
+
+
+def load_latency(op: Op, m: Machine) -> int:
+    """Cycles from a TMA load's issue until its consumer proceeds: the mean memory latency, the copy's
+    transfer at its arrival rate and the consumer's wake-up from the full barrier."""
+    return op_cost(op, m)[1] + m.sync_cycles
+
+
+def release_latency(m: Machine) -> int:
+    """From a slot's last reader finishing until the producer can reuse the slot: the consumer's release
+    arrive and the producer's wake-up."""
+    return m.async_issue_cycles + m.sync_cycles
+
+
+def handoff_memory(values: list[Value]) -> dict[str, int]:
+    """Shared memory one slot of a channel carrying `values` between groups takes (their shared tiles)."""
+    nbytes = sum(tile_bytes(TileType(tuple(v.type.shape), v.type.dtype, Space.SMEM)) for v in values
+                 if isinstance(v.type, TileType))
+    return {"smem": nbytes} if nbytes else {}
+
+
+def add_post_handoffs(kernel, ex, replicated: set) -> None:
+    """State in `ex.graph` the values the epilogue after the loop reads from other groups' nodes: each post
+    op runs with the node owning the last of its operands that has one (`_place_rest`'s rule), and every
+    other operand owned by another node comes to it through a one-slot channel when the two run apart."""
+    placed: dict[Op, str | None] = dict(ex.node_of)     # the loop's nodes, then the post ops as placed
+    owner = value_owner(kernel, placed)
+
+    seen: set[tuple] = set()
+    added = []
+    for op in kernel.post.ops:
+        if op in replicated:
+            continue
+        data = op.operands[1:] if op.kind is OpKind.STORE else op.operands
+        node = next((n for n in (owner(v) for v in reversed(data)) if n is not None), None)
+        placed[op] = node
+        for v in data:
+            src = owner(v)
+            if node is None or src is None or src == node or (id(v), node) in seen:
+                continue
+            seen.add((id(v), node))
+            fp = handoff_memory([v])
+            if fp:
+                added.append(ex.graph.add_post_handoff(src, node, fp))
+    # a store after the loop stages its tile in a hand-off slot its group has released, if one is large
+    # enough (`aref.resources.memory.smem_plan`): its staging bytes, already budgeted, are not taken twice
+    staged = dict(resident_staging(kernel))
+    for op in kernel.post.ops:
+        need = staged.get(op)
+        if need is None or len(staging_tile(op).shape) != 2:
+            continue
+        host = next((ph for ph in added if ph.dst == placed.get(op) and ph.footprint.get("smem", 0) >= need), None)
+        if host is not None:
+            host.footprint["smem"] -= need
+            added.remove(host)
+
+
+# ------------------------------------------------------------------------ user channels in the graph
+def put_of(load: Op, body: list[Op]) -> Op | None:
+    """The user channel `put` that publishes `load`'s tile, if any."""
+    return next((p for p in body if p.kind is OpKind.PUT and any(v is load.result for v in p.operands[1:])), None)
+
+
+def whole_puts(ex, body: list[Op], m) -> None:
+    """The tiles of one put share a barrier: a reader of any of them waits until every copy has landed."""
+    g = ex.graph
+    by_put: dict[int, list[str]] = {}
+    for n, ops in ex.members.items():
+        if ex.kind[n] == "tma":
+            put = put_of(ops[0], body)
+            if put is not None:
+                by_put.setdefault(id(put), []).append(n)
+    for loads in by_put.values():
+        readers = sorted({e.dst for e in g.edges if e.src in loads and e.distance == 0})
+        for n in loads:
+            have = {e.dst for e in g.edges if e.src == n and e.distance == 0}
+            for r in readers:
+                if r not in have:
+                    g.add_edge(n, r, load_latency(ex.members[n][0], m), data=False)
+
+
+def release_anchors(kernel, ex, result, index: dict) -> dict[int, tuple[int, int]]:
+    """Where the solver frees each user channel's slot: when the last op reading its tiles ends (the ring
+    edges of `_ring_reuse` assume that), as (stage, residue) anchors of the channel's `consumed`. Only with
+    the group streams modelled: on Blackwell a tcgen05.commit of the MMA warp frees the slot, later than
+    the graph's reader end, and the pipeline's own release rule is faster in the timing model (gemm 323
+    cycles per iteration instead of 335)."""
+    body = kernel.loop.body.ops
+    g = ex.graph
+    out = {}
+    for op in body:
+        if op.kind is not OpKind.CONSUMED:
+            continue
+        put = next((p for p in body if p.kind is OpKind.PUT and p.operands[0] is op.operands[0]), None)
+        loads = {ex.node_of.get(prod) for prod in (producer(v, body) for v in put.operands[1:])} if put else set()
+        readers = {e.dst for e in g.edges if e.src in loads and e.distance == 0}
+        if readers:
+            end = max(result.schedule[r] + g.ops[r].duration for r in readers)
+            out[index[op]] = (end // result.ii, end % result.ii)
+    return out
+
+
+def producer(v: Value, body: list[Op]) -> Op | None:
+    return next((o for o in body if any(r is v for r in o.results)), None)
