@@ -22,7 +22,7 @@ from aref import ops as ops_registry
 from aref import resources
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
-from aref.machine import machine_for, op_cost, unit_busy
+from aref.machine import machine_for, mma_issue_cycles, op_cost, tma_bytes, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
 from partition.model import (
@@ -245,8 +245,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     delay = 0 if src_node.streaming else src_node.duration
                     blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
                     tmem = bool(m.tmem_columns) and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
-                    if tmem and ex.kind[sn] == "gemm":
-                        delay += MMA_COMMIT_CYCLES          # tcgen05.commit reaching the waiting group
+                    if tmem and ex.kind[sn] == "gemm" and sn != n:
+                        # tcgen05.commit reaching the waiting group; an MMA's own accumulator chain needs
+                        # none: the MMA warp issues them in order and the tensor core runs them back to back
+                        delay += MMA_COMMIT_CYCLES
                     # a result in two memories: an MMA reads its tensor-memory part, others its registers
                     parts = sorted(src_node.footprint)
                     memories = None
@@ -254,7 +256,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                         memories = ["tmem"] if ex.kind[n] == "gemm" else [p for p in parts if p != "tmem"]
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
                                memories=memories)
-    _ring_reuse(ex, body)
+    _ring_reuse(ex, body, m)
     _round_up(g, quantum)
     try:
         g.validate()
@@ -283,9 +285,14 @@ def _round_up(g: S.Graph, q: int) -> None:
             e.transfer_cost = up(e.transfer_cost)
 
 
-def _ring_reuse(ex: Extraction, body: list[Op]) -> None:
-    """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
-    reader of that slot (the ops using the loaded tile) has finished — so the schedule fits the user's ring."""
+def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
+    """A load into a user channel of depth D refills the slot of iteration i − D. A load node stands for its
+    data having landed (its out-edges have no delay: the producer runs ahead), so iteration i + D's data is
+    there no sooner than a full round trip of the slot after a reader of iteration i started: the reader's
+    work, its release reaching the producer (a tcgen05.commit for a Blackwell MMA, else an mbarrier arrive),
+    the copy's issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and
+    transfer, the reader's wake-up and, for an MMA, its issue. A ring too shallow for the memory latency
+    thus bounds the II as it bounds the program (D·II ≥ that round trip)."""
     g = ex.graph
     for n, ops in ex.members.items():
         if ex.kind[n] != "tma":
@@ -296,9 +303,16 @@ def _ring_reuse(ex: Extraction, body: list[Op]) -> None:
         if put is None:
             continue
         depth = put.operands[0].type.depth
+        # (the copies of one item share the copy engine: the graph's "tma" unit already spaces them apart)
+        refill = m.async_issue_cycles + m.ring_latency(depth) + -(-tma_bytes(load) // m.tma_copy_rate) \
+            + m.sync_cycles
         readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
         for r in sorted(readers):
-            g.add_edge(r, n, g.ops[r].duration, depth, data=False)
+            mma = ex.kind[r] == "gemm"
+            release = MMA_COMMIT_CYCLES if m.tmem_columns and mma else m.sync_cycles
+            # an MMA starts on the tensor core once its warp has issued it
+            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0
+            g.add_edge(r, n, g.ops[r].duration + release + refill + issue, depth, data=False)
 
 
 def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:

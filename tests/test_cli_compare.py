@@ -22,12 +22,7 @@ NO_TMEM = ("gemm", "dual_gemm", "gemm_reduce", "gemm_epilogue", "splitk_gemm", "
 FIDELITY = 0.03
 # Where the lowered optimal program does not yet reach the solver's II, and why (bench/fidelity.py prints the
 # figures). Each entry must still be outside 3%: when a fix closes a gap, this list has to shrink with it.
-COMMIT_ON_CHAIN = ("the solver's graph puts a 64-cycle tcgen05.commit on the accumulator chain between consecutive "
-                   "MMAs (II 320); the tensor core runs them back to back without one, so the lowered program "
-                   "beats the II (~308-310 cycles)")
 KNOWN_GAPS = {
-    ("gemm", "sm_100a"): COMMIT_ON_CHAIN,
-    ("gemm_reduce", "sm_100a"): COMMIT_ON_CHAIN,
     ("attention_fwd", "sm_100a"): "the solver's graph sends P through tensor memory (a 32-cycle tcgen05.st), but "
                                   "64-row sub-tiles cannot be tcgen05's A operand there: P goes through shared "
                                   "memory (128-cycle store + proxy fence), and each softmax group's own work "
