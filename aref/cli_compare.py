@@ -82,6 +82,7 @@ def measure(kernel, inputs, options: CompileOptions) -> tuple[dict, object, obje
         "utilization": util,
         "tflops": round(flops / cpi * m.clock_ghz * 1e9 * m.sms / 1e12, 1) if cpi else None,
         "total_cycles": report.total_cycles, "compile_seconds": round(seconds, 3),
+        "fallback": ws.fallback,
     }
     return entry, ws, report
 
@@ -211,7 +212,14 @@ def idle_cause(report) -> tuple[float, str]:
 
 
 def verdict(out: dict, reports: dict) -> str:
-    """One line: which partition is faster, by how much, and the cause."""
+    """One line: which partition is faster, by how much, and the cause (and, where the optimal partitioner's
+    timing guard kept the heuristic's program, that it did and why)."""
+    line = _verdict(out, reports)
+    fallback = out["optimal"].get("fallback") if "error" not in out["optimal"] else None
+    return f"{line} (timing guard: {fallback})" if fallback else line
+
+
+def _verdict(out: dict, reports: dict) -> str:
     if any("error" in out[m] for m in MODES):
         bad = [m for m in MODES if "error" in out[m]]
         return f"only one partition could be measured: the {bad[0]} one failed ({out[bad[0]]['error']})"

@@ -286,14 +286,17 @@ def _round_up(g: S.Graph, q: int) -> None:
 
 
 def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
-    """A load into a user channel of depth D refills the slot of iteration i − D. A load node stands for its
-    data having landed (its out-edges have no delay: the producer runs ahead), so iteration i + D's data is
-    there no sooner than a full round trip of the slot after a reader of iteration i started: the reader's
-    work, its release reaching the producer (a tcgen05.commit for a Blackwell MMA, else an mbarrier arrive),
-    the copy's issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and
-    transfer, the reader's wake-up and, for an MMA, its issue. A ring too shallow for the memory latency
-    thus bounds the II as it bounds the program (D·II ≥ that round trip)."""
+    """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
+    reader of that slot (the ops using the loaded tile) has finished — so the schedule fits the user's ring.
+    And the ring's round trip bounds the II as it bounds the program: a reader of iteration i + D finds its
+    item no sooner than the slot's round trip after it started on iteration i — its own work, its release
+    reaching the producer (a tcgen05.commit for a Blackwell MMA, else an mbarrier arrive), the copies'
+    issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and the item's
+    transfer, the reader's wake-up and, for an MMA, its issue (D·II ≥ that: a reader's own recurrence, so it
+    bounds the II without moving the loads in the schedule)."""
     g = ex.graph
+    loads = {id(ops[0].result): ops[0] for n, ops in ex.members.items() if ex.kind[n] == "tma"}
+    trips: dict[str, int] = {}
     for n, ops in ex.members.items():
         if ex.kind[n] != "tma":
             continue
@@ -303,16 +306,23 @@ def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
         if put is None:
             continue
         depth = put.operands[0].type.depth
-        # (the copies of one item share the copy engine: the graph's "tma" unit already spaces them apart)
-        refill = m.async_issue_cycles + m.ring_latency(depth) + -(-tma_bytes(load) // m.tma_copy_rate) \
-            + m.sync_cycles
         readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
+        for r in sorted(readers):
+            g.add_edge(r, n, g.ops[r].duration, depth, data=False)
+        # the item lands when its last copy has: its bytes share the copy engine
+        item = [loads[id(v)] for v in put.operands[1:] if id(v) in loads]
+        landed = max(-(-sum(tma_bytes(o) for o in item) // m.tma_bytes_per_clk),
+                     max(-(-tma_bytes(o) // m.tma_copy_rate) for o in item))
+        refill = m.async_issue_cycles * len(item) + m.ring_latency(depth) + landed + m.sync_cycles
         for r in sorted(readers):
             mma = ex.kind[r] == "gemm"
             release = MMA_COMMIT_CYCLES if m.tmem_columns and mma else m.sync_cycles
-            # an MMA starts on the tensor core once its warp has issued it
-            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0
-            g.add_edge(r, n, g.ops[r].duration + release + refill + issue, depth, data=False)
+            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0      # an MMA starts once issued
+            trip = g.ops[r].duration + release + refill + issue
+            if trips.get((r, depth), 0) < trip:
+                trips[(r, depth)] = trip
+    for (r, depth), trip in sorted(trips.items()):
+        g.add_edge(r, r, trip, depth, data=False)
 
 
 def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:
