@@ -268,7 +268,7 @@ def cmd_compare(args, console: Console) -> int:
     out["lower_bound"] = result.lower_bound
     for mode in MODES:
         opts = CompileOptions(arch=base.arch, partition=mode, consumers=base.consumers, mma_depth=base.mma_depth,
-                              solver_time_limit=args.time_limit)
+                              solver_time_limit=args.time_limit, timing_guard=base.timing_guard)
         with progress(args, f"lowering the {mode} partition and timing it on the machine model…"):
             try:
                 entry, ws, report = measure(kernel, inputs, opts)

@@ -43,7 +43,8 @@ class CompileOptions:
     solver_time_limit: float = 60.0
     solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
     solver_transfers: bool = True     # may the solver hand register tiles between groups (through shared memory)
-    timing_guard: bool = True         # optimal: keep the heuristic's program where the timing model finds it faster
+    timing_guard: bool = False        # optimal: keep the heuristic's program where the timing model finds it
+                                      # faster (the command line turns it on; off: the solver's own program)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):

@@ -36,8 +36,8 @@ KNOWN_GAPS = {
     ("attention_bwd", "sm_100a"): "as on sm_90a: the solver's model has no per-group occupancy",
 }
 # ... and where the heuristic's program is faster in the timing model (by more than its jitter), and why. The
-# optimal partitioner's timing guard (`aref.compiler._never_slower`) keeps the heuristic's program wherever
-# the timing model finds it faster, so none is left.
+# optimal partitioner's timing guard (`aref.compiler._never_slower`, on in the command line) keeps the
+# heuristic's program wherever the timing model finds it faster, so none is left.
 OPTIMAL_SLOWER: dict = {}
 JITTER = 0.005
 

@@ -35,8 +35,6 @@ PARTITIONS = ["heuristic", "optimal"]
 # (example, partition, size) -> the resource the resource model refuses the cell for, with the reason. The
 # entries below are hardware limits reached by the optimal partitioner's choices (its solver does not count
 # the bytes of its hand-offs): open work, each cell shows it when the partitioner's memory model is closed.
-# They are the solver's own programs: with the timing guard on (the default) all four compile, the guard
-# keeping the heuristic's program, faster in the timing model.
 REFUSED: dict[tuple[str, str, str], str] = {
     # The solver gives the two GEMMs of the dual GEMM two consumer groups; the epilogue (silu(X·W1)·(X·W2))
     # then needs one 128×128 float32 accumulator handed between them (64 KB) beside the example's 4-stage
@@ -59,9 +57,8 @@ def _path(example: str) -> str:
     return f"examples/{name}.py" + (f":{kernel}" if kernel else "")
 
 
-def _compile(example: str, partition: str, size: str, cache_dir, guard: bool = True):
-    """(Barrier IR, CompileResult) of one cell, or the ArefError that refused it. `guard`: the optimal
-    partitioner's timing guard (off: the solver's own program)."""
+def _compile(example: str, partition: str, size: str, cache_dir):
+    """(Barrier IR, CompileResult) of one cell, or the ArefError that refused it."""
     from aref.backend.cute import compile_barrier
     from aref.compiler import CompileOptions, lower_to
     from aref.harness import load_example
@@ -69,8 +66,7 @@ def _compile(example: str, partition: str, size: str, cache_dir, guard: bool = T
     overrides = RAGGED[example] if size == "ragged" else {}
     try:
         kernel = ex.kernel.specialize(**ex.inputs("small", **overrides))
-        ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition=partition, solver_time_limit=20,
-                                                         timing_guard=guard))
+        ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition=partition, solver_time_limit=20))
         return ws, compile_barrier(ws, cache_dir=cache_dir)
     except ArefError as err:
         return err
@@ -82,10 +78,10 @@ _CELLS: dict = {}
 @pytest.fixture(scope="session")
 def cell(backend_cache):
     """`cell(example, partition, size)`: `_compile`'s outcome, once per session."""
-    def get(example, partition, size, guard=True):
-        key = (example, partition, size, guard)
+    def get(example, partition, size):
+        key = (example, partition, size)
         if key not in _CELLS:
-            _CELLS[key] = _compile(example, partition, size, backend_cache, guard)
+            _CELLS[key] = _compile(example, partition, size, backend_cache)
         return _CELLS[key]
     return get
 
@@ -109,9 +105,8 @@ def test_example_compiles_without_spills(cell, example, partition, size):
         assert isinstance(got, ResourceError), f"refused by a non-hardware rule: {got.render()}"
         assert (example, partition, size) in REFUSED, f"refused, and not listed in REFUSED: {got.render()}"
         return
+    assert (example, partition, size) not in REFUSED, "listed in REFUSED but compiles: drop it from the list"
     ws, result = got
-    # a listed cell compiles only where the timing guard kept the heuristic's program (faster there)
-    assert (example, partition, size) not in REFUSED or ws.fallback, "listed in REFUSED but compiles: drop it"
     assert result.arch == "sm_90a"
     assert result.spill_bytes == 0, result.ptxas_log
     assert result.instructions["mbarrier.init"] == 2 * sum(ch.depth for ch in ws.channels)
@@ -121,8 +116,7 @@ def test_example_compiles_without_spills(cell, example, partition, size):
 @pytest.mark.parametrize("example, partition, size", list(REFUSED), ids=["-".join(c) for c in REFUSED])
 def test_listed_refusals_name_their_resource(cell, example, partition, size):
     """A listed cell is refused by the resource model for the resource the list gives, naming the kernel's
-    line (an error a user can act on: lower a ring depth, use smaller tiles or the heuristic partition) — the
-    solver's own program, without the timing guard that may keep the heuristic's instead."""
-    got = cell(example, partition, size, guard=False)
+    line (an error a user can act on: lower a ring depth, use smaller tiles or the heuristic partition)."""
+    got = cell(example, partition, size)
     assert isinstance(got, ResourceError), got
     assert REFUSED[example, partition, size] in str(got) and got.loc is not None
