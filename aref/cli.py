@@ -175,7 +175,7 @@ def example_and_inputs(args):
 def options_of(args) -> CompileOptions:
     return CompileOptions(arch=getattr(args, "arch", "sm_90a"), partition=getattr(args, "partition", "heuristic"),
                           consumers=getattr(args, "consumers", "auto"),
-                          mma_depth=getattr(args, "mma_depth", None))
+                          mma_depth=getattr(args, "mma_depth", None), timing_guard=True)
 
 
 @contextlib.contextmanager
@@ -368,7 +368,7 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
     large = example.inputs("large")               # a steady state needs many iterations
     big = example.kernel.specialize(**large)
     for mode in ("heuristic", "optimal"):
-        entry, _, _ = measure(big, large, CompileOptions(partition=mode))
+        entry, _, _ = measure(big, large, CompileOptions(partition=mode, timing_guard=True))
         console.print(f"  {mode} partition in the timing model (size large): {entry['cycles_per_iter']:.0f} "
                       f"cycles/iteration, "
                       f"tensor core {entry['tc_utilization']:.0%} busy, {entry['warp_groups']} warp groups")

@@ -82,6 +82,7 @@ def measure(kernel, inputs, options: CompileOptions) -> tuple[dict, object, obje
         "utilization": util,
         "tflops": round(flops / cpi * m.clock_ghz * 1e9 * m.sms / 1e12, 1) if cpi else None,
         "total_cycles": report.total_cycles, "compile_seconds": round(seconds, 3),
+        "fallback": ws.fallback,
     }
     return entry, ws, report
 
@@ -211,7 +212,14 @@ def idle_cause(report) -> tuple[float, str]:
 
 
 def verdict(out: dict, reports: dict) -> str:
-    """One line: which partition is faster, by how much, and the cause."""
+    """One line: which partition is faster, by how much, and the cause (and, where the optimal partitioner's
+    timing guard kept the heuristic's program, that it did and why)."""
+    line = _verdict(out, reports)
+    fallback = out["optimal"].get("fallback") if "error" not in out["optimal"] else None
+    return f"{line} (timing guard: {fallback})" if fallback else line
+
+
+def _verdict(out: dict, reports: dict) -> str:
     if any("error" in out[m] for m in MODES):
         bad = [m for m in MODES if "error" in out[m]]
         return f"only one partition could be measured: the {bad[0]} one failed ({out[bad[0]]['error']})"
@@ -260,7 +268,7 @@ def cmd_compare(args, console: Console) -> int:
     out["lower_bound"] = result.lower_bound
     for mode in MODES:
         opts = CompileOptions(arch=base.arch, partition=mode, consumers=base.consumers, mma_depth=base.mma_depth,
-                              solver_time_limit=args.time_limit)
+                              solver_time_limit=args.time_limit, timing_guard=base.timing_guard)
         with progress(args, f"lowering the {mode} partition and timing it on the machine model…"):
             try:
                 entry, ws, report = measure(kernel, inputs, opts)
@@ -358,6 +366,8 @@ def draw_gantt(name, arch, out, reports, lowered, path) -> str:
         ws = lowered[mode]
         labels = [(g.group.name, f"{g.group.name} ({g.group.warps}w)") for g in ws.groups]
         title = f"{mode} ({len(ws.groups)} warp groups)"
+        if ws.fallback:
+            title += ", the heuristic's program (timing guard)"
         panels.append(gantt.Panel(title, reports[mode], labels, out[mode].get("ii") if mode == "optimal" else None))
     speed = f"(optimal: {out['speedup']:.2f}× the heuristic's speed)" if "speedup" in out else ""
     gantt.draw(panels, path, f"{name} on {arch}: steady state, two iterations    {speed}")

@@ -43,6 +43,8 @@ class CompileOptions:
     solver_time_limit: float = 60.0
     solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
     solver_transfers: bool = True     # may the solver hand register tiles between groups (through shared memory)
+    timing_guard: bool = False        # optimal: keep the heuristic's program where the timing model finds it
+                                      # faster (the command line turns it on; off: the solver's own program)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):
@@ -163,10 +165,56 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     again under a tighter register cap. When nothing fits, the first Barrier IR is returned carrying the
     refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal. An optimal
     partition whose shared memory does not fit (the solver counts its hand-offs' cycles, not their bytes) is
-    solved again without hand-offs between groups."""
+    solved again without hand-offs between groups.
+
+    The optimal partition at the barrier level passes the timing guard (`timing_guard`, `_never_slower`)."""
     options = options or CompileOptions()
     if stage not in STAGES:
         raise ArefError(f"unknown stage {stage!r}", hint=f"stages: {', '.join(STAGES)}")
+    ws = _fitting(kernel, stage, options)
+    if stage == "barrier" and options.partition == "optimal" and options.timing_guard:
+        return _never_slower(kernel, ws, options)
+    return ws
+
+
+# the timing guard times whole loops: kernels with longer ones keep the solver's program untimed
+GUARD_MAX_TRIPS = 1024
+
+
+def _never_slower(kernel: Kernel, ws, options: CompileOptions):
+    """The optimal partition's Barrier IR, or the heuristic's where the timing model (`aref.sim.timing`, the
+    busiest CTA, the same figures `aref compare` reports) runs that one in fewer cycles per iteration. The
+    solver's model is coarser than the timing model (no per-group occupancy of the instruction stream), so
+    its proven-optimal II can lower to a slower program than the heuristic's; the guard makes "optimal"
+    never the slower of the two. The kept program says why in `WSKernel.fallback`."""
+    from aref.interpret import longest_cta, trip_counts
+    from aref.machine import machine_for
+    from aref.sim.timing import simulate_timing
+    cta = longest_cta(kernel)
+    if kernel.loop is None or trip_counts(kernel).get(cta, 0) > GUARD_MAX_TRIPS:
+        return ws
+    try:
+        other = _fitting(kernel, "barrier", replace(options, partition="heuristic"))
+    except ArefError:
+        return ws
+    if other.resource_error is not None and ws.resource_error is None:
+        return ws                            # never trade a program that fits for one that does not
+    machine = machine_for(options.arch)
+    cycles = []
+    for w in (ws, other):
+        report = simulate_timing(w, None, machine, cta=cta)
+        if report.violations:
+            return ws
+        cycles.append(report.cycles_per_iter)
+    if cycles[1] >= cycles[0]:
+        return ws
+    other.fallback = (f"the solver's schedule ran {cycles[0]:.0f} cycles/iteration in the timing model, the "
+                      f"heuristic's {cycles[1]:.0f}: the optimal partitioner keeps the heuristic's program")
+    return other
+
+
+def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
+    """`stage`'s IR, retried with the alternatives of `lower_to` when the resource model refuses it."""
     ws = _run(kernel, stage, options)
     first = getattr(ws, "resource_error", None)
     if first is None:

@@ -172,6 +172,8 @@ class WSKernel:
     resource_error: Exception | None = None
     # Blackwell: where tiles live in tensor memory (`aref.tmem.TmemPlan`), set by the aref lowering
     tmem: object | None = None
+    # an optimal partition's program replaced by the heuristic's, faster in the timing model: why (else None)
+    fallback: str | None = None
 
     def channel(self, name: str) -> Channel:
         return next(c for c in self.channels if c.name == name)

@@ -22,7 +22,7 @@ from aref import ops as ops_registry
 from aref import resources
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
-from aref.machine import machine_for, op_cost, unit_busy
+from aref.machine import machine_for, mma_issue_cycles, op_cost, tma_bytes, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from aref.ws import WarpGroup
 from partition import streams
@@ -308,8 +308,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
                     tmem = bool(m.tmem_columns) and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
                     transfer_cost = None
-                    if tmem and ex.kind[sn] == "gemm":
-                        delay += MMA_COMMIT_CYCLES          # tcgen05.commit reaching the waiting group
+                    if tmem and ex.kind[sn] == "gemm" and sn != n:
+                        # tcgen05.commit reaching the waiting group; an MMA's own accumulator chain needs
+                        # none: the MMA warp issues them in order and the tensor core runs them back to back
+                        delay += MMA_COMMIT_CYCLES
                     if blocking and occ:                    # the wait returns sync_cycles after the MMA ends
                         delay += streams.wait_cycles(m)
                         if not tmem:                        # ... which a hand-off's own wait then need not add
@@ -328,7 +330,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.whole_puts(ex, body, m)
         if slots:
             streams.add_post_handoffs(kernel, ex, rep)
-    _ring_reuse(ex, body, m if occ else None)
+    _ring_reuse(ex, body, m, occ)
     ex.occupancy = occ
     _round_up(g, quantum)
     try:
@@ -361,12 +363,20 @@ def _round_up(g: S.Graph, q: int) -> None:
             e.transfer_cost = up(e.transfer_cost)
 
 
-def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
+def _ring_reuse(ex: Extraction, body: list[Op], m, occupancy: bool = False) -> None:
     """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
     reader of that slot (the ops using the loaded tiles) has finished and released it — so the schedule fits
-    the user's ring. `m`: the machine whose release latency the graph states (None in the occupancy-free
-    graph, which counts the readers' ends only)."""
+    the user's ring (`occupancy`: the graph states the release latency too; the occupancy-free graph counts
+    the readers' ends only).
+    And the ring's round trip bounds the II as it bounds the program: a reader of iteration i + D finds its
+    item no sooner than the slot's round trip after it started on iteration i — its own work, its release
+    reaching the producer (a tcgen05.commit for a Blackwell MMA, else an mbarrier arrive), the copies'
+    issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and the item's
+    transfer, the reader's wake-up and, for an MMA, its issue (D·II ≥ that: a reader's own recurrence, so it
+    bounds the II without moving the loads in the schedule)."""
     g = ex.graph
+    loads = {id(ops[0].result): ops[0] for n, ops in ex.members.items() if ex.kind[n] == "tma"}
+    trips: dict[str, int] = {}
     for n, ops in ex.members.items():
         if ex.kind[n] != "tma":
             continue
@@ -376,7 +386,22 @@ def _ring_reuse(ex: Extraction, body: list[Op], m) -> None:
         depth = put.operands[0].type.depth
         readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
         for r in sorted(readers):
-            g.add_edge(r, n, g.ops[r].duration + (streams.release_latency(m) if m else 0), depth, data=False)
+            g.add_edge(r, n, g.ops[r].duration + (streams.release_latency(m) if occupancy else 0), depth,
+                       data=False)
+        # the item lands when its last copy has: its bytes share the copy engine
+        item = [loads[id(v)] for v in put.operands[1:] if id(v) in loads]
+        landed = max(-(-sum(tma_bytes(o) for o in item) // m.tma_bytes_per_clk),
+                     max(-(-tma_bytes(o) // m.tma_copy_rate) for o in item))
+        refill = m.async_issue_cycles * len(item) + m.ring_latency(depth) + landed + m.sync_cycles
+        for r in sorted(readers):
+            mma = ex.kind[r] == "gemm"
+            release = MMA_COMMIT_CYCLES if m.tmem_columns and mma else m.sync_cycles
+            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0      # an MMA starts once issued
+            trip = g.ops[r].duration + release + refill + issue
+            if trips.get((r, depth), 0) < trip:
+                trips[(r, depth)] = trip
+    for (r, depth), trip in sorted(trips.items()):
+        g.add_edge(r, r, trip, depth, data=False)
 
 
 def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:

@@ -38,6 +38,35 @@ def test_gemm_reaches_the_resource_bound():
     assert sorted(kinds(ex, r).values()) == [["gemm"], ["tma", "tma"]]
 
 
+def test_blackwell_gemm_ring_round_trip_bounds_the_ii():
+    """sm_100a, 128×128×64 tiles in a 5-slot ring: no tcgen05.commit between an MMA and its own next
+    accumulation (the tensor core runs them back to back), and the ring's refill round trip — the MMA, its
+    commit, the copy's issue, the latency a ring read in order meets, its transfer, the MMA warp's wake-up
+    and issue — bounds the II, as it bounds the simulated program (bench/fidelity.py: within 3%)."""
+    from aref.machine import B200, mma_issue_cycles
+    from partition.optimal import MMA_COMMIT_CYCLES
+    ex, r = solved("gemm", "sm_100a", size="large")
+    g = ex.graph
+    mma = next(n for n, k in ex.kind.items() if k == "gemm")
+    (chain,) = [e for e in g.edges if e.src == e.dst == mma and e.data]
+    assert chain.delay == g.ops[mma].duration == 256
+    item = 2 * 128 * 64 * 2 // B200.tma_bytes_per_clk              # the A and B tiles share the copy engine
+    trip = (256 + MMA_COMMIT_CYCLES + 2 * B200.async_issue_cycles + B200.ring_latency(5) + item
+            + B200.sync_cycles + mma_issue_cycles(ex.members[mma][0], B200))
+    (ring,) = [e for e in g.edges if e.src == e.dst == mma and not e.data]
+    assert ring.distance == 5 and trip <= ring.delay < trip + 16
+    assert r.proven_optimal and r.ii == r.lower_bound == -(-ring.delay // 5) > 256
+
+
+def test_ring_latency_plans_for_late_copies():
+    from aref.machine import B200
+    lo, mode, hi = B200.tma_latency
+    assert B200.tma_latency_quantile(0) == lo and B200.tma_latency_quantile(1) == hi
+    assert B200.tma_latency_quantile((mode - lo) / (hi - lo)) == mode
+    lat = [B200.ring_latency(d) for d in range(1, 9)]
+    assert lat == sorted(lat) and lat[0] == B200.tma_latency_draw() and lo < lat[-1] < hi
+
+
 def test_hopper_attention_is_fa3_ping_pong():
     """Head dim 128, two 64-row sub-tiles: II equals the tensor-core bound, TMA alone, and each sub-tile's
     GEMMs and softmax on its own consumer group."""
