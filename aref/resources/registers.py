@@ -368,7 +368,8 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
         return False
     if op.kind is OpKind.SELECT and id(v) in lv.alias:
         return False
-    return bool(lv.use_at.get(id(v)))
+    # an MMA writes its accumulator whether or not anything reads it (until the wait that retires it)
+    return bool(lv.use_at.get(id(v))) or op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
 
 
 def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:

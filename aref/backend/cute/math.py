@@ -198,7 +198,9 @@ class MathEmitter(Renderer, CrossThread):
             self.env[id(r)] = Zero(r.type, z)               # a zero-initialised state scaled: still 0
             return
         self.env[id(r)] = ("lazy", op)
-        if id(r) not in self.fused and op.kind not in (OpKind.EXPAND_DIMS, OpKind.SLICE):
+        # a value nothing reads is never computed (the resource model gives it no storage)
+        if id(r) not in self.fused and op.kind not in (OpKind.EXPAND_DIMS, OpKind.SLICE) \
+                and self.use_at.get(id(r)):
             self.materialize(r)
 
     def materialize(self, v: Value) -> Buffer:
