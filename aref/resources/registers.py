@@ -186,11 +186,14 @@ class Liveness:
         # the next iteration), so their sources stay live until then — except a cast read only by register math
         # (rounded inside its users' expressions), a cast of an MMA accumulator, which a later MMA may update in
         # place before the cast's use, and a cast of a slot's tile (the slot may be released before): those are
-        # computed where the IR puts them
+        # computed where the IR puts them; and a cast that rounds an elementwise expression nothing else reads:
+        # computed where the IR puts it, the expression is fused into it (deferred, the wider expression would
+        # be stored until the use, beside the narrow copy)
         self.deferred = {id(op.result) for op in ops_ if op.results and (
             op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
             and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
             and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])
+            and not self._rounds_expression(op)
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
         # at each use rather than stored
@@ -264,6 +267,38 @@ class Liveness:
         if op.kind in VIEWS + (OpKind.SELECT,):
             return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
         return False
+
+    def _rounds_expression(self, cast: Op) -> bool:
+        """Is `cast`'s operand an elementwise expression read by nothing else (in the same block) that cannot be
+        computed in place over a same-typed input dying there? Then rounding it where the IR puts it holds the
+        narrow result only; else (an input dies there) the wide result takes that input's storage and is
+        rounded at its use."""
+        src = self.prod.get(id(self.root(cast.operands[0])))
+        if not (src is not None and src.kind in ELEMENTWISE and src.kind is not OpKind.SELECT
+                and self._only_user(src.result, cast) and self.block_of.get(id(src)) == self.block_of.get(id(cast))):
+            return False
+        at, (start, end) = self.position[id(src)], self.loop_span
+        stack, seen = list(src.operands), set()
+        while stack:
+            o = self.root(stack.pop())
+            if id(o) in seen or not isinstance(o.type, TileType):
+                continue
+            seen.add(id(o))
+            p = self.prod.get(id(o))
+            if p is not None and p.kind in ELEMENTWISE and p.kind is not OpKind.SELECT and p.results \
+                    and self._only_user(o, None) and self.block_of.get(id(p)) == self.block_of.get(id(src)):
+                stack += p.operands              # fused into the expression: its inputs are the expression's
+                continue
+            last = max((q for q, _ in self.use_at.get(id(o), [])), default=0)
+            outside = self.def_at.get(id(o), 0) <= start < at <= end      # read in the loop, defined before it
+            if o.type == src.result.type and last <= at and not outside:
+                return False
+        return True
+
+    def _only_user(self, v: Value, user: Op | None) -> bool:
+        """Is `v` read by exactly one op (`user`, when given)?"""
+        users = {id(u) for _, u in self.use_at.get(id(self.root(v)), [])}
+        return len(users) == 1 and (user is None or users == {id(user)})
 
     def skipped(self, op: Op) -> bool:
         return op.pred is not None and self.static.get(id(op.pred)) is False
@@ -354,9 +389,23 @@ class RegisterDemand:
         return max(MIN_REGS, _round_up(self.peak + ROLE_OVERHEAD)) if self.computes else MIN_REGS
 
     def describe(self) -> str:
-        parts = ", ".join(f"{n} {r}" for n, r in sorted(self.live, key=lambda x: -x[1])[:4])
+        live = sorted(self.live, key=lambda x: -x[1])
+        parts = ", ".join(f"{n} {r}" for n, r in live[:6]) + (f", {len(live) - 6} more" if len(live) > 6 else "")
+        line = getattr(getattr(self.at, "loc", None), "line", 0)
         return (f"warp group '{self.group}' holds up to {self.peak} registers per thread of tiles at once"
-                + (f" ({parts})" if parts else "") + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+                + (f" (at line {line})" if line else "") + (f" ({parts})" if parts else "")
+                + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+
+    def remedy(self) -> str:
+        """What a user can change: the tiles that take the most, and how to make them smaller."""
+        live = sorted(self.live, key=lambda x: -x[1])
+        big = [n for n, r in live if live and r == live[0][1]]
+        over = self.need - MAX_REGS
+        return (f"the largest live tiles ({', '.join(big[:3])}{', ...' if len(big) > 3 else ''}: {live[0][1]} "
+                f"registers each) must shrink by about {max(over, 0)} registers per thread: use smaller blocks "
+                f"(halve the rows or columns of those tiles), keep fewer of them live at once (store or reduce "
+                f"a tile before computing the next), or split the rows over cooperative consumer groups"
+                if live else "use smaller tiles")
 
 
 def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
@@ -391,7 +440,7 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
 
     def new(v: Value, first: float, name: str | None = None) -> int:
         spans[id(v)] = [tile_registers(v.type, arch, layout=layout_of(v)), first, lv.last_use(v),
-                        name or v.name or "tile"]
+                        name or v.name or _label(v, lv)]
         owner[id(v)] = id(v)
         return id(v)
 
@@ -476,6 +525,14 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
     return RegisterDemand(gp.group.name, peak, at, live, computes)
 
 
+def _label(v: Value, lv: Liveness) -> str:
+    """An unnamed tile as a user finds it in the source: its shape, dtype and the line that computes it."""
+    t = v.type
+    op = lv.prod.get(id(v))
+    line = f" of line {op.loc.line}" if op is not None and getattr(op.loc, "line", 0) else ""
+    return f"{'x'.join(map(str, t.shape))} {t.dtype.value} tile{line}"
+
+
 def _busy(c: int | None, inflight: list[list[int]]) -> bool:
     return c is not None and any(c in group for group in inflight)
 
@@ -536,8 +593,8 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
         if budget[g.id] > MAX_REGS:
             d = demands[g.id]
             raise ResourceError(f"{d.describe()}: {d.need} registers per thread, more than the {MAX_REGS} a warp "
-                                f"group can be given (setmaxnreg)", loc,
-                                hint="split the work over more consumer groups or use smaller tiles",
+                                f"group can be given (setmaxnreg)", getattr(d.at, "loc", None) or loc,
+                                hint=f"split the work over more consumer groups or use smaller tiles: {d.remedy()}",
                                 excess=d.need - MAX_REGS)
     used = sum(budget[g.id] * g.threads for g in groups)
     for g in groups:                 # a producer gives back what it can (down to 24) before anything is refused
