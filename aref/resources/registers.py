@@ -488,6 +488,14 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
             if k not in VIEWS:
                 for o in op.operands:          # deferred casts and transposes are made where they are read
                     materialize(o, pos)
+            if k not in FUSABLE_USERS + VIEWS:
+                # cheap index math an op reads whole is made for that read only (an MMA's constant accumulator
+                # is its result's storage)
+                for o in op.operands[:2] if k in (OpKind.MMA, OpKind.MMA_ASYNC) else op.operands:
+                    o = lv.root(o)
+                    if id(o) in lv.cheap and isinstance(o.type, TileType) and o.type.space is Space.RMEM:
+                        spans[(id(o), pos)] = [tile_registers(o.type, arch, layout=layout_of(o)), pos, pos,
+                                             o.name or _label(o, lv)]
             for r in op.results:
                 if id(r) in lv.deferred or not _materializes(op, lv, r):
                     continue

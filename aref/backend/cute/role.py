@@ -196,7 +196,7 @@ class RoleEmitter(AccessEmitter, MathEmitter):
             for v in () if lazy else op.operands:
                 c = self.env.get(id(v))
                 if (isinstance(c, Zero) or isinstance(c, tuple) and c[0] in ("lazy", "cast")) \
-                        and self.last_use(v) > self.pos and self.held_in_registers(v):
+                        and self.last_use(v) > self.pos and self.held_in_registers(v) and id(v) not in self.cheap:
                     self.materialize(v)     # read after the step too: made whether or not the step runs
             with self.out.block(f"if {strip_parens(guard.expr)}:"):
                 if k in self.tagged:
