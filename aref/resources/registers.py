@@ -488,6 +488,11 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
             if k not in VIEWS:
                 for o in op.operands:          # deferred casts and transposes are made where they are read
                     materialize(o, pos)
+            v = lv.root(op.operands[-1]) if k is OpKind.STORE else None
+            if v is not None and isinstance(v.type, TileType) and v.type.space is Space.SMEM and len(v.type.shape) > 1:
+                # a slot's tile stored to global memory goes through registers (the store's staging copy)
+                spans[(id(v), pos)] = [tile_registers(v.type, arch, layout=layout_of(v)), pos,
+                                       max(pos, lv.last_use(v)), v.name or _label(v, lv)]
             if k not in FUSABLE_USERS + VIEWS:
                 # cheap index math an op reads whole is made for that read only (an MMA's constant accumulator
                 # is its result's storage)
