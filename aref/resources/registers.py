@@ -186,14 +186,11 @@ class Liveness:
         # the next iteration), so their sources stay live until then — except a cast read only by register math
         # (rounded inside its users' expressions), a cast of an MMA accumulator, which a later MMA may update in
         # place before the cast's use, and a cast of a slot's tile (the slot may be released before): those are
-        # computed where the IR puts them; and a cast that rounds an elementwise expression nothing else reads:
-        # computed where the IR puts it, the expression is fused into it (deferred, the wider expression would
-        # be stored until the use, beside the narrow copy)
+        # computed where the IR puts them
         self.deferred = {id(op.result) for op in ops_ if op.results and (
             op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
             and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
             and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])
-            and not self._rounds_expression(op)
             or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
         # at each use rather than stored
@@ -267,38 +264,6 @@ class Liveness:
         if op.kind in VIEWS + (OpKind.SELECT,):
             return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
         return False
-
-    def _rounds_expression(self, cast: Op) -> bool:
-        """Is `cast`'s operand an elementwise expression read by nothing else (in the same block) that cannot be
-        computed in place over a same-typed input dying there? Then rounding it where the IR puts it holds the
-        narrow result only; else (an input dies there) the wide result takes that input's storage and is
-        rounded at its use."""
-        src = self.prod.get(id(self.root(cast.operands[0])))
-        if not (src is not None and src.kind in ELEMENTWISE and src.kind is not OpKind.SELECT
-                and self._only_user(src.result, cast) and self.block_of.get(id(src)) == self.block_of.get(id(cast))):
-            return False
-        at, (start, end) = self.position[id(src)], self.loop_span
-        stack, seen = list(src.operands), set()
-        while stack:
-            o = self.root(stack.pop())
-            if id(o) in seen or not isinstance(o.type, TileType):
-                continue
-            seen.add(id(o))
-            p = self.prod.get(id(o))
-            if p is not None and p.kind in ELEMENTWISE and p.kind is not OpKind.SELECT and p.results \
-                    and self._only_user(o, None) and self.block_of.get(id(p)) == self.block_of.get(id(src)):
-                stack += p.operands              # fused into the expression: its inputs are the expression's
-                continue
-            last = max((q for q, _ in self.use_at.get(id(o), [])), default=0)
-            outside = self.def_at.get(id(o), 0) <= start < at <= end      # read in the loop, defined before it
-            if o.type == src.result.type and last <= at and not outside:
-                return False
-        return True
-
-    def _only_user(self, v: Value, user: Op | None) -> bool:
-        """Is `v` read by exactly one op (`user`, when given)?"""
-        users = {id(u) for _, u in self.use_at.get(id(self.root(v)), [])}
-        return len(users) == 1 and (user is None or users == {id(user)})
 
     def skipped(self, op: Op) -> bool:
         return op.pred is not None and self.static.get(id(op.pred)) is False
