@@ -409,9 +409,23 @@ class RegisterDemand:
         return max(MIN_REGS, _round_up(self.peak + ROLE_OVERHEAD)) if self.computes else MIN_REGS
 
     def describe(self) -> str:
-        parts = ", ".join(f"{n} {r}" for n, r in sorted(self.live, key=lambda x: -x[1])[:4])
+        live = sorted(self.live, key=lambda x: -x[1])
+        parts = ", ".join(f"{n} {r}" for n, r in live[:6]) + (f", {len(live) - 6} more" if len(live) > 6 else "")
+        line = getattr(getattr(self.at, "loc", None), "line", 0)
         return (f"warp group '{self.group}' holds up to {self.peak} registers per thread of tiles at once"
-                + (f" ({parts})" if parts else "") + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+                + (f" (at line {line})" if line else "") + (f" ({parts})" if parts else "")
+                + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+
+    def remedy(self) -> str:
+        """What a user can change: the tiles that take the most, and how to make them smaller."""
+        live = sorted(self.live, key=lambda x: -x[1])
+        big = [n for n, r in live if live and r == live[0][1]]
+        over = self.need - MAX_REGS
+        return (f"the largest live tiles ({', '.join(big[:3])}{', ...' if len(big) > 3 else ''}: {live[0][1]} "
+                f"registers each) must shrink by about {max(over, 0)} registers per thread: use smaller blocks "
+                f"(halve the rows or columns of those tiles), keep fewer of them live at once (store or reduce "
+                f"a tile before computing the next), or split the rows over cooperative consumer groups"
+                if live else "use smaller tiles")
 
 
 def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
@@ -429,7 +443,8 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
         return False
     if op.kind is OpKind.SELECT and id(v) in lv.alias:
         return False
-    return bool(lv.use_at.get(id(v)))
+    # an MMA writes its accumulator whether or not anything reads it (until the wait that retires it)
+    return bool(lv.use_at.get(id(v))) or op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
 
 
 def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
@@ -451,7 +466,7 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
 
     def new(v: Value, first: float, name: str | None = None) -> int:
         spans[id(v)] = [tile_registers(v.type, arch, layout=layout_of(v)), first, lv.last_use(v),
-                        name or v.name or "tile"]
+                        name or v.name or _label(v, lv)]
         owner[id(v)] = id(v)
         return id(v)
 
@@ -499,6 +514,19 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
             if k not in VIEWS:
                 for o in op.operands:          # deferred casts and transposes are made where they are read
                     materialize(o, pos)
+            v = lv.root(op.operands[-1]) if k is OpKind.STORE else None
+            if v is not None and isinstance(v.type, TileType) and v.type.space is Space.SMEM and len(v.type.shape) > 1:
+                # a slot's tile stored to global memory goes through registers (the store's staging copy)
+                spans[(id(v), pos)] = [tile_registers(v.type, arch, layout=layout_of(v)), pos,
+                                       max(pos, lv.last_use(v)), v.name or _label(v, lv)]
+            if k not in FUSABLE_USERS + VIEWS:
+                # cheap index math an op reads whole is made for that read only (an MMA's constant accumulator
+                # is its result's storage)
+                for o in op.operands[:2] if k in (OpKind.MMA, OpKind.MMA_ASYNC) else op.operands:
+                    o = lv.root(o)
+                    if id(o) in lv.cheap and isinstance(o.type, TileType) and o.type.space is Space.RMEM:
+                        spans[(id(o), pos)] = [tile_registers(o.type, arch, layout=layout_of(o)), pos, pos,
+                                             o.name or _label(o, lv)]
             for r in op.results:
                 if id(r) in lv.deferred or not _materializes(op, lv, r):
                     continue
@@ -535,6 +563,14 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
         if n > peak:
             peak, at, live = n, op, [(s[3], s[0]) for s in here]
     return RegisterDemand(gp.group.name, peak, at, live, computes)
+
+
+def _label(v: Value, lv: Liveness) -> str:
+    """An unnamed tile as a user finds it in the source: its shape, dtype and the line that computes it."""
+    t = v.type
+    op = lv.prod.get(id(v))
+    line = f" of line {op.loc.line}" if op is not None and getattr(op.loc, "line", 0) else ""
+    return f"{'x'.join(map(str, t.shape))} {t.dtype.value} tile{line}"
 
 
 def _busy(c: int | None, inflight: list[list[int]]) -> bool:
@@ -597,8 +633,8 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
         if budget[g.id] > MAX_REGS:
             d = demands[g.id]
             raise ResourceError(f"{d.describe()}: {d.need} registers per thread, more than the {MAX_REGS} a warp "
-                                f"group can be given (setmaxnreg)", loc,
-                                hint="split the work over more consumer groups or use smaller tiles",
+                                f"group can be given (setmaxnreg)", getattr(d.at, "loc", None) or loc,
+                                hint=f"split the work over more consumer groups or use smaller tiles: {d.remedy()}",
                                 excess=d.need - MAX_REGS)
     used = sum(budget[g.id] * g.threads for g in groups)
     for g in groups:                 # a producer gives back what it can (down to 24) before anything is refused

@@ -68,9 +68,13 @@ def test_a_plain_consumer_over_the_register_file_is_refused_by_the_resource_mode
     ws = barrier_ir("dual_gemm", "heuristic", "plain")
     assert isinstance(ws.resource_error, ResourceError)
     with pytest.raises(ResourceError, match=r"'consumer' holds up to 256 registers per thread of tiles at once "
-                                            r"\(gate 128, up 128\).*more than the 256") as e:
+                                            r"\(at line 23\) \(gate 128, up 128\).*more than the 256") as e:
         generate_source(ws)
-    assert "split the work over more consumer groups" in e.value.render()
+    text = e.value.render()
+    assert "split the work over more consumer groups" in text
+    # it points at the user's line where the tiles peak and says which tiles to shrink, and by how much
+    assert "dual_gemm.py:23" in text and "up = aref.mma" in text
+    assert "the largest live tiles (gate, up: 128 registers each) must shrink by about 32 registers" in text
 
 
 def test_a_budget_set_by_hand_below_the_need_is_refused_by_the_backend():

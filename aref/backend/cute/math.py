@@ -29,6 +29,7 @@ class MathEmitter(Renderer, CrossThread):
         self.in_loop = False
         self.inflight: list[tuple[Buffer, tuple[Buffer, ...]]] = []   # each in-flight wgmma: (writes, reads)
         self.holder: dict[str, Value] = {}         # buffer name -> the value it currently holds
+        self.transient: dict[str, tuple] = {}      # buffer name -> (cheap value, the one position it is read)
         self.buffers: list[Buffer] = []
         self.carried_bufs: dict[str, Value] = {}   # in the loop body: carried buffer -> its yield value
         self.peak: tuple[int, list] = (0, [])
@@ -105,11 +106,19 @@ class MathEmitter(Renderer, CrossThread):
 
     def _free(self, b: Buffer, in_place: bool = False) -> bool:
         """Free at this op: its value is dead (or, computing elementwise in place, dies right here)."""
+        last = self.held_until(b)
+        if last is None:
+            return True
+        return (last < self.pos or in_place and last <= self.pos) and not self.busy(b)
+
+    def held_until(self, b: Buffer) -> float | None:
+        """The last position at which `b`'s value is read from `b` (None: it holds nothing). Cheap index math
+        made for one reader (a store, an MMA) is held for that op only: it is recomputed at every use."""
         owner = self.holder.get(b.name)
         if owner is None:
-            return True
-        last = self.last_use(owner)
-        return (last < self.pos or in_place and last <= self.pos) and not self.busy(b)
+            return None
+        once = self.transient.get(b.name)
+        return once[1] if once is not None and once[0] is owner else self.last_use(owner)
 
     def _yield_carried(self, v: Value):
         lp = self.gp.loop
@@ -138,9 +147,7 @@ class MathEmitter(Renderer, CrossThread):
 
     def track_live(self) -> None:
         """Record the peak of registers held by live tiles (after each op)."""
-        live = [b for b in self.buffers
-                if self.busy(b) or (self.holder.get(b.name) is not None
-                                    and self.last_use(self.holder[b.name]) >= self.pos)]
+        live = [b for b in self.buffers if self.busy(b) or (self.held_until(b) or 0) >= self.pos]
         n = sum(b.registers for b in live)
         if n > self.peak[0]:
             self.peak = (n, live)
@@ -198,7 +205,9 @@ class MathEmitter(Renderer, CrossThread):
             self.env[id(r)] = Zero(r.type, z)               # a zero-initialised state scaled: still 0
             return
         self.env[id(r)] = ("lazy", op)
-        if id(r) not in self.fused and op.kind not in (OpKind.EXPAND_DIMS, OpKind.SLICE):
+        # a value nothing reads is never computed (the resource model gives it no storage)
+        if id(r) not in self.fused and op.kind not in (OpKind.EXPAND_DIMS, OpKind.SLICE) \
+                and self.use_at.get(id(r)):
             self.materialize(r)
 
     def materialize(self, v: Value) -> Buffer:
@@ -231,7 +240,10 @@ class MathEmitter(Renderer, CrossThread):
             self.compute_into(buf, v)
         else:
             raise BackendError(f"internal: cannot hold {v} in registers ({c!r})", self.loc)
-        self.env[id(v)] = Reg(buf)
+        if id(v) in self.cheap:
+            self.transient[buf.name] = (v, self.pos)   # made for this op's read: recomputed at the next one
+        else:
+            self.env[id(v)] = Reg(buf)
         return buf
 
     def elementwise(self, v: Value, op: Op) -> Buffer:

@@ -190,10 +190,13 @@ class RoleEmitter(AccessEmitter, MathEmitter):
                 self.tag(op)
             handler(op)
         else:
-            for v in op.operands:
+            # a step whose result is fused into a later user only records an expression: nothing is made under
+            # the guard, so nothing need be made before it (the model counts such chains as taking no storage)
+            lazy = bool(op.results) and all(id(r) in self.fused for r in op.results)
+            for v in () if lazy else op.operands:
                 c = self.env.get(id(v))
                 if (isinstance(c, Zero) or isinstance(c, tuple) and c[0] in ("lazy", "cast")) \
-                        and self.last_use(v) > self.pos and self.held_in_registers(v):
+                        and self.last_use(v) > self.pos and self.held_in_registers(v) and id(v) not in self.cheap:
                     self.materialize(v)     # read after the step too: made whether or not the step runs
             with self.out.block(f"if {strip_parens(guard.expr)}:"):
                 if k in self.tagged:
