@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 from rich.console import Console
 from rich.table import Table

@@ -58,8 +58,8 @@ class KernelFunction:
         if tracer is not None:
             what = "itself" if tracer.kernel_name == self.__name__ else f"another @aref_kernel ({self.__name__})"
             raise ArefSyntaxError(f"kernel @{tracer.kernel_name} calls {what}: kernels cannot call kernels", loc,
-                                  hint=f"move the shared code into a plain Python function (no decorator) and "
-                                       f"call that: it is traced inline")
+                                  hint="move the shared code into a plain Python function (no decorator) and "
+                                       "call that: it is traced inline")
 
     def bind(self, args, kwargs, devices=SUPPORTED_DEVICES):
         """Split call arguments into tensors (by parameter name) and constexprs (with defaults)."""
@@ -134,7 +134,7 @@ class KernelFunction:
             names = [n for n, t in tensors.items() if t.device.type in bad]
             raise ArefTypeError(f"tensor {names[0]} is on device '{bad[0]}'; aref runs kernels on 'cpu' tensors "
                                 f"(the reference interpreter) or 'cuda' tensors (a GPU)", loc,
-                                hint=f"move the tensors with .to('cpu') or .to('cuda')")
+                                hint="move the tensors with .to('cpu') or .to('cuda')")
         if len(devices) > 1:
             where = ", ".join(f"{n} on {t.device}" for n, t in tensors.items())
             raise ArefTypeError(f"the tensors are on different devices ({where})", loc,

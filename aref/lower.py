@@ -24,7 +24,7 @@ import copy
 from dataclasses import replace
 
 from aref import resources
-from aref.errors import ArefError, CompilerBugError, UNKNOWN_LOC
+from aref.errors import CompilerBugError, UNKNOWN_LOC
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaAttrs, MmaWaitAttrs,
                      NamedBarrierAttrs, NoAttrs, Op, OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs,
                      Space, Value)

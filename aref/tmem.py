@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.errors import ArefError
-from aref.ir import DType, OpKind, Space, TileType, Value
+from aref.ir import OpKind, Space, TileType, Value
 from partition.model import UnionFind
 
 LANES = 128

@@ -14,10 +14,10 @@ from __future__ import annotations
 from aref import ops
 from aref.backend.cute.analysis import BackendError, CUTLASS_DTYPE
 from aref.resources.layout import ACC, fits, orientations, tile_layout
-from aref.backend.cute.render import Nest, Renderer, root_ctx
+from aref.backend.cute.render import Renderer, root_ctx
 from aref.backend.cute.values import Buffer, Reg, Scalar, SmemTile, Zero, affine_expr, paren, strip_parens
 from aref.backend.cute.xthread import CrossThread
-from aref.ir import Op, OpKind, Space, TileType, Value
+from aref.ir import Op, OpKind, TileType, Value
 
 from aref.resources import ROLE_OVERHEAD, Liveness, register_demand
 from aref.resources.registers import ELEMENTWISE, FUSABLE_USERS, LAZY, MAX_FUSED_LEAVES  # noqa: F401

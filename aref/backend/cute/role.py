@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from aref.backend.cute.access import AccessEmitter
 from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, producers_of,
-                                        register_a, smem_operand, staged_source, CUTLASS_DTYPE)
+                                        register_a, smem_operand, staged_source)
 from aref.resources.layout import feeds_mma_only
 from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
-from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, coordinate, paren,
-                                      scalar_binary, strip_parens)
+from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, scalar_binary, strip_parens)
 from aref.ir import Op, OpKind, Space, TileType, Value
 from aref.printer import format_op
 

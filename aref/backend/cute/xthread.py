@@ -153,7 +153,7 @@ class CrossThread:
         if buf.layout == COL:
             n = buf.shape[-1]
             xv = self.xvector(4 * n, dtype)
-            self.out(f"# the 4 warps' partials of each column meet in the exchange tile")
+            self.out("# the 4 warps' partials of each column meet in the exchange tile")
             self.group_sync("earlier readers of the exchange tile are done")
             with self.out.block("if group_tidx % 32 < 4:"):
                 with self.out.block(f"for c in cutlass.range_constexpr({buf.cols}):"):
