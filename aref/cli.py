@@ -308,8 +308,10 @@ def cmd_compile(args, console: Console) -> int:
                                  ctas=args.ctas or (148 if args.arch == "sm_100a" else 132), raster=args.raster)
     data = result.to_json()
     if args.json:
-        print(json.dumps({"kernel": example.name, "partition": args.partition, **data}))
+        print(json.dumps({"kernel": example.name, "partition": args.partition, "fallback": ws.fallback, **data}))
         return 0
+    if ws.fallback:
+        console.print(f"[yellow]note:[/] {ws.fallback}")
     table = Table(title=f"{example.name} for {data['arch']} ({args.partition} partition)")
     table.add_column("field")
     table.add_column("value")

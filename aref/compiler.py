@@ -44,7 +44,8 @@ class CompileOptions:
     solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
     solver_transfers: bool = True     # may the solver hand register tiles between groups (through shared memory)
     timing_guard: bool = False        # optimal: keep the heuristic's program where the timing model finds it
-                                      # faster (the command line turns it on; off: the solver's own program)
+                                      # faster or where no solver partition fits (the command line turns it
+                                      # on; off: the solver's own program, or its refusal)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
 
     def __post_init__(self):
@@ -186,18 +187,33 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
     busiest CTA, the same figures `aref compare` reports) runs that one in fewer cycles per iteration. The
     solver's model is coarser than the timing model (no per-group occupancy of the instruction stream), so
     its proven-optimal II can lower to a slower program than the heuristic's; the guard makes "optimal"
-    never the slower of the two. The kept program says why in `WSKernel.fallback`."""
+    never the slower of the two. Likewise a program that fits the resource model beats one that does not: when
+    no partition of the solver's space fits (it gives each MMA node a group and does not split rows, so two
+    128×128 accumulators may not fit any of them), the heuristic's program is kept rather than a refusal. The
+    kept program says why in `WSKernel.fallback`."""
     from aref.interpret import longest_cta, trip_counts
     from aref.machine import machine_for
     from aref.sim.timing import simulate_timing
+
+    def heuristic():
+        try:
+            return _fitting(kernel, "barrier", replace(options, partition="heuristic"))
+        except ArefError:
+            return None
+
+    if ws.resource_error is not None:
+        other = heuristic()
+        if other is None or other.resource_error is not None:
+            return ws
+        other.fallback = (f"no partition of the solver's space fits, the optimal partitioner keeps the "
+                          f"heuristic's program; its own was refused for {ws.resource_error.kind}: "
+                          f"{_first_sentence(ws.resource_error.message)}")
+        return other
     cta = longest_cta(kernel)
     if kernel.loop is None or trip_counts(kernel).get(cta, 0) > GUARD_MAX_TRIPS:
         return ws
-    try:
-        other = _fitting(kernel, "barrier", replace(options, partition="heuristic"))
-    except ArefError:
-        return ws
-    if other.resource_error is not None and ws.resource_error is None:
+    other = heuristic()
+    if other is None or other.resource_error is not None:
         return ws                            # never trade a program that fits for one that does not
     machine = machine_for(options.arch)
     cycles = []
@@ -211,6 +227,10 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
     other.fallback = (f"the solver's schedule ran {cycles[0]:.0f} cycles/iteration in the timing model, the "
                       f"heuristic's {cycles[1]:.0f}: the optimal partitioner keeps the heuristic's program")
     return other
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".")
 
 
 def _fitting(kernel: Kernel, stage: str, options: CompileOptions):

@@ -122,3 +122,18 @@ def test_listed_refusals_name_their_resource(cell, example, partition, size):
     got = cell(example, partition, size)
     assert isinstance(got, ResourceError), got
     assert REFUSED[example, partition, size] in str(got) and got.loc is not None
+
+
+@pytest.mark.parametrize("example", sorted({e for e, p, s in REFUSED if s == "default"}))
+def test_guard_keeps_a_fitting_program_where_no_solver_partition_fits(example):
+    """With the guard on (the command line's default), `--partition optimal` never refuses a kernel the
+    heuristic partitioner compiles: the heuristic's program is kept and says why."""
+    from aref.compiler import CompileOptions, lower_to
+    from aref.harness import load_example
+    ex = load_example(_path(example))
+    kernel = ex.kernel.specialize(**ex.inputs("small"))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition="optimal", solver_time_limit=20,
+                                                   timing_guard=True))
+    assert ws.resource_error is None
+    assert ws.fallback.startswith("no partition of the solver's space fits, the optimal partitioner keeps the "
+                                  "heuristic's program; its own was refused for resources")
