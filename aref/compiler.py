@@ -165,8 +165,9 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     tiles live), then both: "auto" picks the first organisation that fits. The optimal partitioner solves
     again under a tighter register cap. When nothing fits, the first Barrier IR is returned carrying the
     refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal. An optimal
-    partition whose shared memory does not fit (the solver counts its hand-offs' cycles, not their bytes) is
-    solved again without hand-offs between groups.
+    partition whose shared memory does not fit (the solver budgets its hand-offs' slots but not the store
+    staging and operand scratch the lowering adds) is solved again without hand-offs between groups, then also
+    without the coarse overlap.
 
     The optimal partition at the barrier level passes the timing guard (`timing_guard`, `_never_slower`)."""
     options = options or CompileOptions()
@@ -240,7 +241,10 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
     if first is None:
         return ws
     if options.partition == "optimal" and getattr(first, "smem_excess", 0) and options.solver_transfers:
-        alternatives = iter((replace(options, solver_transfers=False),))
+        # the solver budgets its hand-offs' slots, not the store staging and operand scratch the lowering adds
+        # beside them: without hand-offs, then also without the coarse overlap's extra live tiles
+        alternatives = iter((replace(options, solver_transfers=False),
+                             replace(options, solver_transfers=False, coarse=False)))
     elif options.partition == "optimal":
         alternatives = _tighter_caps(options, first)
     elif options.consumers == "auto":
