@@ -293,6 +293,7 @@ def _compile_args(p):
 @command("compile", "generate CuTe DSL code for a kernel and compile it (no GPU needed)", _compile_args)
 def cmd_compile(args, console: Console) -> int:
     from aref.backend.cute import compile_barrier
+    from aref.machine import machine_for
     example, inputs = example_and_inputs(args)
     kernel = example.kernel.specialize(**inputs)
     with progress(args, f"lowering {example.name} for {args.arch} ({args.partition} partition)…"):
@@ -305,7 +306,7 @@ def cmd_compile(args, console: Console) -> int:
                          hint="give a directory that exists or can be created") from None
     with progress(args, f"generating CuTe DSL and compiling for {args.arch} (cute.compile, ptxas)…"):
         result = compile_barrier(ws, out_dir=out_dir, emit=args.emit, persistent=args.persistent,
-                                 ctas=args.ctas or (148 if args.arch == "sm_100a" else 132), raster=args.raster)
+                                 ctas=args.ctas or machine_for(args.arch).sms, raster=args.raster)
     data = result.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "partition": args.partition, "fallback": ws.fallback, **data}))

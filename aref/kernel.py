@@ -187,7 +187,8 @@ class KernelFunction:
             cfg = self._tuned_config(tensors, given)
             kernel = self._specialize(tensors, {**constexprs, **cfg.consts, **given})
             from aref.tune_gpu import gpu_arch
-            launch(kernel, tensors, user_loc(), cfg.compile_options(gpu_arch() or "sm_90a"), **cfg.launch_kwargs())
+            arch = gpu_arch() or "sm_90a"
+            launch(kernel, tensors, user_loc(), cfg.compile_options(arch), **cfg.launch_kwargs(arch))
             return
         kernel = self._specialize(tensors, constexprs)
         from aref.interpret import run_kernel

@@ -137,7 +137,7 @@ def time_config(example, inputs: dict, cfg, expected: dict, tolerance) -> tuple[
     arch = gpu_arch()
     tensors, fixed = split_inputs(example, inputs)
     kernel = example.kernel.specialize(**tensors, **{**fixed, **cfg.consts})
-    launcher = launcher_for(kernel, arch, cfg.compile_options(arch), **cfg.launch_kwargs())
+    launcher = launcher_for(kernel, arch, cfg.compile_options(arch), **cfg.launch_kwargs(arch))
     args = fresh(tensors)
     check_arguments(launcher.ws, args)
     launcher(args)

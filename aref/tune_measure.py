@@ -54,7 +54,7 @@ def _measure_one(c, tensors: dict, arch: str, options, expected, tolerance):
     from aref.tune_gpu import time_cuda
     cfg = c.config
     try:
-        launcher = launcher_for(c.kernel, arch, cfg.compile_options(arch), **cfg.launch_kwargs())
+        launcher = launcher_for(c.kernel, arch, cfg.compile_options(arch), **cfg.launch_kwargs(arch))
         args = fresh(tensors)
         check_arguments(launcher.ws, args)
         launcher(args)

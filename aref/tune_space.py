@@ -100,9 +100,11 @@ class Config:
         return CompileOptions(arch=arch, partition=self.partition, consumers=consumers,
                               num_consumers=self.num_consumers, mma_depth=self.mma_depth)
 
-    def launch_kwargs(self) -> dict:
-        """The launch options of this candidate as `launch` / `launcher_for` take them."""
-        return {"persistent": self.persistent, "ctas": self.ctas or 132, "raster": self.raster}
+    def launch_kwargs(self, arch: str) -> dict:
+        """The launch options of this candidate on `arch` as `launch` / `launcher_for` take them (persistent
+        CTAs: one per SM of the arch's machine unless the candidate says)."""
+        from aref.machine import machine_for
+        return {"persistent": self.persistent, "ctas": self.ctas or machine_for(arch).sms, "raster": self.raster}
 
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""

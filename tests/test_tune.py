@@ -46,7 +46,8 @@ def test_unsupported_features_are_refused_by_name():
     assert len(cfg.unsupported()) == 2
     Config.of({"BN": 128}).check_supported()
     Config.of({"BN": 128}, persistent=True, raster=8).check_supported()     # generated: aref.tile_order
-    assert Config.of({}, raster=8).launch_kwargs() == {"persistent": False, "ctas": 132, "raster": 8}
+    assert Config.of({}, raster=8).launch_kwargs("sm_90a") == {"persistent": False, "ctas": 132, "raster": 8}
+    assert Config.of({}, persistent=True).launch_kwargs("sm_100a")["ctas"] == 148
 
 
 def test_gemm_ranking_prunes_by_resources_and_features(tmp_path):
