@@ -193,8 +193,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     items = _items_per_tile(ws) if persistent else {}
     tmem, doubled = (_double_accumulators(ws, channels, groups, items) if persistent and ws.tmem is not None
                      else (ws.tmem, {}))
-    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas, raster=raster,
-                     items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
+    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
+                     raster=raster, items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
                      zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
                      copies=copies, doubled=doubled)
     plan.mmas = mmas
