@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
+from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
 from aref.errors import ArefError
@@ -432,7 +433,8 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 
 # ------------------------------------------------------------------------------------- the mapping
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
-               register_cap: int | None = None, allow_transfers: bool = True, progress=None):
+               register_cap: int | None = None, allow_transfers: bool = True, progress=None,
+               explain_found: bool = True):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
     them is solved instead: the lowering's resource model then refuses the kernel by that rule, recorded on
@@ -440,7 +442,8 @@ def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = 
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
                            channel_memory=channel_memory)
-        return ex, S.solve(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress))
+        return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
+                                                       explain_found=explain_found))
     ex, result = run(True)
     g = ex.graph
     if _hardware_limits(result) and (g.post_handoffs or any(o.handoff for o in g.ops.values())):
@@ -454,7 +457,7 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
     ex, result, proof = solve_loop(kernel, options.arch, time_limit=options.solver_time_limit,
                                    register_cap=options.solver_register_cap,
-                                   allow_transfers=options.solver_transfers)
+                                   allow_transfers=options.solver_transfers, explain_found=False)
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT

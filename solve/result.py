@@ -49,7 +49,8 @@ class SolveOptions:
 
     ``time_limit`` bounds the whole search (seconds).  CP-SAT runs ``workers`` threads; one is
     deterministic and, on small models, as fast as a portfolio.  With more, ``deterministic``
-    interleaves them reproducibly (slower).  ``explain`` adds the reasons of infeasible IIs;
+    interleaves them reproducibly (slower).  ``explain`` adds the reasons of infeasible IIs (with ``explain_found``
+    False only where no schedule is found: the IIs below a schedule are then proven, not explained);
     ``normalize_budget`` is the paper's U for the time-indexed encoding; ``max_ii`` caps the search.
     """
 
@@ -63,6 +64,7 @@ class SolveOptions:
     mma_units: tuple[str, ...] | None = None
     symmetry_breaking: bool = True
     explain: bool = True
+    explain_found: bool = True
     normalize_budget: int = 300
     progress: Callable[[Progress], None] | None = None
 

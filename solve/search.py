@@ -113,10 +113,23 @@ class _Search:
         """Smallest II in ``lo..hi`` whose probe is feasible, recording the proofs on the way.
 
         ``probe(ii, final)`` solves one II (``final``: optimize, else stop at a first solution);
-        ``explain(first, last, split)`` records that IIs ``first..last`` are proven infeasible.
+        ``explain(first, last, split, explained)`` records that IIs ``first..last`` are proven infeasible
+        (with their reasons where ``explained``), once the search is over.
         Returns (feasible probe or None, largest proven-infeasible II or None, complete) where
         ``complete`` says every II below the answer (or all of ``lo..hi``) was proven infeasible.
         """
+        if self.opt.explain_found:   # explained as they are proven, while the time limit leaves room
+            return self._smallest(lo, hi, probe, lambda a, b, split: explain(a, b, split, True))
+        # a compiler needs the reasons of a refusal, not why a cheaper II than its schedule's failed (they
+        # cost solver time): the proofs wait for the outcome and are explained only where nothing was found
+        pending: list[tuple[int, int, bool]] = []
+        found, bad, complete = self._smallest(lo, hi, probe, lambda a, b, split: pending.append((a, b, split)))
+        for a, b, split in pending:
+            explain(a, b, split, found is None)
+        return found, bad, complete
+
+    def _smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
+                  explain: Callable[[int, int, bool], None]):
         first = probe(lo, True)
         if first.feasible:
             return first, None, True
@@ -157,8 +170,10 @@ class _Search:
             good, bad = (p, bad) if p.feasible else (good, p.ii)
         explain(lo, bad, True)  # coarse proofs first: they are cheap to explain
         coarse = bad
+        below = good.ii - 1   # with costs on the quantum grid the answer is usually on it too: one proof
         while good.ii - bad > 1:  # the last quantum, one cycle resolution at the end
-            p = probe(_coarsest_between(bad, good.ii, q), False)
+            p = probe(below if below > bad else _coarsest_between(bad, good.ii, q), False)
+            below = 0
             if p.feasible:
                 good = p
             elif p.status == "infeasible":
@@ -169,20 +184,20 @@ class _Search:
             explain(coarse + 1, bad, False)
         return good, bad, good.ii - bad == 1
 
-    def record(self, lo: int, hi: int, stages: int, warp: bool, split: bool = True) -> None:
+    def record(self, lo: int, hi: int, stages: int, warp: bool, split: bool = True, explained: bool = True) -> None:
         """Store that IIs ``lo..hi`` are proven infeasible.
 
         With ``split``, the first II gets its own explanation (why not at the bound?); a range is
         explained at its top, which covers it because feasibility is monotone in II.
         """
         if split and hi > lo:
-            self._record(lo, lo, stages, warp)
+            self._record(lo, lo, stages, warp, explained)
             lo += 1
-        self._record(lo, hi, stages, warp)
+        self._record(lo, hi, stages, warp, explained)
 
-    def _record(self, lo: int, hi: int, stages: int, warp: bool) -> None:
+    def _record(self, lo: int, hi: int, stages: int, warp: bool, explained: bool) -> None:
         reasons, families = ["infeasible (proven; not explained)"], []
-        if self.opt.explain and self.left() > 0:
+        if self.opt.explain and explained and self.left() > 0:
             budget = min(self.left(), max(2.0, self.opt.time_limit / 4))
             why = explain_mod.explain(self.graph, hi, stages, warp=warp, time_limit=budget,
                                       symmetry=self.opt.symmetry_breaking)
@@ -241,7 +256,7 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
         jm = JointModel(graph, ii, horizon, warp=False)
         return _Probe(ii, jm, s.solve(jm, jm.length))
 
-    found, bad, complete = s.smallest(lb, hi, plain, lambda a, b, split: s.record(a, b, horizon, False, split))
+    found, bad, complete = s.smallest(lb, hi, plain, lambda a, b, split, e: s.record(a, b, horizon, False, split, e))
     if found is None:
         if complete:
             return s.result(INFEASIBLE, ii=None, proven_optimal=False,
@@ -268,7 +283,7 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
             return _Probe(ii, jm, s.solve(jm, jm.lexicographic(order)), optimized=True)
         return _Probe(ii, jm, s.solve(jm, first_solution=True))
 
-    found, bad, complete = s.smallest(ii_plain, hi, joint, lambda a, b, split: s.record(a, b, stages, True, split))
+    found, bad, complete = s.smallest(ii_plain, hi, joint, lambda a, b, split, e: s.record(a, b, stages, True, split, e))
     if found is None:
         if complete:
             return s.result(INFEASIBLE, ii=None, proven_optimal=False, stage_bound=stages,
