@@ -73,7 +73,7 @@ def _transfer_cycles(registers: int, machine) -> int:
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
-                  channel_memory: bool = True) -> Extraction:
+                  channel_memory: bool = True, group_costs: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -87,13 +87,21 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
     lowerings were tuned against.
     `register_cap`: the most registers per thread a group may use (default: what a group can be given).
-    `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`)."""
+    `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
+    `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
+    in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve), with `streams.tmem_operand`'s
+    tensor-memory rule. Off by default on Blackwell: the lowering cannot yet fit in tensor memory the
+    partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
                                "partition")
     m = machine_for(arch)
     occ = occupancy if occupancy is not None else not m.tmem_columns
+    costs = occ or group_costs
+    # the occupancy-free graph, which the sm_100a lowerings were tuned against, puts every MMA operand in
+    # tensor memory; with the stream costs, the lowering's rule (a 64-row P goes through shared memory)
+    tmem_operand = streams.tmem_operand if costs else _feeds_mma
     slots = occ and channel_memory
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
@@ -147,7 +155,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
                         registers_per_thread=register_cap or resources.BUDGET_CAP, registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
-                        base_registers=resources.ROLE_OVERHEAD, memory=memory, allow_transfers=allow_transfers)
+                        base_registers=resources.ROLE_OVERHEAD, memory=memory, allow_transfers=allow_transfers,
+                        stream_order=not (costs and not occ))
     g = S.Graph(units, machine, name=kernel.name)
     ex = Extraction(g)
     counts: dict[str, int] = {}
@@ -190,13 +199,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if op.kind is OpKind.LOAD:
             n = name_for(op, "load")
             stream = {}
-            if occ:
+            if costs:
                 put = streams.put_of(op, body)
                 loads = [o for v in put.operands[1:] for o in [prod.get(id(v))] if o is not None] if put else [op]
                 # the producer waits for a free slot and arms its barrier once per put, then issues each copy
                 first = m.sync_cycles + m.async_issue_cycles if loads and loads[0] is op else 0
                 issue = streams.op_stream_cycles(op, m) + first
-                stream = {"issue": issue, "offset": {"tma": issue}, "receive_cost": streams.receive_cycles(m),
+                stream = {"issue": issue, "offset": {"tma": issue} if occ else {},
+                          "receive_cost": streams.receive_cycles(m),
                           "channel": f"put@{body.index(put)}" if put is not None else ""}
             g.add_op(n, {"tma": unit_busy(op, m)}, footprint={"smem": tile_bytes(op.result.type)},
                      streaming=True, depth=_load_depth(op, body), kind="tma", **stream)
@@ -210,24 +220,27 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             reader = _feeds_mma(op.result, kernel)
             # Hopper: the result leaves in registers through shared memory, after the group waits for it;
             # Blackwell: it stays in tensor memory and a tcgen05.commit signals the consumer (FA4)
+            issue_costs = {}
+            if costs:
+                issue_costs = dict(issue=streams.op_stream_cycles(op, m),
+                                   send_cost=streams.send_cycles(nbytes, m, async_reader=reader, mma_result=True,
+                                                                 in_tmem=bool(m.tmem_columns)),
+                                   receive_cost=streams.receive_cycles(m), wait_cost=streams.wait_cycles(m))
             if occ:
-                g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm", issue=streams.op_stream_cycles(op, m),
-                         offset={"tc": streams.op_stream_cycles(op, m)},
-                         send_cost=streams.send_cycles(nbytes, m, async_reader=reader, mma_result=True,
-                                                       in_tmem=bool(m.tmem_columns)),
-                         receive_cost=streams.receive_cycles(m), wait_cost=streams.wait_cycles(m),
+                g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm", offset={"tc": streams.op_stream_cycles(op, m)},
                          transfer_cost=0 if m.tmem_columns else
                          streams.transfer_latency(nbytes, m, async_reader=reader) + streams.wait_cycles(m),
-                         handoff=streams.handoff_memory([op.result]) if slots and not m.tmem_columns else None)
+                         handoff=streams.handoff_memory([op.result]) if slots and not m.tmem_columns else None,
+                         **issue_costs)
             else:
                 g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
-                         transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m))
+                         transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m), **issue_costs)
             ex.members[n], ex.kind[n] = [op], "gemm"
         elif op.kind is OpKind.STORE:
             n = name_for(op, "store")
             # the group stages the tile into shared memory, then the copy engine stores it
             stream = ({"issue": streams.op_stream_cycles(op, m), "offset": {"tma": streams.op_stream_cycles(op, m)}}
-                      if occ else {})
+                      if occ else {"issue": streams.op_stream_cycles(op, m)} if costs else {})
             g.add_op(n, {"tma": op_cost(op, m)[1]}, kind="store", **stream)
             ex.members[n], ex.kind[n] = [op], "store"
         elif op in clusters:
@@ -243,7 +256,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 loaded = {id(v): v for o in ops for v in o.operands
                           if any(s.kind is OpKind.MMA for s, d in sources(v))}
                 stored = [r for o in ops for r in o.results
-                          if any(u not in ops for u in _users(r, kernel)) and _feeds_mma(r, kernel)]
+                          if any(u not in ops for u in _users(r, kernel)) and tmem_operand(r, kernel)]
                 tmem_traffic = sum(v.type.nbytes for v in loaded.values()) + sum(r.type.nbytes for r in stored)
                 ld = sum(v.type.nbytes for v in loaded.values()) // m.tmem_bytes_per_clk
                 st = sum(r.type.nbytes for r in stored) // m.tmem_bytes_per_clk
@@ -255,7 +268,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                         if any(u not in ops for u in _users(r, kernel))]
             # on Blackwell, tiles feeding an MMA (P, the rescaled O) are written to tensor memory: they take
             # columns there, not registers, and do not cross groups through shared memory
-            in_tmem = [r for r in live_out if m.tmem_columns and _feeds_mma(r, kernel)]
+            in_tmem = [r for r in live_out if m.tmem_columns and tmem_operand(r, kernel)]
             moved = [r for r in live_out if r not in in_tmem]
             regs = sum(_tile_registers(r.type) for r in moved)
             moved_regs = regs
@@ -284,8 +297,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                          transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader),
                          handoff=streams.handoff_memory(moved) if slots else None)
             else:
+                issue_costs = (dict(issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
+                                    receive_cost=streams.receive_cycles(m)) if costs else {})
                 g.add_op(n, usage, footprint=footprint or None, kind=kind,
-                         transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES)
+                         transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES,
+                         **issue_costs)
             ex.members[n], ex.kind[n] = ops, kind
     for n, ops in ex.members.items():
         for o in ops:
@@ -426,9 +442,7 @@ def _load_depth(op: Op, body: list[Op]) -> int:
     return 2
 
 
-def _users(v: Value, kernel: Kernel) -> list[Op]:
-    return [op for op in kernel.all_ops() if any(x is v for x in op.operands)] or (
-        [None] if kernel.loop is not None and any(y is v for y in kernel.loop.yields) else [])
+_users = streams.users
 
 
 # ------------------------------------------------------------------------------------- the mapping

@@ -18,7 +18,7 @@ slots from its stages), and so do values the loop's groups hand to each other af
 """
 from __future__ import annotations
 
-from aref.ir import Op, OpKind, Space, TileType, Value
+from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
 from aref.machine import ISSUE, Machine, op_cost, tma_bytes
 from aref.resources.memory import resident_staging, staging_tile, tile_bytes
 from partition.model import value_owner
@@ -132,6 +132,32 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
         if host is not None:
             host.footprint["smem"] -= need
             added.remove(host)
+
+
+def tmem_operand(v: Value, kernel: Kernel, transposed: bool = False, depth: int = 0) -> bool:
+    """Does the lowering hand `v` to an MMA through tensor memory (`partition.distribute`'s rule): as an
+    accumulator, updated in place, or as operand A when a thread holds a whole row of a 128-row tile (tcgen05
+    reads A from tensor memory K-major, one row per lane)? Anything else goes through shared memory."""
+    if depth > 8:
+        return False
+    for u in users(v, kernel):
+        if u is None:
+            continue
+        if u.kind is OpKind.MMA:
+            if len(u.operands) > 2 and u.operands[2] is v:
+                return True
+            if u.operands[0] is v and not transposed and v.type.shape[0] == 128:
+                return True
+        elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST) and tmem_operand(
+                u.results[0], kernel, transposed != (u.kind is OpKind.TRANSPOSE), depth + 1):
+            return True
+    return False
+
+
+def users(v: Value, kernel: Kernel) -> list[Op | None]:
+    """The ops reading `v` (None for a value the loop yields and nothing else reads)."""
+    return [op for op in kernel.all_ops() if any(x is v for x in op.operands)] or (
+        [None] if kernel.loop is not None and any(y is v for y in kernel.loop.yields) else [])
 
 
 # ------------------------------------------------------------------------ user channels in the graph

@@ -12,7 +12,8 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
 * SM memories: live footprints at every residue plus streaming buffers plus the hand-off channels'
   slots (``Graph.handoff_memory``, pipeline steps counted from the earliest start) fit the capacity;
 * group occupancy: ops of one group hold its instruction stream (``issue`` cycles from their
-  start, then ``send_cost`` when their result leaves the group) one at a time modulo II, and per group the issue cycles plus the hand-off costs the
+  start, then ``send_cost`` when their result leaves the group) one at a time modulo II (where the
+  machine states ``stream_order``), and per group the issue cycles plus the hand-off costs the
   assignment implies (``Graph.handoff_costs``) fit in II;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
   another op of its group is in flight, strictly after the start of some iteration's copy of that op
@@ -176,6 +177,8 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
             rep.occupancy[k] = sum(graph.ops[n].issue for n in mine) + handoffs[k]
             if rep.occupancy[k] > ii:
                 bad.append(f"group {k} is busy {rep.occupancy[k]} cycles per iteration (II {ii})")
+            if not graph.machine.stream_order:
+                continue
             diff = _fold(ii)
             for n in mine:
                 _add(diff, ii, start[n], graph.stream_window(n, group), 1)

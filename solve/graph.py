@@ -8,7 +8,7 @@ iteration ``i + distance`` starts at least ``delay`` cycles after ``src`` of ite
 A warp group is one instruction stream.  An op holds its group's stream for ``issue`` cycles from its
 start (a synchronous op all its run, an asynchronous MMA or copy only its issue), then for its
 ``send_cost`` when its result leaves the group; no two ops of a group hold the stream at once,
-modulo II.  Handing results between groups costs stream time too:
+modulo II (unless the machine drops ``stream_order``: then only the per-group sum below holds).  Handing results between groups costs stream time too:
 ``send_cost`` on the producer's group when the result leaves it, ``receive_cost`` on every other
 group that consumes it (once per ``channel``), and ``wait_cost`` on the consumer's own group for a
 blocking wait inside the group.  Per group, all of it fits in II ("group occupancy").  Zero costs
@@ -180,6 +180,10 @@ class Machine:
     ``reg_granularity`` (setmaxnreg steps), covers ``base_registers`` plus the group's peak live
     register footprint, and is at most ``registers_per_thread``; all allocations together times
     ``threads_per_group`` fit in ``registers_per_sm``.
+
+    ``stream_order``: a group's ops also hold its instruction stream one at a time modulo II (their
+    windows do not overlap); False states only the per-group sum (issue and hand-offs fit in II), a
+    linear constraint over the assignment that keeps large models quick to solve.
     """
 
     max_groups: int = 4
@@ -190,6 +194,7 @@ class Machine:
     base_registers: int = 0
     memory: dict[str, int] = field(default_factory=dict)
     allow_transfers: bool = True
+    stream_order: bool = True
 
     @property
     def group_register_cap(self) -> int:
@@ -200,7 +205,8 @@ class Machine:
         return {"max_groups": self.max_groups, "registers_per_thread": self.registers_per_thread,
                 "registers_per_sm": self.registers_per_sm, "threads_per_group": self.threads_per_group,
                 "reg_granularity": self.reg_granularity, "base_registers": self.base_registers,
-                "memory": dict(self.memory), "allow_transfers": self.allow_transfers}
+                "memory": dict(self.memory), "allow_transfers": self.allow_transfers,
+                "stream_order": self.stream_order}
 
 
 def _positive_int(value: Any, what: str, allow_zero: bool = False) -> int:

@@ -369,8 +369,8 @@ class JointModel:
     # ------------------------------------------------------------------------------ occupancy
     def _build_occupancy(self) -> None:
         """Each group is one instruction stream: its ops' windows (issue, then the send of a result
-        that leaves the group) do not overlap modulo II, and their issue cycles plus the hand-offs
-        the assignment implies (graph.py) fit in II."""
+        that leaves the group) do not overlap modulo II (where the machine states `stream_order`),
+        and their issue cycles plus the hand-offs the assignment implies (graph.py) fit in II."""
         m, g, G = self.model, self.graph, self.groups
         if not g.occupies():
             return
@@ -406,6 +406,8 @@ class JointModel:
         for k in range(G):
             total = sum(g.ops[n].issue * self.x[n][k] for n in self.ops if g.ops[n].issue) + sum(load[k])
             m.add(total <= self.II).only_enforce_if(lit)
+            if not g.machine.stream_order:
+                continue
             items = []
             for n in self.ops:
                 # the op's window on the stream: its issue, then the send when its result leaves

@@ -296,8 +296,8 @@ class TimeIndexedModel:
 
     def _occupancy(self) -> None:
         """Group occupancy (graph.py): per group, at most one op holds the stream at each cycle (its
-        issue, then its send when the result leaves), and issue cycles plus the hand-offs the
-        assignment implies fit in II."""
+        issue, then its send when the result leaves; where the machine states `stream_order`), and
+        issue cycles plus the hand-offs the assignment implies fit in II."""
         g, m, N, T, G = self.graph, self.model, self.N, self.T, self.G
         if not g.occupies():
             return
@@ -326,6 +326,8 @@ class TimeIndexedModel:
         for w in range(G):  # Group occupancy
             m.add(sum(op.issue * self.opw[v][w] for v, op in g.ops.items() if op.issue) + sum(load[w]) <= self.ii)
             # the op's window on the stream: issue, then the send when its result leaves the group
+            if not g.machine.stream_order:
+                continue
             windows = [(v, g.ops[v].issue, charged.get(("send", v, w))) for v in self.names]
             windows = [(v, short, send) for v, short, send in windows if short or send is not None]
             if len(windows) < 2:

@@ -28,13 +28,18 @@ KNOWN_GAPS = {
                                   "its busiest unit's (exp: 528 on the MUFU), but a softmax group runs its "
                                   "tcgen05.ld, max, exp2, sum, cast and P store one after another (~1450 cycles "
                                   "of its own per iteration against an II of 1056, the MUFU bound); the timing "
-                                  "guard keeps the heuristic's program (1803)",
+                                  "guard keeps the heuristic's program (1418; the optimal's own runs at 1605). "
+                                  "partition.optimal.extract_graph(group_costs=True, allow_transfers=False) "
+                                  "states each group's stream: II 1296, simulated 1228 (-5%), but its attention_"
+                                  "bwd partition does not fit the lowering's tensor memory",
     ("attention_bwd", "sm_90a"): "II 1872 (lower bound 1824), simulated ~1788 cycles per iteration (-4.5%; +91% "
                                  "before the solver modelled each group's instruction stream, +29% before it "
                                  "counted its hand-off channels' shared memory): the lowered program beats the "
                                  "II, the graph over-states a step not yet traced",
-    ("attention_bwd", "sm_100a"): "the graph states no group occupancy on Blackwell (partition.optimal."
-                                  "extract_graph: the attention_fwd model takes minutes to solve with it)",
+    ("attention_bwd", "sm_100a"): "the graph states no group occupancy on Blackwell (II 640, simulated 1002): with "
+                                  "extract_graph(group_costs=True) the solve stays quick (II 752, proven in ~1 s) "
+                                  "but puts the softmax on the MMA group, a partition whose tiles the lowering "
+                                  "cannot fit in tensor memory (768 > 512 columns)",
 }
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
 GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.10}

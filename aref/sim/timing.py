@@ -19,6 +19,7 @@ utilization per unit, and a per-group timeline of (group, op, unit, start, end, 
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -98,7 +99,8 @@ class _Clock:
         self.prog = eng.prog
         n = len(self.prog.groups)
         self.ready = [0] * n                 # when each group can issue its next op
-        self.free = dict.fromkeys(SHARED_UNITS, 0)
+        self.free = dict.fromkeys(SHARED_UNITS, 0)         # when each unit's last booking ends
+        self.booked = {u: [] for u in SHARED_UNITS}          # (begin, end) per unit, in time order
         self.busy = dict.fromkeys(SHARED_UNITS, 0)
         self.tma_done: dict[int, int] = {}   # id(tma entry) -> landing time
         self.mma_done = [[] for _ in range(n)]
@@ -111,10 +113,27 @@ class _Clock:
                                                op.loc.line, busy, issued))
 
     def occupy(self, unit, start, cycles) -> int:
-        begin = max(start, self.free[unit])
-        self.free[unit] = begin + cycles
+        """Book `unit` for `cycles` at the earliest free time from `start`. A group runs ahead until it
+        blocks, so bookings do not arrive in time order: one at an earlier time takes a gap that another
+        group's later bookings left (first come first served in time, not in the order groups are run)."""
+        slots = self.booked[unit]
+        begin = start
+        i = bisect.bisect_right(slots, begin, key=lambda s: s[1])      # ends are in order too
+        while i < len(slots) and slots[i][0] < begin + cycles:
+            begin = max(begin, slots[i][1])
+            i += 1
+        if cycles > 0:
+            slots.insert(i, (begin, begin + cycles))
+        self.free[unit] = max(self.free[unit], begin + cycles)
         self.busy[unit] += cycles
         return begin
+
+    def forget(self, now: int) -> None:
+        """Drop bookings that end by `now`: no group asks for a unit before the current event."""
+        for slots in self.booked.values():
+            k = bisect.bisect_right(slots, now, key=lambda s: s[1])
+            if k:
+                del slots[:k]
 
     def run_ops(self, st, gi, items) -> None:
         """Account the ops group gi just executed (in order), starting at its ready time."""
@@ -196,6 +215,7 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
                 if best is None or t < best[0]:
                     best = (t, act)
             now, act = best
+            clock.forget(now)
             if act[0] == TMA:
                 del clock.tma_done[id(st.tmas[act[1]])]
             elif act[0] == MMA:

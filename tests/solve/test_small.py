@@ -54,6 +54,32 @@ def test_one_instruction_stream_per_warp_group():
     assert t.ii == 3 and check(g, t.ii, t.schedule, t.assignment).ok
 
 
+def test_stream_order_off_keeps_only_the_per_group_sum():
+    """A and B share one group (two issue cycles each) and B starts one or two cycles after A: with the
+    stream order, B's window may not overlap A's, which takes II 5; with only the per-group sum (4
+    cycles of issue) II 4 holds, with the windows overlapping, in both encodings and the checker."""
+    g = Graph({"fma": 1, "mufu": 1}, Machine(max_groups=1))
+    g.add_op("A", {"fma": 1}, issue=2)
+    g.add_op("B", {"mufu": 1}, issue=2)
+    g.add_edge("A", "B", 1)
+    g.add_edge("B", "A", 3, 1)          # B no later than II - 3 after A
+    r = solve(g)
+    assert (r.lower_bound, r.ii) == (4, 5) and r.proven_optimal
+    assert r.schedule["B"] - r.schedule["A"] == 2
+    g.machine.stream_order = False
+    assert Graph.from_json(g.dumps()).machine.stream_order is False
+    for encoding in ("interval", "time-indexed"):
+        r = solve(g, encoding=encoding)
+        assert r.ii == 4 and r.proven_optimal, encoding
+        rep = check(g, r.ii, r.schedule, r.assignment)
+        assert rep.ok and rep.occupancy == {0: 4}
+    g.machine.stream_order = True
+    assert "ops of group 0 overlap on its instruction stream" in check(g, 4, r.schedule, r.assignment).violations
+    g.ops["B"].issue = 3                # the sum still holds without the order
+    g.machine.stream_order = False
+    assert solve(g).ii == 5
+
+
 def figure2(groups: int) -> Graph:
     """Twill Figure 2: an ADD waits synchronously for a GEMM while an EXP runs on the same warp."""
     g = Graph({"tc": 1, "mufu": 1, "fma": 1}, Machine(max_groups=groups))
