@@ -16,10 +16,12 @@ def _solve_args(p):
     p.add_argument("--time-limit", type=positive_seconds, default=60.0, help="solver time limit in seconds (> 0)")
 
 
-def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=None):
-    """Extract the dependence graph of `kernel`'s loop and solve it; returns (extraction, schedule)."""
+def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=None, explain_found: bool = True):
+    """Extract the dependence graph of `kernel`'s loop and solve it; returns (extraction, schedule).
+    `explain_found=False` leaves the IIs below a schedule found unexplained (as the compiler's own solve)."""
     from partition.optimal import solve_loop
-    ex, result, _ = solve_loop(kernel, arch, time_limit=time_limit, encoding=encoding, progress=progress)
+    ex, result, _ = solve_loop(kernel, arch, time_limit=time_limit, encoding=encoding, progress=progress,
+                               explain_found=explain_found)
     return ex, result
 
 
