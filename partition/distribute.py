@@ -236,7 +236,9 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
         first = min((u for us in per_dst.values() for u in us), key=lambda u: order.get(u, 0))
         kind = "tma" if facts.is_load(v) else "store"
         tmem = arch == "sm_100a" and kind == "store" and _tensor_memory_tile(v, facts, per_dst)
-        key = (src, kind, tmem, facts.region[vid], dsts, id(first))
+        # a tensor-memory tile is its own buffer and its own channel (the tensor-memory plan maps a channel to
+        # one buffer): two such tiles for one first user (FA's P and the rescaled O) cross in two channels
+        key = (src, kind, tmem, facts.region[vid], dsts, id(first), vid if tmem else None)
         cr = groups.get(key)
         if cr is None:
             cr = groups[key] = _Crossing(src, [], dsts, facts.region[vid], kind, tmem)

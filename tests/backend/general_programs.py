@@ -2,7 +2,8 @@
 used to refuse (issue 8): causal attention with an `arange`/`program_id` mask, chunked linear attention
 (a loop-carried state read from registers as the B operand), an epilogue mixing constants, column
 reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wise kernel, a transposed
-output, register slices (the view cooperative consumers take) and MMA operands computed in registers. Each has inputs and a plain torch
+output, register slices (the view cooperative consumers take), MMA operands computed in registers and ALiBi
+attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell). Each has inputs and a plain torch
 reference."""
 import torch
 
@@ -211,6 +212,46 @@ def operand_placements_reference(A, B, C, BM=64, BN=64, BK=64, **_):
     return {"C": out.to(C.dtype)}
 
 
+@aref_kernel(grid=lambda Q, BM, **_: (-(-Q.shape[1] // BM), Q.shape[0]))
+def alibi_attention(Q, K, V, slopes, O, *, BM: int = 128, BN: int = 64):
+    """ALiBi: s = q·kᵀ·scale + slope[h]·(j - i). The head's slope is a one-element tile (below a TMA box: an
+    ordinary load), the bias is built from index tiles, and P and the rescaled O both feed the P·V MMA."""
+    pid_m, bh = aref.program_id(0), aref.program_id(1)
+    D, Sk = Q.shape[2], K.shape[1]
+    q = aref.load(Q, (bh, pid_m, 0), (BM, D))
+    sl = aref.load(slopes, (bh,), (1,)).to(aref.float32) * 1.4426950408889634
+    rows = aref.arange(BM) + pid_m * BM
+    o = aref.zeros((BM, D), aref.float32)
+    m = aref.full((BM,), -1e30, aref.float32)
+    l = aref.zeros((BM,), aref.float32)
+    kc = aref.channel(depth=2)
+    vc = aref.channel(depth=2)
+    for j in aref.range((Sk + BN - 1) // BN):
+        kc.put(aref.load(K, (bh, j, 0), (BN, D)))
+        vc.put(aref.load(V, (bh, j, 0), (BN, D)))
+        k = kc.get()
+        v = vc.get()
+        cols = aref.arange(BN) + j * BN
+        bias = (cols[None, :] - rows[:, None]).to(aref.float32) * sl[None, :]
+        s = aref.mma(q, k.T) * (0.125 * 1.4426950408889634) + bias
+        m_new = aref.maximum(m, aref.rowmax(s))
+        p = aref.exp2(s - m_new[:, None])
+        alpha = aref.exp2(m - m_new)
+        l = l * alpha + aref.rowsum(p)
+        o = aref.mma(p.to(Q.dtype), v, o * alpha[:, None])
+        m = m_new
+        kc.consumed()
+        vc.consumed()
+    aref.store(O, (bh, pid_m, 0), (o / l[:, None]).to(O.dtype))
+
+
+def alibi_attention_reference(Q, K, V, slopes, O, **_):
+    s = Q.float() @ K.float().transpose(1, 2) * 0.125
+    bias = torch.arange(K.shape[1])[None, :] - torch.arange(Q.shape[1])[:, None]
+    s = s + slopes.float()[:, None, None] * bias[None]
+    return {"O": (torch.softmax(s, -1) @ V.float()).to(O.dtype)}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -219,6 +260,9 @@ def inputs(name: str, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h = torch.float16
     return {
+        "alibi_attention": lambda: dict(Q=_r(g, 2, 256, 64), K=_r(g, 2, 256, 64), V=_r(g, 2, 256, 64),
+                                        slopes=torch.tensor([0.5, 0.25]).half(),
+                                        O=torch.zeros(2, 256, 64, dtype=h)),
         "causal_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
                                          O=torch.zeros(256, 64, dtype=h)),
         "linear_attention": lambda: dict(Q=_r(g, 256, 64, scale=0.2), K=_r(g, 256, 64, scale=0.2),
@@ -237,6 +281,7 @@ def inputs(name: str, seed: int = 0) -> dict:
 
 
 PROGRAMS = {
+    "alibi_attention": (alibi_attention, alibi_attention_reference),
     "causal_attention": (causal_attention, causal_attention_reference),
     "linear_attention": (linear_attention, linear_attention_reference),
     "gemm_epilogue_mix": (gemm_epilogue_mix, gemm_epilogue_mix_reference),

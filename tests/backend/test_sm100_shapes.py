@@ -3,7 +3,7 @@
 Every tile moves by TMA on Blackwell: a box over the tensor's edge is zero-filled on load and clipped on store
 by the hardware — the interpreter's `load_box` / `store_box` — so a ragged extent changes the descriptors'
 extents and the ceil-divided trip counts, not the code. What TMA cannot describe (a row of a size that is not a
-multiple of 16 bytes) is refused by that rule. A tensor with no elements is not passed at all: its loads fill
+multiple of 16 bytes, a box under 16 bytes) the load warp loads itself, zero-filled outside. A tensor with no elements is not passed at all: its loads fill
 the slot with zeros.
 
 An accumulator lives in tensor memory and starts at zero only through the first MMA's accumulate flag; a loop
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import aref
-from aref.backend.cute import BackendError, compile_barrier
+from aref.backend.cute import compile_barrier
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError
 from tests.backend.sm100_helpers import PARTITIONS, sm100_compiled, sm100_ir
@@ -182,16 +182,27 @@ def test_single_tile_problems_compile_for_blackwell(backend_cache, sizes):
     assert tuple(ws.grid) == (1, 1)
 
 
-def test_rows_tma_cannot_describe_are_refused_by_the_tma_rule():
-    """K = 100 fp16: A's rows are 200 bytes, not a multiple of 16, so no TMA descriptor exists; the Blackwell
-    templates move tiles with TMA only and say so at the load's line (sm_90a loads such boxes itself)."""
-    from aref.backend.cute import generate_source
-    ws = sm100_ir("gemm", "heuristic", K=100)
+def test_rows_tma_cannot_describe_are_loaded_by_the_load_warp(backend_cache):
+    """K = 100 fp16: A's and B's rows are 200 bytes, not a multiple of 16, so no TMA descriptor exists; the load
+    warp fills those slots with ordinary, bounds-checked loads (zero-filled outside, as TMA would), fences them
+    for the tensor core's async proxy and arrives without transaction bytes; C still leaves by TMA."""
+    ws, result = sm100_compiled(backend_cache, "gemm", "heuristic", K=100)
+    assert result.spill_bytes == 0, result.ptxas_log
+    src, ptx = result.source_path.read_text(), result.ptx_path.read_text()
+    assert "aref.load_box(A" in src and "aref.load_box(B" in src and "fence.proxy.async" in ptx
+    assert result.instructions["tcgen05.mma"] > 0 and result.instructions["cp.async.bulk.tensor"] > 0
+
+
+def test_stores_tma_cannot_describe_are_refused_by_the_tma_rule():
+    """N = 100 fp16: C's rows are 200 bytes; the Blackwell epilogue stores with TMA only and says so at the
+    store's line (sm_90a stores such boxes from registers, masked)."""
+    from aref.backend.cute import BackendError, generate_source
+    ws = sm100_ir("gemm", "heuristic", N=100)
     with pytest.raises(BackendError) as info:
         generate_source(ws)
     err = info.value
-    assert "cannot be copied by TMA" in str(err) and "stride of 200 bytes" in str(err)
-    assert err.loc is not None and "gemm.py" in err.loc.file and "aref.load(A" in err.render()
+    assert "cannot be written by a TMA store" in str(err) and "stride of 200 bytes" in str(err)
+    assert err.loc is not None and "gemm.py" in err.loc.file and "aref.store(C" in err.render()
 
 
 @pytest.mark.parametrize("example, partition", [("gemm", "heuristic"), ("gemm", "optimal"),

@@ -278,12 +278,10 @@ def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: di
                                          smem.item(("ring", ch.name, j)) if smem is not None else None))
 
 
-def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: list[TmaPlan], copies: dict,
-                  ordinary_loads: bool = True) -> None:
+def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: list[TmaPlan], copies: dict) -> None:
     """The TMA atom of a `tma_load` (the global tensor tiled by its box into the channel's slot). A box no TMA
     descriptor can describe (`tma_problem`) is recorded in `copies` instead, for the load warp to fill the slot
-    itself: with `ordinary_loads` (Hopper) by bounds-checked, zero-filled loads; without (Blackwell) only a
-    tensor with no elements is (a zero fill), any other is refused by the TMA rule (`_check_tma_rule`)."""
+    itself with bounds-checked, zero-filled loads (both architectures; a tensor with no elements: zeros)."""
     t = by_value[id(op.operands[0])]
     box = tuple(op.attrs.tile_shape)
     _set_tiled(t, len(box), op.loc)
@@ -292,8 +290,6 @@ def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: lis
         raise BackendError("internal: TMA box differs from the slot tile", op.loc)
     why = tma_problem(t.shape, t.dtype, box)
     if why is not None:
-        if not (ordinary_loads or t.empty):
-            _check_tma_rule(t, box, op.loc)
         copies[(t.name, box)] = why
         return
     if not any(not x.store and (x.tensor, x.box) == (t.name, box) for x in tmas):
@@ -303,13 +299,13 @@ def plan_tma_load(op: Op, by_value: dict, channels: list[ChannelPlan], tmas: lis
 
 
 def _check_tma_rule(t: TensorPlan, box: tuple[int, ...], loc: SrcInfo) -> None:
-    """The Blackwell templates move every tile with TMA (boxes over the tensor's edge are zero-filled on load and
-    clipped on store by the hardware, as the interpreter's `load_box` / `store_box`); a tensor no TMA descriptor
-    can describe is refused by that rule (the Hopper templates fall back to ordinary loads and masked stores)."""
+    """The Blackwell epilogue stores every tile with TMA (boxes over the tensor's edge are clipped by the hardware,
+    as the interpreter's `store_box`); a store no TMA descriptor can describe is refused by that rule (the Hopper
+    templates fall back to masked stores; both architectures load such boxes with ordinary loads)."""
     why = tma_problem(t.shape, t.dtype, box)
     if why is not None:
-        raise BackendError(f"tensor {t.name} cannot be copied by TMA: {why}; the Blackwell templates move tiles "
-                           f"with TMA only", loc,
+        raise BackendError(f"tensor {t.name} cannot be written by a TMA store: {why}; the Blackwell epilogue "
+                           f"stores tiles with TMA only", loc,
                            hint=f"pad {t.name}'s rows to a multiple of 16 bytes, or compile for sm_90a")
 
 

@@ -110,10 +110,17 @@ def _storage(plan: Sm100Plan) -> str:
     return out.text()
 
 
+def _plain_tensors(plan: Sm100Plan) -> list[str]:
+    """Tensors whose boxes TMA cannot describe: the load warp reads them with ordinary loads (passed as they are)."""
+    names = {t for t, _ in plan.copies}
+    return [t.name for t in plan.tensors if t.name in names and not t.empty]
+
+
 def _kernel_params(plan: Sm100Plan) -> list[str]:
     out = []
     for t in plan.tmas:
         out += [f"{t.name}: cute.CopyAtom", f"{t.name}_gmem: cute.Tensor"]
+    out += [f"{name}: cute.Tensor" for name in _plain_tensors(plan)]
     out += [f"mma{i}: cute.TiledMma" for i in range(len(plan.mmas))]
     out += [f"zmma{i}: cute.TiledMma" for i in range(len(plan.zero_mmas))]
     for b in _buffers(plan):
@@ -213,6 +220,7 @@ def _host(plan: Sm100Plan) -> str:
     args = []
     for t in plan.tmas:
         args += [t.name, f"{t.name}_gmem"]
+    args += _plain_tensors(plan)
     args += [f"mma{i}" for i in range(len(plan.mmas))] + [f"zmma{i}" for i in range(len(plan.zero_mmas))]
     args += [b.layout for b in _buffers(plan)]
     launch(out, ws, args, stream)

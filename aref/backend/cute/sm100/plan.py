@@ -143,7 +143,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
         prod = producers_of(gp)
         for op in gp.all_ops():
             if op.kind is OpKind.TMA_LOAD:
-                plan_tma_load(op, by_value, channels, tmas, copies, ordinary_loads=False)
+                plan_tma_load(op, by_value, channels, tmas, copies)
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value, channels, prod, tmas, staging, direct)
             elif op.kind is OpKind.MMA_ASYNC:
