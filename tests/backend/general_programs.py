@@ -2,8 +2,9 @@
 used to refuse (issue 8): causal attention with an `arange`/`program_id` mask, chunked linear attention
 (a loop-carried state read from registers as the B operand), an epilogue mixing constants, column
 reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wise kernel, a transposed
-output, register slices (the view cooperative consumers take), MMA operands computed in registers and ALiBi
-attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell). Each has inputs and a plain torch
+output, register slices (the view cooperative consumers take), MMA operands computed in registers , ALiBi
+attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell) and a streamed row-wise
+logsumexp with rank-1 outputs and no MMA. Each has inputs and a plain torch
 reference."""
 import torch
 
@@ -252,6 +253,31 @@ def alibi_attention_reference(Q, K, V, slopes, O, **_):
     return {"O": (torch.softmax(s, -1) @ V.float()).to(O.dtype)}
 
 
+@aref_kernel(grid=lambda X, BM, **_: (-(-X.shape[0] // BM),))
+def streamed_logsumexp(X, out_lse, out_max, *, BM: int = 64, BN: int = 128):
+    """Row-wise logsumexp of long rows streamed in BN-wide chunks (online max and sum), with no MMA: rank-1
+    float32 outputs, a ragged last chunk masked by its column indices."""
+    pid = aref.program_id(0)
+    m = aref.full((BM,), -float("inf"), aref.float32)
+    s = aref.zeros((BM,), aref.float32)
+    xc = aref.channel(depth=3)
+    for j in aref.range(-(-X.shape[1] // BN)):
+        xc.put(aref.load(X, (pid, j), (BM, BN)))
+        x = xc.get().to(aref.float32)
+        cols = aref.arange(BN) + j * BN
+        x = aref.where(cols[None, :] < X.shape[1], x, -float("inf"))
+        m_new = aref.maximum(m, aref.rowmax(x))
+        s = s * aref.exp(m - m_new) + aref.rowsum(aref.exp(x - m_new[:, None]))
+        m = m_new
+        xc.consumed()
+    aref.store(out_lse, (pid,), m + aref.log(s))
+    aref.store(out_max, (pid,), m)
+
+
+def streamed_logsumexp_reference(X, out_lse, out_max, **_):
+    return {"out_lse": torch.logsumexp(X.float(), 1), "out_max": X.float().max(1).values}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -263,6 +289,8 @@ def inputs(name: str, seed: int = 0) -> dict:
         "alibi_attention": lambda: dict(Q=_r(g, 2, 256, 64), K=_r(g, 2, 256, 64), V=_r(g, 2, 256, 64),
                                         slopes=torch.tensor([0.5, 0.25]).half(),
                                         O=torch.zeros(2, 256, 64, dtype=h)),
+        "streamed_logsumexp": lambda: dict(X=torch.randn(100, 1000, generator=g).to(torch.bfloat16),
+                                           out_lse=torch.zeros(100), out_max=torch.zeros(100)),
         "causal_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
                                          O=torch.zeros(256, 64, dtype=h)),
         "linear_attention": lambda: dict(Q=_r(g, 256, 64, scale=0.2), K=_r(g, 256, 64, scale=0.2),
@@ -281,6 +309,7 @@ def inputs(name: str, seed: int = 0) -> dict:
 
 
 PROGRAMS = {
+    "streamed_logsumexp": (streamed_logsumexp, streamed_logsumexp_reference),
     "alibi_attention": (alibi_attention, alibi_attention_reference),
     "causal_attention": (causal_attention, causal_attention_reference),
     "linear_attention": (linear_attention, linear_attention_reference),

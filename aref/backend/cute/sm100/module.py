@@ -212,7 +212,8 @@ def _host(plan: Sm100Plan) -> str:
         box = ", ".join(map(str, t.box)) + ("," if len(t.box) == 1 else "")
         if t.store:
             op = "CopyReduceBulkTensorTileS2GOp()" if t.reduce else "CopyBulkTensorTileS2GOp()"
-            layout = buf.layout if t.buffer in staging else f"cute.slice_({buf.layout}, (None, None, 0))"
+            modes = "None, None" if len(buf.tile.shape) == 2 else "None"       # a slot of a rank-1 ring: (n, depth)
+            layout = buf.layout if t.buffer in staging else f"cute.slice_({buf.layout}, ({modes}, 0))"
         else:
             op = "CopyBulkTensorTileG2SOp()"
             layout = f"cute.slice_({buf.layout}, ({'None, None' if len(buf.tile.shape) == 2 else 'None'}, 0))"
