@@ -205,7 +205,7 @@ def idle_cause(report) -> tuple[float, str]:
             continue          # a producer waiting for free slots is a symptom of the slow consumer, not a cause
         overlap = sum(max(0, min(b, e.end) - max(a, e.start)) for a, b in idle)
         if overlap:
-            key = f"{e.group} {what}" if e.unit == "wait" else what
+            key = what.replace("it waits", f"{e.group} waits", 1) if e.unit == "wait" else what
             score[key] = score.get(key, 0.0) + overlap
     cause = max(score, key=score.get) if score else "nothing else runs"
     return (total / (t1 - t0) if t1 > t0 else 0.0), cause
