@@ -290,6 +290,20 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         for o in ops:
             ex.node_of[o] = n
     seen: set[tuple] = set()
+    # Hopper: registers per thread of the other nodes' tiles a CUDA-core node reads (a tile received from
+    # another group's slot, or its own group's, is held in registers while the node runs, as the lowering's
+    # liveness holds it: attention's S beside P and O in the softmax group); an MMA reads its operands from
+    # shared memory and accumulates in its own result's registers
+    operand_regs: dict[tuple[str, str], dict[int, int]] = {}
+    for n, ops in ex.members.items():
+        if m.tmem_columns or ex.kind[n] in ("gemm", "tma", "store"):
+            continue
+        for o in ops:
+            for v in o.operands:
+                for src, d in sources(v):
+                    sn = ex.node_of.get(src)
+                    if sn is not None and sn != n and ex.kind[sn] != "tma":
+                        operand_regs.setdefault((sn, n), {})[id(v)] = _tile_registers(v.type)
     for n, ops in ex.members.items():
         for o in ops:
             for v in o.operands[1:] if o.kind is OpKind.STORE else o.operands:
@@ -325,7 +339,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     # pipeline's MMA issue depth on Hopper)
                     hold = 1 if slots and ex.kind[n] == "gemm" and sn != n and not src_node.streaming else 0
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
-                               transfer_cost=transfer_cost, memories=memories, hold=hold)
+                               transfer_cost=transfer_cost, memories=memories, hold=hold,
+                               operand_registers=sum(operand_regs.get((sn, n), {}).values()))
     if occ:
         streams.whole_puts(ex, body, m)
         if slots:
