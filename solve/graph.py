@@ -17,6 +17,9 @@ blocking wait inside the group.  Per group, all of it fits in II ("group occupan
 The result of an op occupies memory while it is live: from the op's start until the start of its
 last consumer (a data edge with distance ``k`` reaches the consumer ``k`` iterations later).
 ``footprint["registers"]`` is per thread and counts against the warp group that runs the producer;
+a consumer that reads the value into registers (``Edge.operand_registers``: a tile received from another
+group's slot, or its own group's) holds that many more in its own group while it runs, wherever the
+producer runs;
 every other footprint key names an SM-wide memory declared in :class:`Machine.memory`
 (e.g. ``"smem"`` bytes, ``"tmem"`` columns).
 
