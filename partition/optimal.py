@@ -72,7 +72,7 @@ def _transfer_cycles(registers: int, machine) -> int:
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
-                  channel_memory: bool = True) -> Extraction:
+                  channel_memory: bool = True, operands: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -86,7 +86,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
     lowerings were tuned against.
     `register_cap`: the most registers per thread a group may use (default: what a group can be given).
-    `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`)."""
+    `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
+    `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
+    (`solve.Edge.operand_registers`)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -294,15 +296,24 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # another group's slot, or its own group's, is held in registers while the node runs, as the lowering's
     # liveness holds it: attention's S beside P and O in the softmax group); an MMA reads its operands from
     # shared memory and accumulates in its own result's registers
+    # (an elementwise result computed in place of a same-typed operand, as O's rescale, takes no more)
     operand_regs: dict[tuple[str, str], dict[int, int]] = {}
     for n, ops in ex.members.items():
-        if m.tmem_columns or ex.kind[n] in ("gemm", "tma", "store"):
+        if not operands or m.tmem_columns or ex.kind[n] in ("gemm", "tma", "store"):
             continue
+        in_place = [(r.type.shape, r.type.dtype) for o in ops for r in o.results if isinstance(r.type, TileType)
+                    and any(u not in ops for u in _users(r, kernel))]
         for o in ops:
             for v in o.operands:
                 for src, d in sources(v):
                     sn = ex.node_of.get(src)
-                    if sn is not None and sn != n and ex.kind[sn] != "tma":
+                    if sn is None or sn == n or ex.kind[sn] == "tma" or id(v) in operand_regs.get((sn, n), {}):
+                        continue
+                    kind = (v.type.shape, v.type.dtype) if isinstance(v.type, TileType) else None
+                    if kind in in_place:
+                        in_place.remove(kind)
+                        operand_regs.setdefault((sn, n), {})[id(v)] = 0
+                    else:
                         operand_regs.setdefault((sn, n), {})[id(v)] = _tile_registers(v.type)
     for n, ops in ex.members.items():
         for o in ops:
@@ -447,14 +458,15 @@ def _users(v: Value, kernel: Kernel) -> list[Op]:
 
 # ------------------------------------------------------------------------------------- the mapping
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
-               register_cap: int | None = None, allow_transfers: bool = True, progress=None):
+               register_cap: int | None = None, allow_transfers: bool = True, progress=None,
+               operands: bool = False):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
     them is solved instead: the lowering's resource model then refuses the kernel by that rule, recorded on
     its Barrier IR (which the simulator still runs)."""
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                           channel_memory=channel_memory)
+                           channel_memory=channel_memory, operands=operands)
         return ex, S.solve(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress))
     ex, result = run(True)
     g = ex.graph
@@ -469,7 +481,8 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
     ex, result, proof = solve_loop(kernel, options.arch, time_limit=options.solver_time_limit,
                                    register_cap=options.solver_register_cap,
-                                   allow_transfers=options.solver_transfers)
+                                   allow_transfers=options.solver_transfers,
+                                   operands=getattr(options, "solver_operands", False))
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
