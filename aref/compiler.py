@@ -166,7 +166,8 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     refuses (at the lowering, where budgets follow liveness) is retried with cooperative consumers (which split
     the accumulators over two groups), then without the coarse T/C/U overlap (which keeps the next iteration's
     tiles live), then both: "auto" picks the first organisation that fits. The optimal partitioner solves
-    again under a tighter register cap. When nothing fits, the first Barrier IR is returned carrying the
+    again counting the register tiles each node reads in its group (`solver_operands`), then under a tighter
+    register cap. When nothing fits, the first Barrier IR is returned carrying the
     refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal. An optimal
     partition whose shared memory does not fit (the solver budgets its hand-offs' slots but not the store
     staging and operand scratch the lowering adds) is solved again without hand-offs between groups, then also
