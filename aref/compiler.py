@@ -43,6 +43,9 @@ class CompileOptions:
     solver_time_limit: float = 60.0
     solver_register_cap: int | None = None   # per-group registers the solver may use (None: the model's cap)
     solver_transfers: bool = True     # may the solver hand register tiles between groups (through shared memory)
+    solver_operands: bool = False     # the solver counts the register tiles a node reads in its group while it
+                                      # runs (on by `lower_to` after a register refusal: solving with it can
+                                      # take longer, e.g. attention_causal at head dim 128)
     timing_guard: bool = False        # optimal: keep the heuristic's program where the timing model finds it
                                       # faster or where no solver partition fits (the command line turns it
                                       # on; off: the solver's own program, or its refusal)
@@ -163,7 +166,8 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     refuses (at the lowering, where budgets follow liveness) is retried with cooperative consumers (which split
     the accumulators over two groups), then without the coarse T/C/U overlap (which keeps the next iteration's
     tiles live), then both: "auto" picks the first organisation that fits. The optimal partitioner solves
-    again under a tighter register cap. When nothing fits, the first Barrier IR is returned carrying the
+    again counting the register tiles each node reads in its group (`solver_operands`), then under a tighter
+    register cap. When nothing fits, the first Barrier IR is returned carrying the
     refusal (`WSKernel.resource_error`): the simulator runs it, the backend raises the refusal. An optimal
     partition whose shared memory does not fit (the solver budgets its hand-offs' slots but not the store
     staging and operand scratch the lowering adds) is solved again without hand-offs between groups, then also
@@ -246,6 +250,15 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
         alternatives = iter((replace(options, solver_transfers=False),
                              replace(options, solver_transfers=False, coarse=False)))
     elif options.partition == "optimal":
+        if getattr(first, "excess", 0) and not options.solver_operands:
+            # the solver's registers without the operands its nodes hold: count them (attention_causal's
+            # softmax group held the received S beside P and O: 368 registers)
+            try:
+                other = _run(kernel, stage, replace(options, solver_operands=True))
+                if getattr(other, "resource_error", None) is None:
+                    return other
+            except ArefError:
+                pass
         alternatives = _tighter_caps(options, first)
     elif options.consumers == "auto":
         # cooperative groups split the accumulators; without the coarse T/C/U overlap fewer tiles are live

@@ -73,7 +73,7 @@ def _transfer_cycles(registers: int, machine) -> int:
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
-                  channel_memory: bool = True, group_costs: bool = False) -> Extraction:
+                  channel_memory: bool = True, group_costs: bool = False, operands: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -91,7 +91,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
     in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve), with `streams.tmem_operand`'s
     tensor-memory rule. Off by default on Blackwell: the lowering cannot yet fit in tensor memory the
-    partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS)."""
+    partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS).
+    `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
+    (`solve.Edge.operand_registers`)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -307,6 +309,29 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         for o in ops:
             ex.node_of[o] = n
     seen: set[tuple] = set()
+    # Hopper: registers per thread of the other nodes' tiles a CUDA-core node reads (a tile received from
+    # another group's slot, or its own group's, is held in registers while the node runs, as the lowering's
+    # liveness holds it: attention's S beside P and O in the softmax group); an MMA reads its operands from
+    # shared memory and accumulates in its own result's registers
+    # (an elementwise result computed in place of a same-typed operand, as O's rescale, takes no more)
+    operand_regs: dict[tuple[str, str], dict[int, int]] = {}
+    for n, ops in ex.members.items():
+        if not operands or m.tmem_columns or ex.kind[n] in ("gemm", "tma", "store"):
+            continue
+        in_place = [(r.type.shape, r.type.dtype) for o in ops for r in o.results if isinstance(r.type, TileType)
+                    and any(u not in ops for u in _users(r, kernel))]
+        for o in ops:
+            for v in o.operands:
+                for src, d in sources(v):
+                    sn = ex.node_of.get(src)
+                    if sn is None or sn == n or ex.kind[sn] == "tma" or id(v) in operand_regs.get((sn, n), {}):
+                        continue
+                    kind = (v.type.shape, v.type.dtype) if isinstance(v.type, TileType) else None
+                    if kind in in_place:
+                        in_place.remove(kind)
+                        operand_regs.setdefault((sn, n), {})[id(v)] = 0
+                    else:
+                        operand_regs.setdefault((sn, n), {})[id(v)] = _tile_registers(v.type)
     for n, ops in ex.members.items():
         for o in ops:
             for v in o.operands[1:] if o.kind is OpKind.STORE else o.operands:
@@ -342,7 +367,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     # pipeline's MMA issue depth on Hopper)
                     hold = 1 if slots and ex.kind[n] == "gemm" and sn != n and not src_node.streaming else 0
                     g.add_edge(sn, n, delay, d, blocking=blocking, transfer=False if tmem else None,
-                               transfer_cost=transfer_cost, memories=memories, hold=hold)
+                               transfer_cost=transfer_cost, memories=memories, hold=hold,
+                               operand_registers=sum(operand_regs.get((sn, n), {}).values()))
     if occ:
         streams.whole_puts(ex, body, m)
         if slots:
@@ -448,14 +474,14 @@ _users = streams.users
 # ------------------------------------------------------------------------------------- the mapping
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
                register_cap: int | None = None, allow_transfers: bool = True, progress=None,
-               explain_found: bool = True):
+               explain_found: bool = True, operands: bool = False):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
     them is solved instead: the lowering's resource model then refuses the kernel by that rule, recorded on
     its Barrier IR (which the simulator still runs)."""
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                           channel_memory=channel_memory)
+                           channel_memory=channel_memory, operands=operands)
         return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
                                                        explain_found=explain_found))
     ex, result = run(True)
@@ -471,7 +497,8 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
     ex, result, proof = solve_loop(kernel, options.arch, time_limit=options.solver_time_limit,
                                    register_cap=options.solver_register_cap,
-                                   allow_transfers=options.solver_transfers, explain_found=False)
+                                   allow_transfers=options.solver_transfers, explain_found=False,
+                                   operands=options.solver_operands)
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT

@@ -7,7 +7,8 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
   when a transfer edge crosses groups; crossing is forbidden when the machine disallows transfers);
 * units: at every residue modulo II, ops occupying a unit number at most its capacity;
 * groups: at most ``max_groups``; variable-latency ops all share one group holding nothing else;
-* registers: per group, live register footprints at every residue plus ``base_registers``, rounded
+* registers: per group, live register footprints (and the operands its ops hold while they run,
+  ``Edge.operand_registers``) at every residue plus ``base_registers``, rounded
   up to ``reg_granularity``, fit ``registers_per_thread``; all groups fit ``registers_per_sm``;
 * SM memories: live footprints at every residue plus streaming buffers plus the hand-off channels'
   slots (``Graph.handoff_memory``, pipeline steps counted from the earliest start) fit the capacity;
@@ -147,6 +148,9 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         for n, op in graph.ops.items():
             if group[n] == k and graph.has_lifetime(op, REGISTERS):
                 _add(diff, ii, start[n], lifetime_end(graph, n, REGISTERS, ii, start) - start[n], op.registers)
+        for (src, dst), amount in graph.operand_registers().items():
+            if group[dst] == k:
+                _add(diff, ii, start[dst], graph.ops[dst].duration, amount)
         rep.register_peak[k] = _peak(diff, ii)
         need = rep.register_peak[k] + mach.base_registers
         rep.register_alloc[k] = -(-need // gran) * gran

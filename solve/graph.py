@@ -17,6 +17,9 @@ blocking wait inside the group.  Per group, all of it fits in II ("group occupan
 The result of an op occupies memory while it is live: from the op's start until the start of its
 last consumer (a data edge with distance ``k`` reaches the consumer ``k`` iterations later).
 ``footprint["registers"]`` is per thread and counts against the warp group that runs the producer;
+a consumer that reads the value into registers (``Edge.operand_registers``: a tile received from another
+group's slot, or its own group's) holds that many more in its own group while it runs, wherever the
+producer runs;
 every other footprint key names an SM-wide memory declared in :class:`Machine.memory`
 (e.g. ``"smem"`` bytes, ``"tmem"`` columns).
 
@@ -129,7 +132,9 @@ class Edge:
     through shared memory, which adds ``transfer_cost`` cycles (default: the source op's) and a
     blocking wait at ``dst``.  ``memories`` names the parts of a multi-memory result the consumer
     reads (default: all), so e.g. a softmax's statistics in registers can outlive its P in tensor
-    memory.
+    memory.  ``operand_registers``: registers per thread of the source's value that ``dst``'s group holds
+    while ``dst`` runs (it reads the value into registers: a tile received from another group's slot, or
+    its own group's value past the lifetime's end at ``dst``'s start), wherever the two ends run.
     """
 
     src: str
@@ -142,6 +147,7 @@ class Edge:
     transfer_cost: int | None = None
     memories: tuple[str, ...] | None = None
     hold: int = 0
+    operand_registers: int = 0
 
     def reads(self, memory: str) -> bool:
         """Whether this edge keeps the source's result in ``memory`` alive."""
@@ -156,6 +162,8 @@ class Edge:
             out["memories"] = list(self.memories)
         if self.hold:
             out["hold"] = self.hold
+        if self.operand_registers:
+            out["operand_registers"] = self.operand_registers
         return out
 
 
@@ -291,7 +299,7 @@ class Graph:
     def add_edge(self, src: str, dst: str, delay: int, distance: int = 0, *, data: bool = True,
                  blocking: bool = False, transfer: bool | None = None,
                  transfer_cost: int | None = None, memories: tuple[str, ...] | list[str] | None = None,
-                 hold: int = 0) -> Edge:
+                 hold: int = 0, operand_registers: int = 0) -> Edge:
         """Add dependence ``dst[i + distance]`` starts ``>= delay`` cycles after ``src[i]``.
 
         ``transfer`` defaults to True for data edges whose source has a register result;
@@ -322,10 +330,22 @@ class Graph:
         if transfer_cost is not None:
             _positive_int(transfer_cost, f"edge {src!r} -> {dst!r}: transfer cost", allow_zero=True)
         _positive_int(hold, f"edge {src!r} -> {dst!r}: hold", allow_zero=True)
+        _positive_int(operand_registers, f"edge {src!r} -> {dst!r}: operand registers", allow_zero=True)
+        if operand_registers and not data:
+            raise GraphError(f"edge {src!r} -> {dst!r}: only data edges bring an operand into registers")
         edge = Edge(src, dst, delay, distance, bool(data), bool(blocking), bool(transfer), transfer_cost,
-                    memories, hold)
+                    memories, hold, operand_registers)
         self.edges.append(edge)
         return edge
+
+    def operand_registers(self) -> dict[tuple[str, str], int]:
+        """{(src, dst): registers per thread} that ``dst``'s group holds while ``dst`` runs (the most any
+        edge between the two names)."""
+        out: dict[tuple[str, str], int] = {}
+        for e in self.edges:
+            if e.operand_registers:
+                out[e.src, e.dst] = max(out.get((e.src, e.dst), 0), e.operand_registers)
+        return out
 
     def add_post_handoff(self, src: str, dst: str, footprint: dict[str, int]) -> PostHandoff:
         """After the loop, ``src``'s final value goes to ``dst``'s group (see :class:`PostHandoff`)."""
@@ -530,7 +550,8 @@ class Graph:
                 graph.add_edge(e["src"], e["dst"], e["delay"], e.get("distance", 0),
                                data=e.get("data", True), blocking=e.get("blocking", False),
                                transfer=e.get("transfer"), transfer_cost=e.get("transfer_cost"),
-                               memories=e.get("memories"), hold=e.get("hold", 0))
+                               memories=e.get("memories"), hold=e.get("hold", 0),
+                               operand_registers=e.get("operand_registers", 0))
             except KeyError as exc:
                 raise GraphError(f"edge entry {e!r} lacks key {exc}") from None
         for ph in data.get("post_handoffs", []):

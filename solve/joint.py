@@ -264,9 +264,13 @@ class JointModel:
         self.peak = [m.new_int_var(0, top, f"peak[{k}]") for k in range(G)]
         self.alloc = [m.new_int_var(0, top // mach.reg_granularity, f"alloc8[{k}]") for k in range(G)]
         values = [n for n, memory in self.life if memory == REGISTERS]
+        operands = self.graph.operand_registers()
         for k in range(G):
+            # a consumer's group holds the operands it reads into registers while it runs
+            held = [(self.res[dst], self.graph.ops[dst].duration, self.graph.ops[dst].duration, self.x[dst][k],
+                     amount, f"opnd{k}[{src}>{dst}]") for (src, dst), amount in operands.items()]
             intervals, demands = self._fold([self._value_item(n, REGISTERS, self.x[n][k], f"reg{k}")
-                                             for n in values])
+                                             for n in values] + held)
             if intervals:
                 m.add_cumulative(intervals, demands, self.peak[k])
             alloc = self.alloc[k] * mach.reg_granularity

@@ -247,6 +247,12 @@ class TimeIndexedModel:
                         both = m.new_bool_var(f"lw[{v},{i},{t},{w}]")
                         m.add_bool_or([self.live[v, REGISTERS][i][t].Not(), self.opw[v][w].Not(), both])
                         terms.append(both * g.ops[v].registers)
+                for (_, dst), amount in g.operand_registers().items():    # operands held while dst runs
+                    dur = g.ops[dst].duration
+                    for i in range(self.N):
+                        both = m.new_bool_var(f"lo[{dst},{i},{t},{w}]")
+                        m.add(both >= self.running(dst, i, t, dur) + self.opw[dst][w] - 1)
+                        terms.append(both * amount)
                 if terms:
                     m.add(sum(terms) <= peak)
             m.add(self.alloc[w] * mach.reg_granularity >= peak + mach.base_registers * self.used[w])

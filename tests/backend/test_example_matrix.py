@@ -43,12 +43,6 @@ REFUSED: dict[tuple[str, str, str], str] = {
     # fits, and refuses by that rule.
     ("dual_gemm", "optimal", "default"): "shared memory",
     ("dual_gemm", "optimal", "ragged"): "shared memory",
-    # The solver's schedule now fits shared memory (S handed from the MMA group in two slots, 128 KB with the
-    # K/V rings), but the softmax group holds the received S (128 registers per thread) beside P and O's
-    # rescale: 368 registers. The solver counts a value's registers in its producer's group only, not in the
-    # group that receives it (open work: a received tile's registers in the consumer's group).
-    ("attention_causal", "optimal", "default"): "registers",
-    ("attention_causal", "optimal", "ragged"): "registers",
 }
 
 CELLS = [(e, p, s) for e in EXAMPLES for p in PARTITIONS for s in SIZES]

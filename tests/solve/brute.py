@@ -99,6 +99,11 @@ def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dic
     for k in used:
         spans = [(start[n], _lifetime_end(graph, n, REGISTERS, ii, start), op.registers)
                  for n, op in graph.ops.items() if group[n] == k and graph.has_lifetime(op, REGISTERS)]
+        # operands a consumer holds in registers while it runs
+        spans += [(start[e.dst], start[e.dst] + graph.ops[e.dst].duration, e.operand_registers)
+                  for e in graph.edges if e.operand_registers and group[e.dst] == k
+                  and e is max((f for f in graph.edges if (f.src, f.dst) == (e.src, e.dst)),
+                               key=lambda f: f.operand_registers)]
         need = _occupied(spans, ii, copies) + mach.base_registers
         alloc = math.ceil(need / mach.reg_granularity) * mach.reg_granularity
         allocs.append(alloc)

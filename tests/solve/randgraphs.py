@@ -7,12 +7,14 @@ import random
 from solve import Graph, Machine
 
 
-def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, handoff: bool = False) -> Graph:
+def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, handoff: bool = False,
+                 operands: bool = False) -> Graph:
     """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits.
 
     With ``occupancy``, the same graph also gets group-occupancy costs (issue cycles, hand-off
     costs, shared channels), drawn from a second generator so the rest of the graph is unchanged; with
-    ``handoff``, shared-memory slots of its hand-off channels (a third generator).
+    ``handoff``, shared-memory slots of its hand-off channels (a third generator); with ``operands``,
+    registers its consumers hold while they run (a fourth).
     """
     rng = random.Random(seed)
     n = n_ops or rng.randint(2, 5)
@@ -54,7 +56,16 @@ def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, h
         add_occupancy(g, random.Random(seed * 7919 + 1))
     if handoff:
         add_handoffs(g, random.Random(seed * 104729 + 3))
+    if operands:
+        add_operand_registers(g, random.Random(seed * 15485863 + 5))
     return g
+
+
+def add_operand_registers(g: Graph, rng: random.Random) -> None:
+    """Registers a consumer holds while it runs, on data edges out of ops with register results, at random."""
+    for e in g.edges:
+        if e.data and g.ops[e.src].registers and rng.random() < 0.6:
+            e.operand_registers = rng.randint(1, g.ops[e.src].registers)
 
 
 def add_handoffs(g: Graph, rng: random.Random) -> None:

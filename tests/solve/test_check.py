@@ -113,3 +113,16 @@ def test_handoff_channels_take_a_slot_per_pipeline_step():
     rep = check(g, 4, {"S": 0, "P": 4}, apart)
     assert rep.memory_peak == {"smem": 11} and any("memory smem over capacity" in v for v in rep.violations)
     assert check(g, 4, {"S": 0, "P": 4}, same).memory_peak == {"smem": 0}
+
+
+def test_operand_registers_count_in_the_consumers_group_while_it_runs():
+    """P reads S's registers into its own group (a received tile): group 1 holds them during P's 2 cycles."""
+    g = graph()
+    g.edges[0].operand_registers = 6
+    start, group = {"S": 0, "P": 5, "O": 10}, {"S": 0, "P": 1, "O": 0}
+    rep = check(g, 8, start, group)
+    assert rep.ok, rep.violations
+    assert rep.register_peak == {0: 6, 1: 6}
+    g.edges[0].operand_registers = 17                     # over the group's 16, wherever P runs
+    assert any("group 1 needs 20 registers" in v for v in check(g, 8, start, group).violations)
+    assert any("group 0 needs" in v for v in check(g, 8, start, {"S": 0, "P": 0, "O": 0}).violations)

@@ -16,6 +16,8 @@ MIN_COMPARED = 60           # 64 of the 72 graphs have a schedule
 OCCUPANCY_SEEDS = range(30)  # the same graphs with group-occupancy costs (25 have a schedule)
 HANDOFF_SEEDS = range(30)    # ... with shared-memory slots for their hand-off channels (20 have a schedule)
 MIN_HANDOFF = 18
+OPERAND_SEEDS = range(30)
+MIN_OPERAND = 1    # ... with registers their consumers hold while they run
 
 
 def test_interval_and_time_indexed_find_the_same_ii():
@@ -30,11 +32,25 @@ def test_encodings_agree_with_handoff_channels():
     assert len(compare(HANDOFF_SEEDS, occupancy=False, handoff=True)) >= MIN_HANDOFF
 
 
-def compare(seeds, occupancy: bool, handoff: bool = False) -> list[int]:
+def test_encodings_agree_with_operand_registers():
+    """Both encodings count the registers a consumer holds while it runs (`Edge.operand_registers`), and on
+    some of these graphs that changes the answer (a larger II, or no schedule), so the rule is exercised."""
+    changed = 0
+    for seed in OPERAND_SEEDS:
+        plain, held = random_graph(seed), random_graph(seed, operands=True)
+        a, b = solve(plain, time_limit=20, explain=False), solve(held, time_limit=20, explain=False)
+        if b.status == "optimal":
+            assert check(held, b.ii, b.schedule, b.assignment).ok, seed
+        changed += (a.status, a.ii) != (b.status, b.ii)
+    assert len(compare(OPERAND_SEEDS, occupancy=False, operands=True)) >= MIN_OPERAND
+    assert changed >= 1
+
+
+def compare(seeds, occupancy: bool, handoff: bool = False, operands: bool = False) -> list[int]:
     """Seeds whose interval-model answer the literal model matched (it must match every schedulable one)."""
     compared = []
     for seed in seeds:
-        g = random_graph(seed, occupancy=occupancy, handoff=handoff)
+        g = random_graph(seed, occupancy=occupancy, handoff=handoff, operands=operands)
         a = solve(g, time_limit=20, explain=False)
         assert a.status in ("optimal", "infeasible"), (seed, a.status)
         if a.status == "infeasible":
