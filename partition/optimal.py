@@ -555,6 +555,7 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
             assign[o] = remap[result.assignment[n]]
     _place_rest(kernel, assign, [WarpGroup(i, n, r, w, 0) for i, (n, r, w) in enumerate(specs)])
     if blackwell:
+        _mma_warp_for_register_operands(kernel, assign, specs)
         _blackwell_one_warp_groups(kernel, assign, specs)
     one_producer_per_channel(kernel, assign)
     groups = _budgets(specs, result, order)
@@ -563,6 +564,28 @@ def partition_from_schedule(kernel: Kernel, ex: Extraction, result, arch: str) -
 
 # what a one-warp group (Blackwell's load and MMA warps) can do: TMA loads and their puts, MMA issue
 ONE_WARP = frozenset({OpKind.LOAD, OpKind.PUT, OpKind.MMA})
+
+
+def _mma_warp_for_register_operands(kernel: Kernel, assign: dict[Op, int], specs: list) -> None:
+    """tcgen05 reads its A operand from shared or tensor memory only: an MMA whose A is a tile its own group
+    computes in registers (a masked or rescaled operand) is issued by an MMA warp of its own instead (FA4's
+    structure), so the tile crosses to it through a channel, as the heuristic's Blackwell partitions do."""
+    prod = {id(r): op for op in kernel.all_ops() for r in op.results}
+    mma_warp = None
+    for op in kernel.all_ops():
+        if op.kind is not OpKind.MMA or op not in assign:
+            continue
+        src = prod.get(id(op.operands[0]))
+        while src is not None and src.kind in VIEWS:
+            src = prod.get(id(src.operands[0]))
+        if src is None or src.kind in (OpKind.GET, OpKind.LOAD) or assign.get(src) != assign[op]:
+            continue
+        if specs[assign[op]][2] == 1:
+            continue
+        if mma_warp is None:
+            mma_warp = len(specs)
+            specs.append((f"mma{mma_warp}", "mma", 1))
+        assign[op] = mma_warp
 
 
 def _blackwell_one_warp_groups(kernel: Kernel, assign: dict[Op, int], specs: list) -> None:

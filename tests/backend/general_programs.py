@@ -3,8 +3,9 @@ used to refuse (issue 8): causal attention with an `arange`/`program_id` mask, c
 (a loop-carried state read from registers as the B operand), an epilogue mixing constants, column
 reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wise kernel, a transposed
 output, register slices (the view cooperative consumers take), MMA operands computed in registers , ALiBi
-attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell) and a streamed row-wise
-logsumexp with rank-1 outputs and no MMA. Each has inputs and a plain torch
+attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell), a streamed row-wise
+logsumexp with rank-1 outputs and no MMA, and a triangular product (run-time trip count, A masked in
+registers). Each has inputs and a plain torch
 reference."""
 import torch
 
@@ -278,6 +279,28 @@ def streamed_logsumexp_reference(X, out_lse, out_max, **_):
     return {"out_lse": torch.logsumexp(X.float(), 1), "out_max": X.float().max(1).values}
 
 
+@aref_kernel(grid=lambda L, B, BM, **_: (L.shape[0] // BM, B.shape[0] // BM))
+def triangular_product(L, B, C, *, BM: int = 128):
+    """C = tril(L)·Bᵀ, visiting only the blocks of L on or below the diagonal (a run-time trip count pid_m + 1),
+    the A operand masked in registers before its MMA."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BM), aref.float32)
+    rows = aref.arange(BM) + pid_m * BM
+    ch = aref.channel(depth=2)
+    for k in aref.range(pid_m + 1):
+        ch.put(aref.load(L, (pid_m, k), (BM, BM)), aref.load(B, (pid_n, k), (BM, BM)))
+        a, b = ch.get()
+        cols = aref.arange(BM) + k * BM
+        am = aref.where(rows[:, None] >= cols[None, :], a, 0.0)
+        acc = aref.mma(am.to(L.dtype), b.T, acc)
+        ch.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def triangular_product_reference(L, B, C, **_):
+    return {"C": (torch.tril(L.float()) @ B.float().T).to(C.dtype)}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -291,6 +314,8 @@ def inputs(name: str, seed: int = 0) -> dict:
                                         O=torch.zeros(2, 256, 64, dtype=h)),
         "streamed_logsumexp": lambda: dict(X=torch.randn(100, 1000, generator=g).to(torch.bfloat16),
                                            out_lse=torch.zeros(100), out_max=torch.zeros(100)),
+        "triangular_product": lambda: dict(L=_r(g, 256, 256, scale=0.1), B=_r(g, 256, 256, scale=0.1),
+                                           C=torch.zeros(256, 256, dtype=h)),
         "causal_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
                                          O=torch.zeros(256, 64, dtype=h)),
         "linear_attention": lambda: dict(Q=_r(g, 256, 64, scale=0.2), K=_r(g, 256, 64, scale=0.2),
@@ -309,6 +334,7 @@ def inputs(name: str, seed: int = 0) -> dict:
 
 
 PROGRAMS = {
+    "triangular_product": (triangular_product, triangular_product_reference),
     "streamed_logsumexp": (streamed_logsumexp, streamed_logsumexp_reference),
     "alibi_attention": (alibi_attention, alibi_attention_reference),
     "causal_attention": (causal_attention, causal_attention_reference),

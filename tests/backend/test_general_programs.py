@@ -100,12 +100,13 @@ def test_runtime_selects_between_pipeline_states_compile(backend_cache):
 
 
 @pytest.mark.parametrize("partition", ["heuristic", "optimal"])
-@pytest.mark.parametrize("name", ["alibi_attention", "streamed_logsumexp"])
+@pytest.mark.parametrize("name", ["alibi_attention", "streamed_logsumexp", "triangular_product"])
 def test_compiles_for_sm100a(backend_cache, name, partition):
     """On Blackwell, with the solver's own partition (timing guard off): ALiBi's one-element slope tile (2 bytes:
     below a TMA box) is loaded by the load warp with ordinary loads, and P and the rescaled O reach the MMA warp
     in two tensor-memory channels (one buffer each); the logsumexp's row vectors leave by TMA stores of rank-1
-    slots. The simulator agrees with the interpreter bit for bit."""
+    slots; the triangular product's A, masked in registers, reaches an MMA warp of its own (tcgen05 reads A from
+    shared or tensor memory only). The simulator agrees with the interpreter bit for bit."""
     from aref.backend.cute import compile_barrier
     kernel, _ = PROGRAMS[name]
     args = inputs(name)
@@ -121,5 +122,8 @@ def test_compiles_for_sm100a(backend_cache, name, partition):
     assert result.spill_bytes == 0, result.ptxas_log
     if name == "alibi_attention":
         assert result.instructions["tcgen05.mma"] > 0 and "aref.load_box(slopes" in result.source_path.read_text()
+    elif name == "triangular_product":
+        assert result.instructions["tcgen05.mma"] > 0
+        assert [g.group.warps for g in ws.groups if g.group.role == "mma"] == [1]
     else:
         assert result.instructions["tcgen05.mma"] == 0 and result.instructions["cp.async.bulk.tensor"] > 0
