@@ -30,8 +30,12 @@ KNOWN_GAPS = {
                                   "of its own per iteration against an II of 1056, the MUFU bound); the timing "
                                   "guard keeps the heuristic's program (1418; the optimal's own runs at 1605). "
                                   "partition.optimal.extract_graph(group_costs=True, allow_transfers=False) "
-                                  "states each group's stream: II 1296, simulated 1228 (-5%), but its attention_"
-                                  "bwd partition does not fit the lowering's tensor memory",
+                                  "states each group's stream: II 1296 (P·V and the O rescale on each softmax "
+                                  "group), simulated 1486 (+15%; 1228 before the timing model charged that "
+                                  "group's tcgen05.ld / st of its own O, as the graph does): the two softmax "
+                                  "groups' FMA work collides (a ~190-cycle stall), which the per-group sum "
+                                  "without the streams' order does not see; and its attention_bwd partition "
+                                  "does not fit the lowering's tensor memory",
     ("attention_bwd", "sm_90a"): "II 1872 (lower bound 1824), simulated ~1788 cycles per iteration (-4.5%; +91% "
                                  "before the solver modelled each group's instruction stream, +29% before it "
                                  "counted its hand-off channels' shared memory): the lowered program runs at the "

@@ -8,7 +8,7 @@ attrs naming another channel) are reported before anything runs.
 """
 from __future__ import annotations
 
-from aref.ir import OpKind, RingType, TileType
+from aref.ir import OpKind, RingType, Space, TileType
 from aref.printer import Namer, format_op
 from aref.sim.tensor_memory import TensorMemory
 from aref.ws import WSKernel
@@ -42,7 +42,7 @@ class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
-                 "tensor_pipe")
+                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -58,6 +58,8 @@ class Instr:
         self.target = 0      # LOOP_ENTER: pc after LOOP_END; LOOP_END: pc of the body's first op
         self.tensor_pipe = False   # slot_store published by mma_commit (the tensor core wrote the slot), or
         #                            slot_read that only MMAs use (the tensor core reads the slot)
+        self.tmem_ld_bytes = 0     # Blackwell: the group's own MMA results this op reads (tcgen05.ld first)
+        self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
 
 
 class Prog:
@@ -130,6 +132,8 @@ class Prog:
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
         _mark_tensor_pipe(gp, out)
+        if self.kernel.arch == "sm_100a":
+            _mark_own_accumulators(gp, out)
         return out
 
     def _instr(self, op, bar_ids, ring_ids) -> Instr:
@@ -200,6 +204,43 @@ def _op_texts(kernel: WSKernel) -> dict[int, str]:
                 for v in (*gp.loop.yields, *gp.loop.results):
                     name(v)
     return texts
+
+
+def _mark_own_accumulators(gp, prog: list) -> None:
+    """Blackwell: a tcgen05 MMA's result lies in tensor memory, also for the group that issued it. CUDA-core
+    work of that group on such a tile (typed in tensor memory, not taken from a channel slot, whose slot_read
+    is the load) first moves it into registers by a tcgen05.ld, once per value: the first reader pays. A tile
+    it computes as the accumulator of its own next MMA (FA's O rescaled in place) goes back by a tcgen05.st.
+    The solver's graph charges both (`partition.optimal`: a cluster's tensor-memory traffic), whichever
+    group runs the MMA; so does the timing model, on the tensor memory's load and store paths."""
+    from aref import ops as ops_registry
+    from aref.lower_sm100 import tensor_core_group
+    if not tensor_core_group(gp):
+        return
+    cuda_core = ops_registry.kinds_with(ops_registry.CUDA_CORE)
+    prod = {id(r): op for op in gp.all_ops() for r in op.results}
+
+    def from_slot(v, depth=0) -> bool:
+        op = prod.get(id(v))
+        if op is None or depth > 16:
+            return False
+        if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
+            return from_slot(op.operands[0], depth + 1)
+        return op.kind is OpKind.SLOT_READ
+
+    accumulators = {id(op.operands[2]) for op in gp.all_ops()
+                    if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and len(op.operands) > 2}
+    read: set[int] = set()
+    for ins in prog:
+        op = ins.op
+        if op is None or op.kind not in cuda_core:
+            continue
+        for v in op.operands:
+            if (id(v) not in read and isinstance(v.type, TileType) and v.type.space is Space.TMEM
+                    and not from_slot(v)):
+                read.add(id(v))
+                ins.tmem_ld_bytes += v.type.nbytes
+        ins.tmem_st_bytes = sum(r.type.nbytes for r in op.results if id(r) in accumulators)
 
 
 def _mark_tensor_pipe(gp, prog: list) -> None:

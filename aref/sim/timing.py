@@ -10,8 +10,11 @@ the tensor core finishes it (so does an arrive, whose effect a waiter pays for w
 an `mma_commit` arrives then); a `tma_load` costs the group `async_issue_cycles`
 and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
 busy only for the transfer); a tile `store` costs the group the staging of the tile into shared memory and
-the issue of the TMA store, which then runs on the copy engine (fire and forget). A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes
-at the event that enables it. No tile values are computed.
+the issue of the TMA store, which then runs on the copy engine (fire and forget). On Blackwell a group's
+CUDA-core work on its own MMA's result first loads it from tensor memory (tcgen05.ld), and writes an
+accumulator of its own next MMA back (tcgen05.st), on the "tmem_ld" / "tmem_st" paths (`aref.sim.program`).
+A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes at the event that enables it.
+No tile values are computed.
 
 The report: total cycles, steady-state cycles per loop iteration (from the middle half of the iterations),
 utilization per unit, and a per-group timeline of (group, op, unit, start, end, line) entries, including
@@ -169,6 +172,8 @@ class _Clock:
                 self.entry(gi, op, "tma", begin, begin + cycles, busy=transfer, issued=cur)
                 cur += self.m.async_issue_cycles
             else:
+                if ins.tmem_ld_bytes:           # the group's own MMA result: tcgen05.ld into registers first
+                    cur = self.tmem_move(gi, op, "tmem_ld", cur, ins.tmem_ld_bytes)
                 unit, cycles = op_cost(op, self.m, self.rng)
                 if k is OpKind.SLOT_READ and ins.tensor_pipe:
                     unit, cycles = ISSUE, 0     # an MMA's operand in tensor memory: no tcgen05.ld
@@ -182,7 +187,16 @@ class _Clock:
                     begin = self.occupy(unit, cur, busy)
                     self.entry(gi, op, unit, begin, begin + cycles, busy=busy)
                     cur = begin + cycles
+                if ins.tmem_st_bytes:           # the accumulator of its own next MMA: tcgen05.st back
+                    cur = self.tmem_move(gi, op, "tmem_st", cur, ins.tmem_st_bytes)
         self.ready[gi] = cur
+
+    def tmem_move(self, gi, op, unit, cur, nbytes) -> int:
+        """A group's synchronous tcgen05.ld / tcgen05.st of `nbytes` (the tensor memory path's rate)."""
+        cycles = max(1, -(-nbytes // self.m.tmem_bytes_per_clk))
+        begin = self.occupy(unit, cur, cycles)
+        self.entry(gi, op, unit, begin, begin + cycles)
+        return begin + cycles
 
 
 def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None) -> TimingReport:

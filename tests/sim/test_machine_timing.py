@@ -140,3 +140,32 @@ def test_resource_limits():
     greedy.groups[1].group = type(greedy.groups[1].group)(1, "consumer0", "consumer", 4, 256)
     greedy.groups[2].group = type(greedy.groups[2].group)(2, "consumer1", "consumer", 4, 256)
     assert any(p.startswith("registers: the groups' budgets") for p in check_resources(greedy))
+
+
+def test_blackwell_group_reads_its_own_accumulator_through_tcgen05(monkeypatch):
+    """Where the solver puts FA's P·V on the softmax group, that group rescales O, its own MMA's accumulator,
+    in tensor memory: the timing model charges the tcgen05.ld of O and the tcgen05.st of O·α on the tensor
+    memory paths, as the solver's graph does (the rescale node's tmem_ld / tmem_st), 64 cycles each for a
+    64x128 fp32 tile at 512 bytes per clock."""
+    import functools
+
+    import partition.optimal as po
+    from aref.compiler import CompileOptions, lower_to
+    from aref.harness import load_example
+    from aref.sim.program import Prog
+    monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True))
+    ex = load_example("examples/attention_fwd.py")
+    inputs = ex.inputs("small")
+    kernel = ex.kernel.specialize(**inputs)
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal", solver_transfers=False))
+    prog = Prog(ws)
+    marked = [(g.name, ins) for g, p in zip(prog.groups, prog.programs) for ins in p
+              if ins.tmem_ld_bytes or ins.tmem_st_bytes]
+    rescales = [ins for _, ins in marked if ins.tmem_st_bytes]
+    assert rescales and all(ins.tmem_ld_bytes == ins.tmem_st_bytes == ins.op.result.type.nbytes for ins in rescales)
+    assert all(any(i.kind is OpKind.MMA_ASYNC for i in p if i.op is not None)
+               for g, p in zip(prog.groups, prog.programs) if any(g.name == n for n, _ in marked))
+    report = simulate_timing(ws, {p.name: inputs[p.name] for p in ws.params}, B200)
+    assert report.ok
+    units = {e.unit for e in report.timeline if "mul" in e.op and e.group in {n for n, _ in marked}}
+    assert {"tmem_ld", "tmem_st"} <= units
