@@ -156,7 +156,8 @@ def test_blackwell_group_reads_its_own_accumulator_through_tcgen05(monkeypatch):
     monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True))
     # the timing model's charges for such a group, on the Barrier IR of the solver's own assignment: the
     # partition now hands P·V to an MMA warp (P is computed in registers), which the code generator needs
-    monkeypatch.setattr(po, "_mma_warp_for_register_operands", lambda *a: None)
+    import partition.assignment as pa
+    monkeypatch.setattr(pa, "_mma_warp_for_register_operands", lambda *a: None)
     ex = load_example("examples/attention_fwd.py")
     inputs = ex.inputs("small")
     kernel = ex.kernel.specialize(**inputs)
