@@ -190,12 +190,27 @@ class Liveness:
         # the next iteration), so their sources stay live until then — except a cast read only by register math
         # (rounded inside its users' expressions), a cast of an MMA accumulator, which a later MMA may update in
         # place before the cast's use, and a cast of a slot's tile (the slot may be released before): those are
-        # computed where the IR puts them
-        self.deferred = {id(op.result) for op in ops_ if op.results and (
-            op.kind is OpKind.CAST and op.result.type.dtype.bits < 32 and op.result.type.dtype.is_float
-            and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
-            and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])
-            or op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is not Space.SMEM)}
+        # computed where the IR puts them; and a cast that rounds an elementwise expression nothing else reads:
+        # computed where the IR puts it, the expression is fused into it (deferred, the wider expression would
+        # be stored until the use, beside the narrow copy)
+        casts = [op for op in ops_ if op.results and op.kind is OpKind.CAST and op.result.type.dtype.bits < 32
+                 and op.result.type.dtype.is_float
+                 and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
+                 and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])]
+        rounded = [op for op in casts if self._rounds_expression(op)]
+        # A rounded expression is written element by element into 16-bit registers; read by an MMA from
+        # registers, it is packed into the wgmma's 32-bit operand registers only where the wgmma reads it
+        # (after its fence and the waits before it, which ptxas does not move the packing above), so until
+        # then each 16-bit element takes a register of its own: it is counted at a float32 tile's registers.
+        # (No input of its type dies there, by the rule, so nothing shrinks as it grows. Counted at 16 bits,
+        # a P rounded beside an in-flight wgmma's register operand and accumulator spilled 1100 bytes.)
+        # (a tile carried into the next iteration, a yield's read, is read there by its MMA or store: counted so)
+        self.unpacked = {id(op.result) for op in rounded if any(
+            u is None or u.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and self.root(u.operands[0]) is op.result
+            for _, u in self.use_at.get(id(op.result), []))}
+        self.deferred = {id(op.result) for op in casts} - {id(op.result) for op in rounded} | {
+            id(op.result) for op in ops_ if op.results and op.kind is OpKind.TRANSPOSE
+            and op.operands[0].type.space is not Space.SMEM}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
         # at each use rather than stored
         self.cheap: set[int] = set(self.slot_columns() if arch == "sm_100a" else ())
@@ -319,6 +334,38 @@ class Liveness:
             return True
         return op.kind in LAZY and all(not isinstance(x.type, TileType) or self._index_math(x, depth + 1)
                                        for x in op.operands)
+
+    def _rounds_expression(self, cast: Op) -> bool:
+        """Is `cast`'s operand an elementwise expression read by nothing else (in the same block) that cannot be
+        computed in place over a same-typed input dying there? Then rounding it where the IR puts it holds the
+        narrow result only; else (an input dies there) the wide result takes that input's storage and is
+        rounded at its use."""
+        src = self.prod.get(id(self.root(cast.operands[0])))
+        if not (src is not None and src.kind in ELEMENTWISE and src.kind is not OpKind.SELECT
+                and self._only_user(src.result, cast) and self.block_of.get(id(src)) == self.block_of.get(id(cast))):
+            return False
+        at, (start, end) = self.position[id(src)], self.loop_span
+        stack, seen = list(src.operands), set()
+        while stack:
+            o = self.root(stack.pop())
+            if id(o) in seen or not isinstance(o.type, TileType):
+                continue
+            seen.add(id(o))
+            p = self.prod.get(id(o))
+            if p is not None and p.kind in ELEMENTWISE and p.kind is not OpKind.SELECT and p.results \
+                    and self._only_user(o, None) and self.block_of.get(id(p)) == self.block_of.get(id(src)):
+                stack += p.operands              # fused into the expression: its inputs are the expression's
+                continue
+            last = max((q for q, _ in self.use_at.get(id(o), [])), default=0)
+            outside = self.def_at.get(id(o), 0) <= start < at <= end      # read in the loop, defined before it
+            if o.type == src.result.type and last <= at and not outside:
+                return False
+        return True
+
+    def _only_user(self, v: Value, user: Op | None) -> bool:
+        """Is `v` read by exactly one op (`user`, when given)?"""
+        users = {id(u) for _, u in self.use_at.get(id(self.root(v)), [])}
+        return len(users) == 1 and (user is None or users == {id(user)})
 
     def skipped(self, op: Op) -> bool:
         return op.pred is not None and self.static.get(id(op.pred)) is False
@@ -465,7 +512,8 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
         return owner.get(id(lv.root(v)))
 
     def new(v: Value, first: float, name: str | None = None) -> int:
-        spans[id(v)] = [tile_registers(v.type, arch, layout=layout_of(v)), first, lv.last_use(v),
+        t = TileType(v.type.shape, DType.float32, v.type.space) if id(v) in lv.unpacked else v.type
+        spans[id(v)] = [tile_registers(t, arch, layout=layout_of(v)), first, lv.last_use(v),
                         name or v.name or _label(v, lv)]
         owner[id(v)] = id(v)
         return id(v)
