@@ -70,3 +70,15 @@ def test_coverage_bench_prints_the_figures(tmp_path):
     summary = json.loads(out.read_text())["summary"]
     assert summary["programs"] == 2 and set(summary["compile_share"]) == {"heuristic"}
     assert len(records.read_text().splitlines()) == 2
+
+
+def test_a_slot_row_vector_stored_from_the_optimal_partition_compiles(tmp_path, backend_cache):
+    """Seed 67 (bench/coverage.py, optimal partition): a row vector the group reads from a channel slot is
+    stored with a rank-1 store; the store read it through a helper that did not exist (a compiler bug,
+    `emit_loop_nest`), now through the register read every other use takes."""
+    from aref.compiler import CompileOptions, lower_to
+    prog = random_program(67, directory=str(tmp_path))
+    ws = lower_to(prog.kernel.specialize(**prog.inputs), "barrier",
+                  CompileOptions(partition="optimal", solver_time_limit=10))
+    result = compile_sm90(ws, cache_dir=backend_cache)
+    assert result.status == "compiled" and result.spill_bytes == 0, (result.rule, result.detail)

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from aref.backend.cute.analysis import CUTLASS_DTYPE
-from aref.backend.cute.values import Reg, Scalar, SmemTile, coordinate, paren, strip_parens
+from aref.backend.cute.values import Scalar, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Value
 
 
@@ -240,13 +240,7 @@ class AccessEmitter:
 
     def row_vector(self, v: Value) -> str:
         """A register row vector holding `v` (one value per row of this thread), computing it if needed."""
-        c = self.env.get(id(v))
-        if not isinstance(c, SmemTile):
-            return self.materialize(v).name
-        buf = self.new_buffer(v)                      # a slot's row vector read straight from shared memory
-        self.emit_loop_nest(buf, [], f"{buf.name}[r] = {self.smem_element(c, v)}")
-        self.env[id(v)] = Reg(buf)
-        return buf.name
+        return self.materialize(v).name               # a slot's row vector: read from shared memory into registers
 
     def staging_tensor(self, stage) -> str:
         host = self.plan.host_of(stage)
