@@ -389,11 +389,11 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     row_max_1 = cute.make_rmem_tensor(1, cutlass.Float32)
     o0 = sm100.row_tile(64, 64, cutlass.Float32)
     t_o0 = sm100.tmem_tile(tmem, K_1, 64, 64)
+    s_1 = sm100.row_tile(64, 64, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
         tma_store_O, 0, cute.make_layout(1), cute.group_modes(s_O_softmax, 0, 2),
         cute.group_modes(cute.local_tile(tma_store_O_gmem, (64, 64), (None, None, None)), 0, 2),
     )
-    o0_f16 = sm100.row_tile(64, 64, cutlass.Float16)
     pid_m = block[0]
     bh = block[1]
     # ---- prologue: pipeline fill
@@ -518,9 +518,11 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o_x_empty, warp_in_group)
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(32):
+            s_1[r, c] = cutlass.Float16(o0[r, c])
     # aref-ir[softmax2#96 softmax4#98] store %O[%bh.1, %126, %132] = %131 tile=(64, 64)
-    o0_f16.store(o0.load().to(cutlass.Float16))
-    sm100.rows_to_smem(o0_f16, s_O_softmax, 64, 64, tidx, barrier_id=GROUP_BARRIER)
+    sm100.rows_to_smem(s_1, s_O_softmax, 64, 64, tidx, barrier_id=GROUP_BARRIER)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + TILE_OFFSET, 0, bh], warp_in_group)
     # aref-ir[softmax2#97 softmax4#99] named_barrier_arrive id=1 threads=416
     cute.arch.barrier_arrive(barrier_id=1, number_of_threads=416)
