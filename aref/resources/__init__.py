@@ -4,10 +4,11 @@ The optimal partitioner's solver inputs, the heuristic partitioner's group sizin
 budgets (setmaxnreg), the simulator's launch checks and the CuTe backend's checks all ask this package, so a
 partition that the middle end accepts is one the backend compiles.
 """
+from aref.resources.budgets import (assign_budgets, check_budgets, launch_registers, register_pool,
+                                    split_budget)
 from aref.resources.registers import (BUDGET_CAP, LAUNCH_CAP, MAX_REGS, MIN_REGS, PRODUCER_MAX, REG_STEP,
                                       REGISTERS_PER_SM, ROLE_OVERHEAD, Liveness, RegisterDemand, ResourceError,
-                                      assign_budgets, check_budgets, launch_registers, register_demand,
-                                      register_pool, split_budget, tile_registers)
+                                      register_demand, tile_registers)
 
 __all__ = ["BUDGET_CAP", "LAUNCH_CAP", "MAX_REGS", "MIN_REGS", "PRODUCER_MAX", "REG_STEP", "REGISTERS_PER_SM",
            "ROLE_OVERHEAD", "Liveness", "RegisterDemand", "ResourceError", "assign_budgets", "check_budgets",
