@@ -309,8 +309,11 @@ def cmd_compile(args, console: Console) -> int:
                                  ctas=args.ctas or machine_for(args.arch).sms, raster=args.raster)
     data = result.to_json()
     if args.json:
-        print(json.dumps({"kernel": example.name, "partition": args.partition, "fallback": ws.fallback, **data}))
+        print(json.dumps({"kernel": example.name, "partition": args.partition, "fallback": ws.fallback,
+                          "notes": ws.notes, **data}))
         return 0
+    for note in ws.notes:
+        console.print(f"[dim]partition:[/] {note}")
     if ws.fallback:
         console.print(f"[yellow]note:[/] {ws.fallback}")
     table = Table(title=f"{example.name} for {data['arch']} ({args.partition} partition)")

@@ -99,6 +99,7 @@ def _partition(kernel: Kernel, options: CompileOptions):
     with compiler_pass("loop distribution", kernel.loc):
         ws = distribute(kernel, part, options.arch)
     ws.anchors = anchors
+    ws.notes = list(part.notes)
     return _checked(ws, options, "loop distribution")
 
 
@@ -193,8 +194,8 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
     solver's model is coarser than the timing model (no per-group occupancy of the instruction stream), so
     its proven-optimal II can lower to a slower program than the heuristic's; the guard makes "optimal"
     never the slower of the two. Likewise a program that fits the resource model beats one that does not: when
-    no partition of the solver's space fits (it gives each MMA node a group and does not split rows, so two
-    128×128 accumulators may not fit any of them), the heuristic's program is kept rather than a refusal. The
+    no partition of the solver's space fits (it gives each MMA node a group; rows split only on sm_90a and
+    only where the tile's rows split), the heuristic's program is kept rather than a refusal. The
     kept program says why in `WSKernel.fallback`."""
     from aref.interpret import longest_cta, trip_counts
     from aref.machine import machine_for

@@ -174,6 +174,8 @@ class WSKernel:
     tmem: object | None = None
     # an optimal partition's program replaced by the heuristic's, faster in the timing model: why (else None)
     fallback: str | None = None
+    # what the partitioner says of its choice (the solver's II and proof, a row split and why)
+    notes: list[str] = field(default_factory=list)
 
     def channel(self, name: str) -> Channel:
         return next(c for c in self.channels if c.name == name)

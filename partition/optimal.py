@@ -487,10 +487,14 @@ def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = 
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    ex, result, proof = solve_loop(kernel, options.arch, time_limit=options.solver_time_limit,
-                                   register_cap=options.solver_register_cap,
-                                   allow_transfers=options.solver_transfers, explain_found=False,
-                                   operands=options.solver_operands)
+    def solve(k: Kernel):
+        return solve_loop(k, options.arch, time_limit=options.solver_time_limit,
+                          register_cap=options.solver_register_cap, allow_transfers=options.solver_transfers,
+                          explain_found=False, operands=options.solver_operands)
+    ex, result, proof = solve(kernel)
+    split = _row_split_fallback(kernel, result, proof, options, solve)
+    if split is not None:
+        kernel, (ex, result, proof), why = split
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
@@ -512,7 +516,30 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
     if proof:
         part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
+    if split is not None:
+        part.notes.append(f"rows split over {options.num_consumers} replicas: {why}")
     return kernel, part, anchors
+
+
+def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve):
+    """Where no partition of the kernel's own graph fits the SM (a proof naming shared memory or registers:
+    e.g. two 128-row fp32 accumulators, too many registers for one group and, in two, a 64 KB hand-off after
+    the loop beside the ring), the solver's space grows by the cooperative consumers' rewrite: the tile rows
+    split over `num_consumers` replicas (`partition.rowsplit`), whose nodes the solver places and schedules
+    like any other. Returns (split kernel, its solve, why), or None when the kernel's own answer stands, the
+    rows do not split, or the split kernel fits no better."""
+    limits = proof or _hardware_limits(result)
+    if not limits or options.arch != "sm_90a" or options.num_consumers < 2:
+        return None
+    from partition.rowsplit import can_row_split, row_split
+    if can_row_split(kernel, options.num_consumers) is not None:
+        return None
+    split, _ = row_split(kernel, options.num_consumers)
+    ex, res, why_not = solve(split)
+    if why_not or res.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
+        return None
+    why = f"no partition of the unsplit tile fits the SM ({limits})"
+    return split, (ex, res, why_not), why
 
 
 def _hardware_limits(result) -> str:
