@@ -4,9 +4,9 @@ used to refuse (issue 8): causal attention with an `arange`/`program_id` mask, c
 reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wise kernel, a transposed
 output, register slices (the view cooperative consumers take), MMA operands computed in registers , ALiBi
 attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell), a streamed row-wise
-logsumexp with rank-1 outputs and no MMA, and a triangular product (run-time trip count, A masked in
-registers). Each has inputs and a plain torch
-reference."""
+logsumexp with rank-1 outputs and no MMA, a triangular product (run-time trip count, A masked in
+registers), and a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
+loop). Each has inputs and a plain torch reference."""
 import torch
 
 import aref
@@ -301,6 +301,36 @@ def triangular_product_reference(L, B, C, **_):
     return {"C": (torch.tril(L.float()) @ B.float().T).to(C.dtype)}
 
 
+@aref_kernel(grid=lambda A, BM, **_: (-(-A.shape[0] // BM),))
+def gemm_layernorm(A, B, R, gamma, beta, C, rstd_out, *, BM: int = 64, BK: int = 64, eps: float = 1e-5):
+    """GEMM + residual + LayerNorm over the whole row (the tile spans N), rank-1 gamma / beta loaded after the
+    loop, the row's 1/σ stored as a rank-1 fp32 output."""
+    pid = aref.program_id(0)
+    N = B.shape[0]
+    acc = aref.zeros((BM, N), aref.float32)
+    ab = aref.channel(depth=3)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ab.put(aref.load(A, (pid, k), (BM, BK)), aref.load(B, (0, k), (N, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    x = acc + aref.load(R, (pid, 0), (BM, N)).to(aref.float32)
+    mean = aref.rowsum(x) * (1.0 / N)
+    d = x - mean[:, None]
+    rstd = 1.0 / aref.sqrt(aref.rowsum(d * d) * (1.0 / N) + eps)
+    g = aref.load(gamma, (0,), (N,)).to(aref.float32)
+    bt = aref.load(beta, (0,), (N,)).to(aref.float32)
+    aref.store(C, (pid, 0), (d * rstd[:, None] * g[None, :] + bt[None, :]).to(C.dtype))
+    aref.store(rstd_out, (pid,), rstd)
+
+
+def gemm_layernorm_reference(A, B, R, gamma, beta, C, rstd_out, eps=1e-5, **_):
+    x = A.float() @ B.float().T + R.float()
+    mean = x.mean(1, keepdim=True)
+    rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(1, keepdim=True) + eps)
+    return {"C": ((x - mean) * rstd * gamma.float() + beta.float()).to(C.dtype), "rstd_out": rstd[:, 0]}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -309,6 +339,11 @@ def inputs(name: str, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h = torch.float16
     return {
+        # ragged: 200 rows (the last block of 64 is short), K = 72 (the last K step of 64 is short)
+        "gemm_layernorm": lambda: dict(A=_r(g, 200, 72, scale=0.3), B=_r(g, 128, 72, scale=0.3), R=_r(g, 200, 128),
+                                       gamma=(1 + 0.1 * torch.randn(128, generator=g)).half(),
+                                       beta=_r(g, 128, scale=0.1), C=torch.zeros(200, 128, dtype=h),
+                                       rstd_out=torch.zeros(200)),
         "alibi_attention": lambda: dict(Q=_r(g, 2, 256, 64), K=_r(g, 2, 256, 64), V=_r(g, 2, 256, 64),
                                         slopes=torch.tensor([0.5, 0.25]).half(),
                                         O=torch.zeros(2, 256, 64, dtype=h)),
@@ -334,6 +369,7 @@ def inputs(name: str, seed: int = 0) -> dict:
 
 
 PROGRAMS = {
+    "gemm_layernorm": (gemm_layernorm, gemm_layernorm_reference),
     "triangular_product": (triangular_product, triangular_product_reference),
     "streamed_logsumexp": (streamed_logsumexp, streamed_logsumexp_reference),
     "alibi_attention": (alibi_attention, alibi_attention_reference),
