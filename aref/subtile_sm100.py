@@ -83,7 +83,9 @@ def _chunked(ops: list[Op], shape: tuple[int, int], k: int) -> list[Op]:
             for v in op.operands:
                 if id(v) in m:
                     operands.append(m[id(v)])
-                elif id(v) in taken:
+                elif id(v) in taken or (_is_tile(v) and tuple(v.type.shape) == shape):
+                    # a whole tile from a channel, or one the block did not make (a register tile carried out
+                    # of the loop, a pre-loop tile): the chunk reads its columns
                     part = Value(TileType((rows, width), v.type.dtype, v.type.space), v.name)
                     out.append(Op(OpKind.SLICE, (v,), (part,), SliceAttrs(1, j * width, width), op.loc))
                     m[id(v)] = part

@@ -107,6 +107,42 @@ def test_dual_gemm_epilogue_runs_over_column_chunks():
             assert len(slices) > 1 and max(slices) < i
 
 
+
+def test_epilogue_chunks_read_a_register_accumulator_by_columns():
+    """A GEMM that scales each K step's product in registers and sums it into a register accumulator: the
+    accumulator leaves the loop in registers, and the subtiled epilogue reads its columns chunk by chunk (it
+    used to cast the whole 128-column tile into a 64-column result: a compiler bug at the verifier)."""
+    import aref
+    from aref import aref_kernel
+    import torch
+
+    @aref_kernel
+    def scaled_steps(A, B, S, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+        pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+        acc = aref.zeros((BM, BN), aref.float32)
+        ch = aref.channel(depth=2)
+        for k in aref.range(A.shape[1] // BK):
+            ch.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)))
+            a, b = ch.get()
+            acc = acc + aref.mma(a, b.T) * 0.5
+            ch.consumed()
+        aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+    args = dict(A=torch.zeros(128, 128, dtype=torch.float16), B=torch.zeros(128, 128, dtype=torch.float16),
+                S=torch.zeros(1), C=torch.zeros(128, 128, dtype=torch.bfloat16))
+    chunked = {}
+    for partition in ("heuristic", "optimal"):
+        ws = lower_to(scaled_steps.specialize(**args), "barrier", CompileOptions(arch="sm_100a", partition=partition))
+        epi = next(gp for gp in ws.groups if any(op.kind is OpKind.CAST for op in gp.post.ops))
+        casts = [op for op in epi.post.ops if op.kind is OpKind.CAST]
+        assert all(op.operands[0].type.shape == op.result.type.shape for op in casts)
+        chunked[partition] = len(casts)
+        if len(casts) > 1:                         # chunked: each cast reads a column slice of the accumulator
+            assert all(any(s.kind is OpKind.SLICE and s.result is op.operands[0] for s in epi.post.ops)
+                       for op in casts)
+    assert chunked["optimal"] > 1, chunked          # the solver's partition stores from the group that casts
+
+
 def test_blackwell_units_of_the_machine_model():
     ws = stage("attention_fwd", "barrier")
     ops = [op for gp in ws.groups for op in gp.all_ops()]
