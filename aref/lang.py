@@ -43,8 +43,8 @@ class _Proxy:
         raise ArefSyntaxError(
             "a traced value has no Python truth value: `if`, `and`, `or`, `not` and Python's `min`/`max` on "
             "tiles or runtime scalars are not supported", user_loc(),
-            hint="use `aref.where(cond, a, b)` to select, `aref.minimum`/`aref.maximum` for min/max; branch "
-                 "only on compile-time constants")
+            hint="use `aref.where(cond, a, b)` to select, `&` / `|` to combine masks, `aref.minimum`/"
+                 "`aref.maximum` for min/max; branch only on compile-time constants")
 
     def __iter__(self):
         raise ArefSyntaxError(
@@ -80,6 +80,15 @@ class _Proxy:
     def __ge__(self, o): return _compare("ge", self, o)
     def __eq__(self, o): return _compare("eq", self, o)  # type: ignore[override]
     def __ne__(self, o): return _compare("ne", self, o)  # type: ignore[override]
+    def __and__(self, o): return _compare("and", self, o)
+    def __rand__(self, o): return _compare("and", o, self)
+    def __or__(self, o): return _compare("or", self, o)
+    def __ror__(self, o): return _compare("or", o, self)
+
+    def __invert__(self):
+        raise ArefTypeError("`~` (logical not) is not in the language", user_loc(),
+                            hint="write the comparison the other way, e.g. `a < b` for `~(a >= b)`, or swap the "
+                                 "branches of aref.where")
 
     @property
     def dtype(self) -> DType:

@@ -65,13 +65,16 @@ def _domain(x, d: ops.OpDef, dtype: DType):
     return (x * (hi - lo) + lo).to(dtype)
 
 
-def _apply_all(role: str, x, y, dtypes, variant: str) -> "aref.lang.Tile":
+def _apply_all(role: str, x, y, dtypes, variant: str, part: tuple[int, int] = (0, 1)) -> "aref.lang.Tile":
     """The sum (float32) of every case of `role` on x, y mapped into each entry's domain, per dtype:
     on tiles ("tile"), on square tiles for the cases that need them ("square"), or the elementwise cases
-    on a row vector, a column vector and a single value, broadcast back ("vectors")."""
+    on a row vector, a column vector and a single value, broadcast back ("vectors"). `part` (i, n): only the
+    i-th of every n cases."""
     total = None
     shapes = {"rows": (x.max(1), y.max(1)), "cols": (x.min(0), y.min(0)), "one": (x.max(1).max(0), y.max(1).max(0))}
-    for d, c in entry_cases(role, variant == "square"):
+    for i, (d, c) in enumerate(entry_cases(role, variant == "square")):
+        if i % part[1] != part[0]:
+            continue
         if variant == "vectors" and not (d.has(ops.ELEMENTWISE) and d.kind is not OpKind.SELECT):
             continue
         for dt in d.hints.dtypes:
@@ -92,10 +95,11 @@ def _apply_all(role: str, x, y, dtypes, variant: str) -> "aref.lang.Tile":
 VARIANTS = ("tile", "square", "vectors")
 
 
-def all_ops(role: str, variant: str = "tile", dtypes=None):
+def all_ops(role: str, variant: str = "tile", dtypes=None, part: tuple[int, int] = (0, 1)):
     """One kernel exercising every case that claims `role` (see `_apply_all` for the variants); its inputs
     are uniform in [0, 1). Square (64×64) tiles hold 32 registers each: in a wgmma consumer, next to its
-    accumulators, only float32 inputs fit the register budget."""
+    accumulators, only float32 inputs fit the register budget. `part` (i, n): the kernel of the i-th of every n
+    cases (one kernel of every case keeps ~60 results live at once where ptxas schedules for ILP)."""
     if dtypes is None:
         dtypes = (DType.float32,) if variant == "square" and role != "compute" else (DType.float32, DType.int32)
     if role == "compute":
@@ -105,7 +109,7 @@ def all_ops(role: str, variant: str = "tile", dtypes=None):
             for j in aref.range(X.shape[1] // BN):
                 ch.put(aref.load(X, (0, j), (BM, BN)), aref.load(Y, (0, j), (BM, BN)))
                 x, y = ch.get()
-                z = _apply_all(role, x.to(aref.float32), y.to(aref.float32), dtypes, variant)
+                z = _apply_all(role, x.to(aref.float32), y.to(aref.float32), dtypes, variant, part)
                 aref.store(Z, (0, j), z.to(Z.dtype))
                 ch.consumed()
         return all_ops_compute
@@ -119,7 +123,7 @@ def all_ops(role: str, variant: str = "tile", dtypes=None):
                 ab.put(aref.load(A, (0, k), (BM, BK)), aref.load(B, (0, k), (BN, BK)))
                 a, b = ab.get()
                 s = aref.mma(a, b.T)                       # accumulator fragments in [0, 1)
-                o = o + _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant)
+                o = o + _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant, part)
                 ab.consumed()
             aref.store(Z, (0, 0), o.to(Z.dtype))
         return all_ops_consumer
@@ -134,7 +138,7 @@ def all_ops(role: str, variant: str = "tile", dtypes=None):
             acc = aref.mma(a, b.T, acc)
             ab.consumed()
         s = acc * (1.0 / A.shape[1])
-        aref.store(Z, (0, 0), _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant).to(Z.dtype))
+        aref.store(Z, (0, 0), _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant, part).to(Z.dtype))
     return all_ops_epilogue
 
 

@@ -31,8 +31,9 @@ def test_every_op_kind_and_function_has_one_entry():
     # the function tuples the rest of the compiler reads are the registry's
     from aref import ir
     assert ir.UNARY_FNS == ops.fns(OpKind.UNARY) and ir.REDUCE_FNS == ops.fns(OpKind.REDUCE)
-    assert set(ops.COMPARE_FNS) == {"lt", "le", "gt", "ge", "eq", "ne"}
-    assert {"min", "max"} <= set(ops.SCALAR_FNS) and set(ops.SCALAR_PREDICATES) == set(ops.COMPARE_FNS)
+    assert set(ops.COMPARE_FNS) == {"lt", "le", "gt", "ge", "eq", "ne", "and", "or"}      # and / or: of masks
+    assert {"min", "max"} <= set(ops.SCALAR_FNS)
+    assert set(ops.SCALAR_PREDICATES) == set(ops.COMPARE_FNS) - {"and", "or"}
 
 
 def test_pass_tables_derive_from_traits():

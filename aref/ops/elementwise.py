@@ -216,6 +216,30 @@ for fn, sym in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "==
                     cases=(Case(fn, (lambda fn: lambda x, y: getattr(x, f"__{fn}__")(y))(fn), f),)), surface=sym))
 
 
+# ------------------------------------------------------------------------------------- logical and / or
+def _logical_rule(sym: str):
+    def rule(types, attrs, loc):
+        if any(t.dtype is not DType.bool_ for t in types):
+            got = ", ".join(t.dtype.name for t in types)
+            raise ArefTypeError(f"`{sym}` combines boolean tiles (masks from comparisons), got {got}", loc,
+                                hint="compare first, e.g. `(rows >= cols) & (cols < n)`; integer bit math is "
+                                     "not in the language")
+        return (rules.elementwise(types, DType.bool_, loc),)
+    return rule
+
+
+for fn, sym, f in (("and", "&", "logical_and"), ("or", "|", "logical_or")):
+    register(OpDef(
+        OpKind.COMPARE, fn, f"elementwise logical `{sym}` of masks", frozenset({ELEMENTWISE, CUDA_CORE, PREDICATE}),
+        FMA_COST, type_rule=_logical_rule(sym), interpret=_compare_interp(torch_fn(f)),
+        cute=(Emit(template=f"({{a}} {sym} {{b}})"),),
+        # masks from comparisons of any dtype are alike (the comparisons' own cases try every dtype)
+        hints=Hints(dtypes=(DType.float32, DType.int32), roles=ROLES3, random=True,
+                    cases=(Case(fn, (lambda sym: lambda x, y: lang().where(
+                        (x > 0) & (y < 1) if sym == "&" else (x > 0) | (y < 1), x, y))(sym),
+                        (lambda f: lambda x, y: torch.where(getattr(torch, f)(x > 0, y < 1), x, y))(f)),)),
+        surface=sym))
+
 # ----------------------------------------------------------------------------------------------- where
 def _where_rule(types, attrs, loc):
     c, a, b = types

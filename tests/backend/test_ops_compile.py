@@ -14,7 +14,10 @@ from aref import ops
 from aref.compiler import CompileOptions, lower_to
 from tests.ops_kernels import ROLES, all_ops, all_ops_inputs, entry_cases
 
-# elementwise ops on vectors compile to the same templates in every role: one role compiles them
+# elementwise ops on vectors compile to the same templates in every role: one role compiles them. The
+# CUDA-core group's cases on tiles are split over two kernels (every case in one held 255 registers: ptxas
+# computes the independent cases side by side before summing them)
+PARTS = {("compute", "tile"): 2}
 CONFIGS = [(role, variant) for role in ROLES for variant in ("tile", "square")] + [("epilogue", "vectors")]
 
 
@@ -22,12 +25,15 @@ CONFIGS = [(role, variant) for role in ROLES for variant in ("tile", "square")] 
 def test_every_op_compiles_in_its_roles(backend_cache, role, variant):
     from aref.backend.cute import compile_barrier
     assert entry_cases(role, variant == "square"), "no case claims this role"
-    kernel = all_ops(role, variant).specialize(**all_ops_inputs(role, variant))
-    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", consumers="plain"))
-    result = compile_barrier(ws, cache_dir=backend_cache)
-    assert result.spill_bytes == 0, result.ptxas_log
-    src = result.source_path.read_text()
-    ptx = result.ptx_path.read_text()
+    n = PARTS.get((role, variant), 1)
+    src = ptx = ""
+    for i in range(n):
+        kernel = all_ops(role, variant, part=(i, n)).specialize(**all_ops_inputs(role, variant))
+        ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", consumers="plain"))
+        result = compile_barrier(ws, cache_dir=backend_cache)
+        assert result.spill_bytes == 0, result.ptxas_log
+        src += result.source_path.read_text()
+        ptx += result.ptx_path.read_text()
     if variant == "tile":
         # reductions along columns and to one value cross lanes 4, 8, 16 apart and meet in the exchange tile
         assert "shuffle_sync_bfly(x, offset=16)" in src and "_xchg" in src
