@@ -164,6 +164,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     clusters: dict[Op, list[Op]] = {}
     for op in cuda:
         clusters.setdefault(sets.find(op), []).append(op)
+    clusters = _acyclic_clusters(clusters, body, sources)
     holds_mma_tile: set[Op] = set()
     if m.tmem_columns:
         # Blackwell: softmax reads S from tensor memory into registers (tcgen05.ld, one row per thread) and
@@ -376,6 +377,47 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                           hint="lower the channel depths or the tile sizes") from None
     return ex
 
+
+def _acyclic_clusters(clusters: dict, body: list[Op], sources) -> dict:
+    """Connected CUDA-core work fused into one node must not both feed and read another node of the same
+    iteration (`t = a * 2; s = mma(t, b); out = s + t`: t and out are connected through t, but the MMA sits
+    between them): the node would wait for itself, a dependence cycle of distance 0 that no schedule meets.
+    Such a cluster splits by depth — the count of non-CUDA-core work (MMAs, loads) on the longest path to
+    each op —, which no path through other work keeps equal; a part still on a cycle splits into single ops
+    (the program's own dependences are acyclic)."""
+    import networkx as nx
+    member = {o: root for root, ops in clusters.items() for o in ops}
+    preds = {op: [src for v in op.operands for src, d in sources(v) if d == 0 and src in body] for op in body}
+    depth: dict[Op, int] = {}
+    for op in body:                                     # program order is a topological order
+        depth[op] = max((depth.get(p, 0) + (p not in member) for p in preds[op]), default=0)
+
+    def cyclic(cl: dict) -> set:
+        owner = {o: root for root, ops in cl.items() for o in ops}
+        dag = nx.DiGraph()
+        for op in body:
+            for p in preds[op]:
+                a, b = owner.get(p, p), owner.get(op, op)
+                if a is not b:
+                    dag.add_edge(id(a), id(b))
+        return {n for comp in nx.strongly_connected_components(dag) if len(comp) > 1 for n in comp}
+
+    on_cycle = cyclic(clusters)
+    if not on_cycle:
+        return clusters
+    out: dict[Op, list[Op]] = {}
+    for root, ops in clusters.items():
+        if id(root) not in on_cycle:
+            out[root] = ops
+            continue
+        by_depth: dict[int, list[Op]] = {}
+        for o in ops:
+            by_depth.setdefault(depth[o], []).append(o)
+        for part in by_depth.values():
+            out[part[0]] = part
+    still = cyclic(out)
+    return {k: v for k, v in out.items() if id(k) not in still} | {o: [o] for k, v in out.items()
+                                                                  if id(k) in still for o in v}
 
 def _round_up(g: S.Graph, q: int) -> None:
     """Every cycle count of the graph rounded up to a multiple of `q` (never shortened: a schedule of the

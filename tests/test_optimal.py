@@ -151,3 +151,39 @@ def test_solver_error_names_the_kernel():
         lower_to(kernel, "partitioned", CompileOptions(partition="optimal"))
     assert "has none" in info.value.message
     assert info.value.loc.line == inspect.getsourcelines(no_loop.fn)[1]
+
+
+@aref.aref_kernel(grid=(1,))
+def operand_and_result(A, B, C, *, BM: int = 64, BK: int = 64):
+    ch = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ch.put(aref.load(A, (0, k), (BM, BK)), aref.load(B, (0, k), (BK, BK)))
+        a, b = ch.get()
+        t = a.to(aref.float32) * 2.0                    # feeds the MMA ...
+        s = aref.mma(t.to(aref.float16), b.T)
+        aref.store(C, (0, k), (s + t).to(C.dtype))       # ... and, with its result, the store
+        ch.consumed()
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_cuda_core_work_on_both_sides_of_an_mma_is_two_nodes(arch):
+    """`t` and `s + t` are connected through t, but the MMA sits between them: fused into one node they
+    would wait for themselves (a dependence cycle of distance 0; the solver proved such programs
+    infeasible). The extraction keeps them apart, and the optimal partition simulates like the interpreter."""
+    import torch
+    from aref.interpret import run_kernel
+    g = torch.Generator().manual_seed(0)
+    args = dict(A=(torch.randn(64, 128, generator=g) * 0.2).half(), B=(torch.randn(64, 128, generator=g) * 0.2).half(),
+                C=torch.zeros(64, 128, dtype=torch.float16))
+    kernel = operand_and_result.specialize(**args)
+    ex = extract_graph(kernel, arch)
+    mma = next(n for n, k in ex.kind.items() if k == "gemm")
+    feeds = {e.src for e in ex.graph.edges if e.dst == mma and e.distance == 0}
+    reads = {e.dst for e in ex.graph.edges if e.src == mma and e.distance == 0}
+    assert feeds and reads and not feeds & reads
+    ws = lower_to(kernel, "barrier", CompileOptions(arch=arch, partition="optimal", solver_time_limit=20))
+    want = {k: v.clone() for k, v in args.items()}
+    run_kernel(kernel, want)
+    got = {k: v.clone() for k, v in args.items()}
+    assert not sim.simulate(ws, got, seed=2).violations
+    assert torch.equal(got["C"], want["C"])
