@@ -10,7 +10,9 @@
 When every delay is non-negative, feasibility is monotone in II (joint.py explains why), so one
 infeasibility proof at II covers every smaller II.  The search then probes multiples of the graph's
 time quantum ``Q`` (the gcd of its cycle counts, where the model is small) by galloping and
-bisection, and finally bisects the last ``Q`` cycles one by one.  Without that guarantee (negative
+bisection, and finally bisects the last ``Q`` cycles one by one, with at most half the time left
+(``LAST_QUANTUM_SHARE``): those probes only sharpen the proof below a schedule already found, and a
+time-out there leaves that schedule, not proven, rather than none.  Without that guarantee (negative
 ordering delays) it steps II by one.
 """
 
@@ -30,6 +32,10 @@ from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIMEOUT, I
                      Progress, Schedule, SolveOptions)
 
 OBJECTIVES = ("length", "mma_waits", "channels", "groups", "registers")
+# the share of the time left that the last quantum's probes may take: they only sharpen the proof below a
+# schedule already found (at one-cycle resolution a small graph's proof can take minutes), and the later
+# phases need the rest to turn that schedule into a joint one
+LAST_QUANTUM_SHARE = 0.5
 
 
 def default_max_ii(graph: Graph, lower_bound: int) -> int:
@@ -92,6 +98,7 @@ class _Search:
         self.bounds: Bounds | None = None
         self.monotone = all(e.delay >= 0 for e in graph.edges)
         self.quantum = math.gcd(*graph.cycle_costs()) if graph.cycle_costs() else 1
+        self.cap_until: float | None = None      # while set, probes stop by then (see LAST_QUANTUM_SHARE)
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -104,8 +111,8 @@ class _Search:
     def solve(self, jm: JointModel, objective=None, first_solution: bool = False):
         if objective is not None:
             jm.model.minimize(objective)
-        return run(jm.model, self.left(), self.opt.workers, self.opt.deterministic,
-                   first_solution=first_solution)
+        limit = self.left() if self.cap_until is None else min(self.left(), self.cap_until - time.perf_counter())
+        return run(jm.model, limit, self.opt.workers, self.opt.deterministic, first_solution=first_solution)
 
     # ------------------------------------------------------------------------------ II search
     def smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
@@ -171,15 +178,19 @@ class _Search:
         explain(lo, bad, True)  # coarse proofs first: they are cheap to explain
         coarse = bad
         below = good.ii - 1   # with costs on the quantum grid the answer is usually on it too: one proof
-        while good.ii - bad > 1:  # the last quantum, one cycle resolution at the end
-            p = probe(below if below > bad else _coarsest_between(bad, good.ii, q), False)
-            below = 0
-            if p.feasible:
-                good = p
-            elif p.status == "infeasible":
-                bad = p.ii
-            else:
-                break
+        self.cap_until = time.perf_counter() + self.left() * LAST_QUANTUM_SHARE
+        try:
+            while good.ii - bad > 1:  # the last quantum, one cycle resolution at the end
+                p = probe(below if below > bad else _coarsest_between(bad, good.ii, q), False)
+                below = 0
+                if p.feasible:
+                    good = p
+                elif p.status == "infeasible":
+                    bad = p.ii
+                else:
+                    break
+        finally:
+            self.cap_until = None
         if bad > coarse:
             explain(coarse + 1, bad, False)
         return good, bad, good.ii - bad == 1
