@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
+from solve.reservation import merged
 from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
@@ -65,7 +66,8 @@ def _transfer_cycles(registers: int, machine) -> int:
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
-                  channel_memory: bool = True, group_costs: bool = False, operands: bool = False) -> Extraction:
+                  channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
+                  reservations: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -85,7 +87,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     tensor-memory rule. Off by default on Blackwell: the lowering cannot yet fit in tensor memory the
     partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS).
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
-    (`solve.Edge.operand_registers`)."""
+    (`solve.Edge.operand_registers`).
+    `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
+    (`_reservation_table`: `solve.Op.segments`), not all its units from its start."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -258,6 +262,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     usage["tmem_ld"] = ld
                 if st:
                     usage["tmem_st"] = st
+            table = (_reservation_table(ops, m, units, loaded.values() if m.tmem_columns else (),
+                                        stored if m.tmem_columns else ()) if reservations else {})
+            if table:
+                usage = {u: sum(c for _, c in pieces) for u, pieces in table.items()}
             live_out = [r for o in ops for r in o.results
                         if any(u not in ops for u in _users(r, kernel))]
             # on Blackwell, tiles feeding an MMA (P, the rescaled O) are written to tensor memory: they take
@@ -285,7 +293,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             if in_tmem:                            # P or the rescaled O written to tensor memory, then signalled
                 send += streams.send_cycles(0, m, async_reader=False, in_tmem=True)
             if occ:
-                g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                          receive_cost=streams.receive_cycles(m),
                          transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader),
@@ -293,7 +301,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             else:
                 issue_costs = (dict(issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                                     receive_cost=streams.receive_cycles(m)) if costs else {})
-                g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES,
                          **issue_costs)
             ex.members[n], ex.kind[n] = ops, kind
@@ -377,9 +385,47 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     return ex
 
 
+def _reservation_table(ops: list[Op], m, units: dict, loaded, stored) -> dict[str, list[tuple[int, int]]]:
+    """When a CUDA-core cluster's group takes each unit, from the node's start: its ops run one after another
+    (`streams.op_stream_cycles` each), a tile read from tensor memory is loaded (tcgen05.ld) just before its
+    first reader and a tile for an MMA stored (tcgen05.st) just after its producer, as the timing model runs
+    them (`aref.sim.program`). {unit: [(offset, cycles), ...]} in order, pieces on one unit joined where
+    they touch."""
+    table: dict[str, list[tuple[int, int]]] = {}
+    at = 0
+
+    def take(unit: str, cycles: int) -> None:
+        pieces = table.setdefault(unit, [])
+        if pieces and pieces[-1][0] + pieces[-1][1] == at:
+            pieces[-1] = (pieces[-1][0], pieces[-1][1] + cycles)
+        else:
+            pieces.append((at, cycles))
+
+    pending = {id(v): v for v in loaded}
+    out = {id(r) for r in stored}
+    for o in ops:
+        for v in o.operands:
+            if id(v) in pending:
+                cycles = pending.pop(id(v)).type.nbytes // m.tmem_bytes_per_clk
+                if cycles:
+                    take("tmem_ld", cycles)
+                    at += cycles
+        unit, cycles = op_cost(o, m)
+        if unit in units and cycles:
+            take(unit, cycles)
+        at += streams.op_stream_cycles(o, m)
+        for r in o.results:
+            cycles = r.type.nbytes // m.tmem_bytes_per_clk if id(r) in out else 0
+            if cycles:
+                take("tmem_st", cycles)
+                at += cycles
+    return table
+
+
 def _round_up(g: S.Graph, q: int) -> None:
     """Every cycle count of the graph rounded up to a multiple of `q` (never shortened: a schedule of the
-    rounded graph is valid for the exact one)."""
+    rounded graph is valid for the exact one; a unit's pieces grow outwards, to whole quanta from the node's
+    start, and join where they then touch)."""
     if q <= 1:
         return
 
@@ -387,7 +433,10 @@ def _round_up(g: S.Graph, q: int) -> None:
         return -(-x // q) * q if x > 0 else x
 
     for op in g.ops.values():
-        op.usage = {u: up(c) for u, c in op.usage.items()}
+        for u, pieces in op.segments.items():
+            op.segments[u] = [tuple(p) for p in merged([(o // q * q, up(o + c) - o // q * q) for o, c in pieces])]
+            op.usage[u] = sum(c for _, c in op.segments[u])
+        op.usage = {u: c if u in op.segments else up(c) for u, c in op.usage.items()}
         op.transfer_cost = up(op.transfer_cost)
         op.issue, op.send_cost, op.receive_cost, op.wait_cost = (
             up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost))
