@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
+from solve.reservation import merged
 from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
@@ -27,6 +28,7 @@ from aref.machine import machine_for, mma_issue_cycles, op_cost, tma_bytes, unit
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from partition import streams
 from partition.assignment import partition_from_schedule
+from partition.clusters import acyclic_clusters, reservation_table
 from partition.model import Partition, UnionFind, replicated_ops
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
@@ -65,7 +67,8 @@ def _transfer_cycles(registers: int, machine) -> int:
 def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
-                  channel_memory: bool = True, group_costs: bool = False, operands: bool = False) -> Extraction:
+                  channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
+                  reservations: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -85,7 +88,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     tensor-memory rule. Off by default on Blackwell: the lowering cannot yet fit in tensor memory the
     partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS).
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
-    (`solve.Edge.operand_registers`)."""
+    (`solve.Edge.operand_registers`).
+    `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
+    (`partition.clusters.reservation_table`: `solve.Op.segments`), not all its units from its start."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -164,7 +169,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     clusters: dict[Op, list[Op]] = {}
     for op in cuda:
         clusters.setdefault(sets.find(op), []).append(op)
-    clusters = _acyclic_clusters(clusters, body, sources)
+    clusters = acyclic_clusters(clusters, body, sources)
     holds_mma_tile: set[Op] = set()
     if m.tmem_columns:
         # Blackwell: softmax reads S from tensor memory into registers (tcgen05.ld, one row per thread) and
@@ -259,6 +264,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     usage["tmem_ld"] = ld
                 if st:
                     usage["tmem_st"] = st
+            table = (reservation_table(ops, m, units, loaded.values() if m.tmem_columns else (),
+                                        stored if m.tmem_columns else ()) if reservations else {})
+            if table:
+                usage = {u: sum(c for _, c in pieces) for u, pieces in table.items()}
             live_out = [r for o in ops for r in o.results
                         if any(u not in ops for u in _users(r, kernel))]
             # on Blackwell, tiles feeding an MMA (P, the rescaled O) are written to tensor memory: they take
@@ -286,7 +295,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             if in_tmem:                            # P or the rescaled O written to tensor memory, then signalled
                 send += streams.send_cycles(0, m, async_reader=False, in_tmem=True)
             if occ:
-                g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                          receive_cost=streams.receive_cycles(m),
                          transfer_cost=streams.transfer_latency(moved_bytes, m, async_reader=reader),
@@ -294,7 +303,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             else:
                 issue_costs = (dict(issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                                     receive_cost=streams.receive_cycles(m)) if costs else {})
-                g.add_op(n, usage, footprint=footprint or None, kind=kind,
+                g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES,
                          **issue_costs)
             ex.members[n], ex.kind[n] = ops, kind
@@ -378,50 +387,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     return ex
 
 
-def _acyclic_clusters(clusters: dict, body: list[Op], sources) -> dict:
-    """Connected CUDA-core work fused into one node must not both feed and read another node of the same
-    iteration (`t = a * 2; s = mma(t, b); out = s + t`: t and out are connected through t, but the MMA sits
-    between them): the node would wait for itself, a dependence cycle of distance 0 that no schedule meets.
-    Such a cluster splits by depth — the count of non-CUDA-core work (MMAs, loads) on the longest path to
-    each op —, which no path through other work keeps equal; a part still on a cycle splits into single ops
-    (the program's own dependences are acyclic)."""
-    import networkx as nx
-    member = {o: root for root, ops in clusters.items() for o in ops}
-    preds = {op: [src for v in op.operands for src, d in sources(v) if d == 0 and src in body] for op in body}
-    depth: dict[Op, int] = {}
-    for op in body:                                     # program order is a topological order
-        depth[op] = max((depth.get(p, 0) + (p not in member) for p in preds[op]), default=0)
-
-    def cyclic(cl: dict) -> set:
-        owner = {o: root for root, ops in cl.items() for o in ops}
-        dag = nx.DiGraph()
-        for op in body:
-            for p in preds[op]:
-                a, b = owner.get(p, p), owner.get(op, op)
-                if a is not b:
-                    dag.add_edge(id(a), id(b))
-        return {n for comp in nx.strongly_connected_components(dag) if len(comp) > 1 for n in comp}
-
-    on_cycle = cyclic(clusters)
-    if not on_cycle:
-        return clusters
-    out: dict[Op, list[Op]] = {}
-    for root, ops in clusters.items():
-        if id(root) not in on_cycle:
-            out[root] = ops
-            continue
-        by_depth: dict[int, list[Op]] = {}
-        for o in ops:
-            by_depth.setdefault(depth[o], []).append(o)
-        for part in by_depth.values():
-            out[part[0]] = part
-    still = cyclic(out)
-    return {k: v for k, v in out.items() if id(k) not in still} | {o: [o] for k, v in out.items()
-                                                                  if id(k) in still for o in v}
 
 def _round_up(g: S.Graph, q: int) -> None:
     """Every cycle count of the graph rounded up to a multiple of `q` (never shortened: a schedule of the
-    rounded graph is valid for the exact one)."""
+    rounded graph is valid for the exact one; a unit's pieces grow outwards, to whole quanta from the node's
+    start, and join where they then touch)."""
     if q <= 1:
         return
 
@@ -429,7 +399,10 @@ def _round_up(g: S.Graph, q: int) -> None:
         return -(-x // q) * q if x > 0 else x
 
     for op in g.ops.values():
-        op.usage = {u: up(c) for u, c in op.usage.items()}
+        for u, pieces in op.segments.items():
+            op.segments[u] = [tuple(p) for p in merged([(o // q * q, up(o + c) - o // q * q) for o, c in pieces])]
+            op.usage[u] = sum(c for _, c in op.segments[u])
+        op.usage = {u: c if u in op.segments else up(c) for u, c in op.usage.items()}
         op.transfer_cost = up(op.transfer_cost)
         op.issue, op.send_cost, op.receive_cost, op.wait_cost = (
             up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost))

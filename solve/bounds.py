@@ -129,15 +129,16 @@ def exclusive_delay(graph: Graph, src: str, dst: str, delay: int) -> int:
 
     When both ends occupy a unit with one instance and the delay makes ``dst`` take the unit no
     earlier than ``src`` does, ``dst`` cannot take it while ``src`` still holds it, so the edge
-    effectively needs ``src``'s occupancy (shifted by the two ops' offsets into the unit).
+    effectively needs ``src``'s occupancy (shifted by the two ops' offsets into the unit).  Only for
+    one piece each: ``dst`` may take the unit in a gap between ``src``'s segments.
     """
     if delay < 0:
         return delay
     a, b = graph.ops[src], graph.ops[dst]
     shared = []
     for u in a.usage:
-        if u in b.usage and graph.units[u] == 1:
-            (oa, ca), (ob, _) = a.span(u), b.span(u)
+        if u in b.usage and graph.units[u] == 1 and len(a.spans(u)) == len(b.spans(u)) == 1:
+            (oa, ca), (ob, _) = a.spans(u)[0], b.spans(u)[0]
             if delay + ob >= oa:
                 shared.append(oa + ca - ob)
     return max([delay, *shared])

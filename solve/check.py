@@ -129,8 +129,8 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
     for unit, cap in graph.units.items():
         diff = _fold(ii)
         for n, op in graph.ops.items():
-            offset, cycles = op.span(unit)
-            _add(diff, ii, start[n] + offset, cycles, 1)
+            for offset, cycles in op.spans(unit):
+                _add(diff, ii, start[n] + offset, cycles, 1)
         if _peak(diff, ii) > cap:
             bad.append(f"unit {unit} over capacity ({_peak(diff, ii)} > {cap})")
 

@@ -2,7 +2,9 @@
 
 An op occupies each functional unit named in its ``usage`` for that many cycles from its start cycle
 (one instance of the unit each cycle), or from ``offset[unit]`` cycles after its start (a store that
-stages its tile before the copy engine takes it).  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
+stages its tile before the copy engine takes it), or in ``segments[unit]``: (offset, cycles) pieces that
+add up to the usage — a reservation table, as a fused CUDA-core node that runs a tensor-memory load, a row
+max on the FMA pipe, exponentials on the MUFU and a row sum on the FMA pipe again, one after another.  An edge ``(src, dst, delay, distance)`` says that ``dst`` of
 iteration ``i + distance`` starts at least ``delay`` cycles after ``src`` of iteration ``i``.
 
 A warp group is one instruction stream.  An op holds its group's stream for ``issue`` cycles from its
@@ -37,6 +39,8 @@ from dataclasses import dataclass, field
 import json
 import math
 from typing import Any
+
+from . import reservation
 
 REGISTERS = "registers"
 
@@ -76,15 +80,21 @@ class Op:
     channel: str = ""
     offset: dict[str, int] = field(default_factory=dict)
     handoff: dict[str, int] = field(default_factory=dict)
+    segments: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def duration(self) -> int:
         """Cycles the op is in flight: until its last unit or stream occupancy ends (at least one)."""
-        return max([1, self.issue, *(self.offset.get(u, 0) + c for u, c in self.usage.items())])
+        return max([1, self.issue, *(o + c for u in self.usage for o, c in self.spans(u))])
 
-    def span(self, unit: str) -> tuple[int, int]:
-        """(first cycle after the start, cycles) the op occupies ``unit`` (cycles 0: not at all)."""
-        return self.offset.get(unit, 0), self.usage.get(unit, 0)
+    def spans(self, unit: str) -> list[tuple[int, int]]:
+        """The (first cycle after the start, cycles) pieces in which the op occupies ``unit``, in order
+        (none: not at all)."""
+        if unit not in self.usage:
+            return []
+        if unit in self.segments:
+            return list(self.segments[unit])
+        return [(self.offset.get(unit, 0), self.usage[unit])]
 
     @property
     def channel_key(self) -> str:
@@ -115,6 +125,8 @@ class Op:
             out["offset"] = dict(self.offset)
         if self.handoff:
             out["handoff"] = dict(self.handoff)
+        if self.segments:
+            out["segments"] = {u: [list(p) for p in ps] for u, ps in self.segments.items()}
         return out
 
 
@@ -251,9 +263,11 @@ class Graph:
                streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
                kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
                wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None,
-               handoff: dict[str, int] | None = None) -> Op:
+               handoff: dict[str, int] | None = None,
+               segments: dict[str, list[tuple[int, int]]] | None = None) -> Op:
         """Add an op; ``usage`` maps declared units to occupied cycles from the op's start (plus
-        ``offset[unit]``, default 0).
+        ``offset[unit]``, default 0), or in the pieces ``segments[unit]`` = [(offset, cycles), ...]
+        (in order, apart, adding up to ``usage[unit]``).
 
         ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
         group occupancy (see :class:`Op`); ``handoff`` the SM memory per slot of a channel handing
@@ -291,8 +305,10 @@ class Graph:
                 raise GraphError(f"op {name!r} has an offset for unit {unit!r}, which it does not use")
             _positive_int(cycles, f"offset of unit {unit!r} in op {name!r}", allow_zero=True)
         handoff = {k: v for k, v in self._sm_amounts(handoff, f"hand-off of op {name!r}").items() if v}
+        pieces = reservation.pieces(name, usage, offset, segments)
         op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
-                streaming, depth, transfer_cost, kind, channel=channel, offset=offset, handoff=handoff, **costs)
+                streaming, depth, transfer_cost, kind, channel=channel, offset=offset, handoff=handoff,
+                segments=pieces, **costs)
         self.ops[name] = op
         return op
 
@@ -481,6 +497,7 @@ class Graph:
         """Every cycle count in the graph (usages, edge delays, transfer and occupancy costs)."""
         costs = [c for op in self.ops.values() for c in op.usage.values()]
         costs += [c for op in self.ops.values() for c in op.offset.values()]
+        costs += [c for op in self.ops.values() for ps in op.segments.values() for p in ps for c in p]
         costs += [abs(e.delay) for e in self.edges]
         costs += [op.transfer_cost for op in self.ops.values()]
         costs += [getattr(op, key) for op in self.ops.values() for key in _OCCUPANCY_CYCLES]
@@ -542,7 +559,8 @@ class Graph:
                              variable_latency=op.get("variable_latency", False),
                              streaming=op.get("streaming", False), depth=op.get("depth", 2),
                              transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""),
-                             offset=op.get("offset"), handoff=op.get("handoff"), **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
+                             offset=op.get("offset"), handoff=op.get("handoff"), segments=op.get("segments"),
+                             **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
             except KeyError as exc:
                 raise GraphError(f"op entry {op!r} lacks key {exc}") from None
         for e in data.get("edges", []):
@@ -568,6 +586,11 @@ class Graph:
             op["usage"] = {u: mapping[c] for u, c in op["usage"].items()}
             if op.get("offset"):
                 op["offset"] = {u: mapping[c] for u, c in op["offset"].items()}
+            if op.get("segments"):
+                # mapped pieces keep their order but may now touch or add up differently: merge, re-add
+                op["segments"] = {u: reservation.merged([(mapping.get(o, 0), mapping[c]) for o, c in ps])
+                                  for u, ps in op["segments"].items()}
+                op["usage"].update({u: sum(c for _, c in ps) for u, ps in op["segments"].items()})
             for key in ("transfer_cost", *_OCCUPANCY_CYCLES):
                 if op.get(key):
                     op[key] = mapping[op[key]]

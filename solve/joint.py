@@ -159,7 +159,7 @@ class JointModel:
     def _build_units(self) -> None:
         m, g = self.model, self.graph
         for unit, cap in g.units.items():
-            users = [(n, *g.ops[n].span(unit)) for n in self.ops if unit in g.ops[n].usage]
+            users = [(n, o, c) for n in self.ops for o, c in g.ops[n].spans(unit)]
             if not users:
                 continue
             lit = self.guard(unit_family(unit))

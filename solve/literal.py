@@ -119,7 +119,7 @@ class TimeIndexedModel:
     def _capacity(self) -> None:
         g, m = self.graph, self.model
         for unit, cap in g.units.items():
-            users = [(v, *op.span(unit)) for v, op in g.ops.items() if unit in op.usage]
+            users = [(v, o, c) for v, op in g.ops.items() for o, c in op.spans(unit)]
             if not users:
                 continue
             for t in range(self.T):
@@ -371,8 +371,7 @@ def plain_min_length(graph: Graph, ii: int, horizon: int, time_limit: float):
     for unit, cap in graph.units.items():
         rows = [[] for _ in range(ii)]
         for v, op in graph.ops.items():
-            offset, cycles = op.span(unit)
-            for c in range(offset, offset + cycles):
+            for c in (c for offset, cycles in op.spans(unit) for c in range(offset, offset + cycles)):
                 for t, x in enumerate(a[v]):
                     rows[(t + c) % ii].append(x)
         for row in rows:

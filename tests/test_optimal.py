@@ -12,7 +12,7 @@ from aref import sim
 from aref.compiler import CompileOptions, lower_to
 from aref.harness import load_example
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
-from partition.optimal import extract_graph
+from partition.optimal import CYCLE_QUANTUM, extract_graph
 
 
 def solved(name, arch, time_limit=120, **dims):
@@ -109,6 +109,32 @@ def test_group_costs_bound_each_softmax_group_on_blackwell():
     loads = S.check(g, r.ii, r.schedule, r.assignment).occupancy
     assert max(loads.values()) <= r.ii and max(loads.values()) > plain.ii
     assert r.solve_seconds < 30
+
+
+def test_reservation_tables_see_the_softmax_groups_collide_on_blackwell():
+    """`extract_graph(reservations=True)`: a CUDA-core node takes each unit when its ops do, one after
+    another in its group (a reservation table), not all of them from its start. The exponentials node of
+    attention forward subtracts the row max on the FMA pipe, then runs exp2 on the MUFU, then the row sum and
+    the cast on the FMA pipe again. The group-cost schedule (II 1296) books those FMA cycles while the MUFU
+    runs, where the other softmax group's row max then collides with them (the timing model's ~190-cycle
+    stall): the reservation graph rejects it and proves a larger II."""
+    ex0 = load_example(example_path("attention_fwd"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    plain = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False)
+    ex = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False, reservations=True)
+    g = ex.graph
+    exp = next(n for n in g.ops if ex.kind[n] == "exp")
+    (mufu_at, mufu), = g.ops[exp].spans("mufu")
+    fma = g.ops[exp].spans("fma")
+    assert len(fma) == 2 and fma[0][0] == 0 and fma[0][0] + fma[0][1] <= mufu_at
+    assert fma[1][0] >= mufu_at + mufu - CYCLE_QUANTUM
+    assert all(g.ops[n].usage == plain.graph.ops[n].usage for n in g.ops)     # the same cycles, placed
+    assert g.ops[exp].duration <= g.ops[exp].issue + CYCLE_QUANTUM                # within the group's stream
+    old = S.solve(plain.graph, S.SolveOptions(time_limit=60))
+    assert any("unit fma" in v for v in S.check(g, old.ii, old.schedule, old.assignment).violations)
+    r = S.solve(g, S.SolveOptions(time_limit=60))
+    assert r.proven_optimal and r.ii > old.ii
+    assert S.check(g, r.ii, r.schedule, r.assignment).ok
 
 
 def test_solve_json_contract_and_independent_recheck():

@@ -84,8 +84,8 @@ def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dic
         if start[e.dst] + e.distance * ii - start[e.src] < need:
             bad.append(f"dependence {e.src}->{e.dst}")
     for unit, cap in graph.units.items():
-        spans = [(start[n] + op.offset.get(unit, 0), start[n] + op.offset.get(unit, 0) + op.usage[unit], 1)
-                 for n, op in graph.ops.items() if unit in op.usage]
+        spans = [(start[n] + o, start[n] + o + c, 1) for n, op in graph.ops.items() if unit in op.usage
+                 for o, c in _pieces(op, unit)]
         if _occupied(spans, ii, copies) > cap:
             bad.append(f"unit {unit}")
     used = set(group.values())
@@ -177,6 +177,11 @@ def _partitions(n: int, most: int):
     yield from grow([], -1)
 
 
+def _pieces(op, unit: str) -> list:
+    """The (offset, cycles) pieces of the op's use of ``unit``: its segments, else one from its offset."""
+    return op.segments.get(unit) or [(op.offset.get(unit, 0), op.usage[unit])]
+
+
 def _group_free_ok(graph: Graph, ii: int, start: dict[str, int]) -> bool:
     """Rules that hold whatever the warp assignment: dependences (without transfers), units."""
     for e in graph.edges:
@@ -185,8 +190,9 @@ def _group_free_ok(graph: Graph, ii: int, start: dict[str, int]) -> bool:
     for unit, cap in graph.units.items():
         count = [0] * ii
         for n, op in graph.ops.items():
-            for c in range(op.usage.get(unit, 0)):
-                count[(start[n] + op.offset.get(unit, 0) + c) % ii] += 1
+            for o, cycles in _pieces(op, unit) if unit in op.usage else []:
+                for c in range(cycles):
+                    count[(start[n] + o + c) % ii] += 1
         if max(count) > cap:
             return False
     return True

@@ -8,13 +8,14 @@ from solve import Graph, Machine
 
 
 def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, handoff: bool = False,
-                 operands: bool = False) -> Graph:
+                 operands: bool = False, segments: bool = False) -> Graph:
     """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits.
 
     With ``occupancy``, the same graph also gets group-occupancy costs (issue cycles, hand-off
     costs, shared channels), drawn from a second generator so the rest of the graph is unchanged; with
     ``handoff``, shared-memory slots of its hand-off channels (a third generator); with ``operands``,
-    registers its consumers hold while they run (a fourth).
+    registers its consumers hold while they run (a fourth); with ``segments``, ops that take a unit in two
+    pieces with a gap (a fifth).
     """
     rng = random.Random(seed)
     n = n_ops or rng.randint(2, 5)
@@ -58,6 +59,8 @@ def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, h
         add_handoffs(g, random.Random(seed * 104729 + 3))
     if operands:
         add_operand_registers(g, random.Random(seed * 15485863 + 5))
+    if segments:
+        add_segments(g, random.Random(seed * 32452843 + 7))
     return g
 
 
@@ -101,3 +104,15 @@ def add_occupancy(g: Graph, rng: random.Random) -> None:
     if len(vl) > 1 or (len(g.ops) > 2 and rng.random() < 0.3):
         for n in (vl or rng.sample(sorted(g.ops), 2)):
             g.ops[n].channel = "shared"
+
+
+def add_segments(g: Graph, rng: random.Random) -> None:
+    """Reservation tables: some ops take a unit in two pieces with a gap (its usage grows by the second
+    piece), the others keep one piece from their start or offset."""
+    for op in g.ops.values():
+        if rng.random() < 0.6:
+            unit = rng.choice(sorted(op.usage))
+            first, gap, second = op.usage[unit], rng.randint(1, 3), rng.randint(1, 2)
+            start = op.offset.pop(unit, 0)
+            op.segments = {unit: [(start, first), (start + first + gap, second)]}
+            op.usage[unit] = first + second

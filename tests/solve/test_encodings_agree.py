@@ -18,6 +18,8 @@ HANDOFF_SEEDS = range(30)    # ... with shared-memory slots for their hand-off c
 MIN_HANDOFF = 18
 OPERAND_SEEDS = range(30)
 MIN_OPERAND = 1    # ... with registers their consumers hold while they run
+SEGMENT_SEEDS = range(20)
+MIN_SEGMENTS = 16  # ... with units taken in pieces (17 of the 20 have a schedule)
 
 
 def test_interval_and_time_indexed_find_the_same_ii():
@@ -46,11 +48,17 @@ def test_encodings_agree_with_operand_registers():
     assert changed >= 1
 
 
-def compare(seeds, occupancy: bool, handoff: bool = False, operands: bool = False) -> list[int]:
+def test_encodings_agree_with_segments():
+    """Both encodings book a unit used in pieces (`Op.segments`) piece by piece."""
+    assert len(compare(SEGMENT_SEEDS, occupancy=False, segments=True)) >= MIN_SEGMENTS
+
+
+def compare(seeds, occupancy: bool, handoff: bool = False, operands: bool = False,
+            segments: bool = False) -> list[int]:
     """Seeds whose interval-model answer the literal model matched (it must match every schedulable one)."""
     compared = []
     for seed in seeds:
-        g = random_graph(seed, occupancy=occupancy, handoff=handoff, operands=operands)
+        g = random_graph(seed, occupancy=occupancy, handoff=handoff, operands=operands, segments=segments)
         a = solve(g, time_limit=20, explain=False)
         assert a.status in ("optimal", "infeasible"), (seed, a.status)
         if a.status == "infeasible":

@@ -115,6 +115,24 @@ def test_group_occupancy_fields_round_trip_and_scale():
         g.add_op("Y", {"tc": 1}, issue=-1)
 
 
+def test_segments_round_trip_and_scale():
+    """A reservation table survives JSON; scaling maps each piece, and pieces a coarse mapping makes
+    touch are joined (the usage follows), so the scaled graph stays valid."""
+    g = small_graph()
+    g.add_op("X", {"mufu": 6}, segments={"mufu": [(0, 2), (3, 4)]})
+    assert g.ops["X"].spans("mufu") == [(0, 2), (3, 4)] and g.ops["X"].duration == 7
+    assert g.ops["S"].spans("tc") == [(0, 4)] and g.ops["S"].spans("mufu") == []
+    assert Graph.from_json(g.dumps()).to_json() == g.to_json()
+    doubled = g.scaled({c: 2 * c for c in g.cycle_costs()})
+    assert doubled.ops["X"].spans("mufu") == [(0, 4), (6, 8)] and doubled.ops["X"].usage["mufu"] == 12
+    coarse = g.scaled({c: {3: 2}.get(c, c) for c in g.cycle_costs()})      # the gap closes
+    assert coarse.ops["X"].spans("mufu") == [(0, 6)] and coarse.ops["X"].usage["mufu"] == 6
+    with pytest.raises(GraphError, match="add up to 6 cycles, not its usage 5"):
+        g.add_op("Y", {"mufu": 5}, segments={"mufu": [(0, 2), (3, 4)]})
+    with pytest.raises(GraphError, match="does not use"):
+        g.add_op("Z", {"tc": 2}, segments={"mufu": [(0, 2)]})
+
+
 def test_handoff_costs_follow_the_assignment():
     g = Graph({"tc": 1, "fma": 1, "tma": 1}, Machine(max_groups=3))
     g.add_op("la", {"tma": 1}, streaming=True, receive_cost=5, channel="ring")

@@ -209,3 +209,58 @@ def test_optimal_ii_matches_brute_force_with_operand_registers(seed):
         return
     assert check(g, r.ii, r.schedule, r.assignment).ok
     assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.booleans())
+@example(3, False)
+def test_optimal_ii_matches_brute_force_with_segments(seed, occupancy):
+    """Ops that take a unit in pieces with gaps (`Op.segments`, a reservation table): the solver's II is
+    still the smallest any schedule reaches, and other ops may use the unit in the gaps."""
+    g = random_graph(seed, n_ops=3, occupancy=occupancy, segments=True)
+    g.machine.max_groups = min(g.machine.max_groups, 2)
+    r = solve(g, time_limit=20, explain=False)
+    assert r.status in ("optimal", "infeasible")
+    if r.status == "infeasible":
+        upper = min(r.lower_bound + 1, max(e.ii_max for e in r.infeasible))
+        assert brute_force_ii(g, r.stage_bound, r.lower_bound, upper) is None
+        return
+    assert check(g, r.ii, r.schedule, r.assignment).ok
+    assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
+
+
+def test_segments_let_another_op_use_the_gap():
+    """A reservation table: `a` takes the unit for 2 cycles, leaves it for 4, takes it again for 2; `b` (4
+    cycles on the same unit) fits in the gap, so both run in an II of 8 — with `a` holding the unit for its
+    whole 8-cycle window, II 12. The checker counts the pieces too, and the JSON keeps them."""
+    def graph(pieces: bool) -> Graph:
+        g = Graph({"fma": 1}, Machine(max_groups=1))
+        if pieces:
+            g.add_op("a", {"fma": 4}, segments={"fma": [(0, 2), (6, 2)]})
+        else:
+            g.add_op("a", {"fma": 8})
+        g.add_op("b", {"fma": 4})
+        g.add_edge("a", "b", 2)
+        g.add_edge("b", "a", 4, 1)
+        return g
+    seg, whole = graph(True), graph(False)
+    r, w = solve(seg), solve(whole)
+    assert r.ii == 8 and r.proven_optimal and w.ii == 12
+    assert r.schedule["b"] - r.schedule["a"] == 2
+    assert check(seg, r.ii, r.schedule, r.assignment).ok
+    assert not check(seg, r.ii, {"a": 0, "b": 5}, r.assignment).ok        # b over a's second piece
+    again = Graph.from_json(seg.dumps())
+    assert again.ops["a"].spans("fma") == [(0, 2), (6, 2)] and again.ops["a"].duration == 8
+    t = solve(seg, encoding="time-indexed", time_limit=30)
+    assert t.ii == 8
+
+
+def test_segments_must_add_up_and_not_overlap():
+    g = Graph({"fma": 1}, Machine(max_groups=1))
+    for bad in ([(0, 2), (1, 2)], [(0, 2), (4, 1)], [(3, 2), (0, 2)]):
+        try:
+            g.add_op("a", {"fma": 4}, segments={"fma": bad})
+        except ValueError as exc:
+            assert "segments" in str(exc)
+        else:
+            raise AssertionError(f"accepted {bad}")
