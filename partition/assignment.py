@@ -9,7 +9,7 @@ do (tcgen05 reads its A operand from shared or tensor memory, and a warp holds n
 from __future__ import annotations
 
 from aref import resources
-from aref.ir import Kernel, Op, OpKind
+from aref.ir import DType, Kernel, Op, OpKind, TileType
 from aref.ws import WarpGroup
 from partition.model import Partition, check_registers, one_producer_per_channel, replicated_ops, split_budget, \
     value_owner
@@ -151,10 +151,13 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
     owner = value_owner(kernel, assign)
 
     fallback = next((g.id for g in groups if g.role in ("consumer", "mma")), len(groups) - 1)
+    masks = []       # boolean tiles are not handed between groups: a mask is made where it is used
     for op in kernel.all_ops():
         if op in rep or op in assign:
             continue
-        if op.kind is OpKind.LOAD:
+        if any(isinstance(r.type, TileType) and r.type.dtype is DType.bool_ for r in op.results):
+            masks.append(op)
+        elif op.kind is OpKind.LOAD:
             assign[op] = tma if tma is not None else fallback
         elif op.kind is OpKind.PUT:
             loads = [prod.get(id(v)) for v in op.operands[1:]]
@@ -162,3 +165,11 @@ def _place_rest(kernel: Kernel, assign: dict[Op, int], groups: list[WarpGroup]) 
         else:
             data = op.operands[1:] if op.kind is OpKind.STORE else op.operands
             assign[op] = next((g for g in (owner(v) for v in reversed(data)) if g is not None), fallback)
+    users: dict[int, list[Op]] = {}
+    for op in kernel.all_ops():
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    for op in reversed(masks):          # users first: a mask of a mask (`a & b`) follows its user too
+        placed = [assign[u] for r in op.results for u in users.get(id(r), []) if u in assign]
+        assign[op] = placed[0] if placed else next(
+            (g for g in (owner(v) for v in reversed(op.operands)) if g is not None), fallback)

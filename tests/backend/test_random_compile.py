@@ -82,3 +82,17 @@ def test_a_slot_row_vector_stored_from_the_optimal_partition_compiles(tmp_path, 
                   CompileOptions(partition="optimal", solver_time_limit=10))
     result = compile_sm90(ws, cache_dir=backend_cache)
     assert result.status == "compiled" and result.spill_bytes == 0, (result.rule, result.detail)
+
+
+def test_a_post_loop_mask_is_made_in_the_group_that_selects_with_it(tmp_path, backend_cache):
+    """Seed 73 (optimal partition): after the loop, `where(c > cv, c, cv * 0.25)` — the comparison went to
+    the group that made cv, the select to the one that holds c, and the boolean tile between them was refused
+    ("carries a boolean tile"). A mask is placed with the op that uses it: no boolean tile crosses groups."""
+    from aref.compiler import CompileOptions, lower_to
+    from aref.ir import DType
+    prog = random_program(73, directory=str(tmp_path))
+    ws = lower_to(prog.kernel.specialize(**prog.inputs), "barrier",
+                  CompileOptions(partition="optimal", solver_time_limit=10))
+    assert not any(t.dtype is DType.bool_ for ch in ws.channels for t in ch.payload)
+    result = compile_sm90(ws, cache_dir=backend_cache)
+    assert result.status == "compiled" and result.spill_bytes == 0, (result.rule, result.detail)
