@@ -16,6 +16,7 @@ from __future__ import annotations
 from aref.backend.cute.analysis import CUTLASS_DTYPE
 from aref.backend.cute.values import Scalar, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Value
+from aref.resources.memory import swizzled
 
 
 class AccessEmitter:
@@ -247,7 +248,7 @@ class AccessEmitter:
         if host is None:
             return self.arg(stage.name)
         offset = stage.item.offset // host.tile.dtype.nbytes
-        recast = "recast_tile" if len(stage.tile.shape) == 2 else "recast_vector"     # swizzled or plain layout
+        recast = "recast_tile" if swizzled(stage.tile) else "recast_vector"     # swizzled or plain layout
         return self.local(("stage", stage.name), "staging",
                           f"aref.{recast}({self.arg(host.name)}, {self.arg(stage.layout)}, "
                           f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]}" + (f", {offset})" if offset else ")"))

@@ -9,8 +9,11 @@ templates cannot honour is rejected here with a `BackendError` naming the constr
 line, so code generation never produces a kernel that silently means something else.
 
 Layout conventions (the generated code relies on them):
-  * every 2-D shared tile is stored row-major with the widest 128-byte swizzle (`make_smem_layout_a`
-    of a (rows, 1, cols) tile); operands that read it transposed get a composed MN-major view;
+  * a 2-D shared tile of whole 8-row × 16-byte swizzle atoms (`aref.resources.memory.swizzled`) is stored
+    row-major with the widest swizzle its rows take (`make_smem_layout_a` of a (rows, 1, cols) tile);
+    operands that read it transposed get a composed MN-major view. Any other tile (rank 1; an (R, 1) column of
+    per-row scales, a (1, 1) scalar, rows not a multiple of 8 or 16 bytes) is stored plain row-major: filled
+    by TMA without swizzle or by the load warp's ordinary loads, read by register math, never an MMA operand;
   * a global tensor of rank r whose last t dims are tiled is given to CuTe with its t tiled modes first
     and its leading (indexed) modes after them, so TMA atoms tile exactly the boxes of the Barrier IR;
   * a 2-D register tile (R, C) lives in the accumulator layout of a wgmma with N = C (`layout_mma`).
@@ -21,7 +24,8 @@ from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
 from aref.resources.layout import exchange_elements
-from aref.backend.cute.operands import (MmaConfig, SmemOperand, is_transpose, mma_config,  # noqa: F401
+from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
+                                        mma_config,
                                         producers_of, register_a, scratch_key, smem_operand, staged_source)
 from aref import ops
 from aref.errors import SrcInfo
@@ -246,8 +250,8 @@ def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
 def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: dict, skip=lambda ch: False,
                          smem: SmemPlan | None = None) -> None:
     """The shared-memory buffers of every channel's payloads (but those `skip` says live elsewhere), named after
-    the tensor a TMA payload comes from; a tile must be rank 1 or 2 and whole 8-row × 16-byte swizzle atoms.
-    `smem`: the resource model's layout, which places each ring (Hopper)."""
+    the tensor a TMA payload comes from; a tile must be rank 1 or 2 (2-D tiles of partial swizzle atoms are
+    stored plain, see the module docstring). `smem`: the resource model's layout, which places each ring (Hopper)."""
     loads: dict[tuple[str, int], set[str]] = {}
     for gp in ws.groups:
         for op in gp.all_ops():
@@ -266,9 +270,6 @@ def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: di
             if len(t.shape) not in (1, 2):
                 raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
                                    f"rank 1 and 2", ch.loc)
-            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
-                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
-                                   f"swizzle atoms", ch.loc)
             src = loads.get((ch.name, j), set())
             suffix = next(iter(src)) if len(src) == 1 else str(j)
             name = f"s_{cp.name}_{ident(suffix)}"
@@ -368,6 +369,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value[id(op.operands[0])], smem, staging, tmas, direct)
             elif op.kind is OpKind.MMA_ASYNC:
+                check_operand_layouts(op, prod, ws, "wgmma")
                 cfg = mma_config(op, prod, staged)
                 if cfg not in mmas:
                     mmas.append(cfg)

@@ -215,7 +215,7 @@ def recast_tile(buffer: cute.Tensor, layout: cute.ComposedLayout, dtype: cutlass
 
 @cute.jit
 def recast_vector(buffer: cute.Tensor, layout: cute.Layout, dtype: cutlass.Constexpr, offset: cutlass.Constexpr = 0):
-    """`recast_tile` for a rank-1 staging tile (a plain, unswizzled layout)."""
+    """`recast_tile` for a staging tile with a plain, unswizzled layout (rank 1, or 2-D of partial swizzle atoms)."""
     return cute.make_tensor(cute.recast_ptr(buffer.iterator + offset, dtype=dtype), layout)
 
 
