@@ -6,8 +6,8 @@ output, register slices (the view cooperative consumers take), MMA operands comp
 attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell), a streamed row-wise
 logsumexp with rank-1 outputs and no MMA, a triangular product (run-time trip count, A masked in
 registers), a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
-loop), and fp8 GEMMs scaled per block by (R, 1), (1, 1) and (1, C) tiles in the operands' channel (plain,
-unswizzled shared layouts). Each has inputs and a plain torch reference."""
+loop), fp8 GEMMs scaled per block by (R, 1), (1, 1) and (1, C) tiles in the operands' channel (plain,
+unswizzled shared layouts), and attention keeping its softmax state as (rows, 1) columns. Each has inputs and a plain torch reference."""
 import torch
 
 import aref
@@ -384,6 +384,40 @@ def colscale_gemm_reference(A, B, SA, SBc, C, **_):
     return {"C": acc.to(C.dtype)}
 
 
+@aref_kernel(grid=lambda Q, BM, **_: (Q.shape[0] // BM,))
+def column_state_attention(Q, K, V, O, *, BM: int = 128, BN: int = 64, qk_scale: float = 0.125 * 1.4426950408889634):
+    """Attention over two 64-row query sub-tiles whose softmax state (max m, sum l, rescale alpha) is kept as
+    (rows, 1) columns, as `keepdim=True` code keeps it: on sm_100a the FA4 partition hands alpha and l between
+    warp groups in plain (64, 1) shared rings."""
+    pid = aref.program_id(0)
+    D, SUB = Q.shape[1], BM // 2
+    q = [aref.load(Q, (2 * pid + i, 0), (SUB, D)) for i in range(2)]
+    o = [aref.zeros((SUB, D), aref.float32) for _ in range(2)]
+    m = [aref.full((SUB, 1), -float("inf"), aref.float32) for _ in range(2)]
+    l = [aref.zeros((SUB, 1), aref.float32) for _ in range(2)]
+    kc, vc = aref.channel(depth=2), aref.channel(depth=2)
+    for j in aref.range(K.shape[0] // BN):
+        kc.put(aref.load(K, (j, 0), (BN, D)))
+        vc.put(aref.load(V, (j, 0), (BN, D)))
+        k, v = kc.get(), vc.get()
+        for i in range(2):
+            s = aref.mma(q[i], k.T)
+            m_new = aref.maximum(m[i], aref.rowmax(s)[:, None] * qk_scale)
+            p = aref.exp2(s * qk_scale - m_new)
+            alpha = aref.exp2(m[i] - m_new)
+            l[i] = l[i] * alpha + aref.rowsum(p)[:, None]
+            o[i] = aref.mma(p.to(Q.dtype), v, o[i] * alpha)
+            m[i] = m_new
+        kc.consumed()
+        vc.consumed()
+    for i in range(2):
+        aref.store(O, (2 * pid + i, 0), (o[i] / l[i]).to(O.dtype))
+
+
+def column_state_attention_reference(Q, K, V, O, **_):
+    return {"O": torch.softmax(Q.float() @ K.float().T * 0.125, dim=1) @ V.float()}
+
+
 def _fp8(g, *shape):
     return torch.randn(*shape, generator=g).to(torch.float8_e4m3fn)
 
@@ -396,6 +430,8 @@ def inputs(name: str, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h = torch.float16
     return {
+        "column_state_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
+                                               O=torch.zeros(256, 64, dtype=h)),
         # ragged: 200 rows (the last (128, 1) box of SA is partly outside), K = 448 (the last K block is half)
         "blockscale_gemm": lambda: dict(A=_fp8(g, 200, 448), B=_fp8(g, 256, 448),
                                         SA=torch.rand(200, 4, generator=g) + 0.5,
@@ -440,6 +476,7 @@ def inputs(name: str, seed: int = 0) -> dict:
 PROGRAMS = {
     "blockscale_gemm": (blockscale_gemm, blockscale_gemm_reference),
     "colscale_gemm": (colscale_gemm, colscale_gemm_reference),
+    "column_state_attention": (column_state_attention, column_state_attention_reference),
     "gemm_layernorm": (gemm_layernorm, gemm_layernorm_reference),
     "triangular_product": (triangular_product, triangular_product_reference),
     "streamed_logsumexp": (streamed_logsumexp, streamed_logsumexp_reference),

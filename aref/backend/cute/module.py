@@ -273,7 +273,8 @@ def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
         suf = os.path.commonprefix([v[::-1] for v in variants])[::-1]
         new = pre + suf if len(pre) + len(suf) <= min(map(len, variants)) else pre
         new = new.replace("__", "_").strip("_")
-        if new in variants or not new.isidentifier() or new in reserved:     # nor shadow a role function
+        # nor shadow a role function, nor a local of the function (a register tile `s` beside the ring `s_x`)
+        if new in variants or not new.isidentifier() or new in reserved or new in f["locals"]:
             new = "own_" + re.sub(r"^s_", "", p)        # this group's own buffer / barrier
         if new != p and new not in f["args"]:
             f["args"][f["args"].index(p)] = new
