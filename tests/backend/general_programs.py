@@ -7,7 +7,8 @@ attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell
 logsumexp with rank-1 outputs and no MMA, a triangular product (run-time trip count, A masked in
 registers), a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
 loop), fp8 GEMMs scaled per block by (R, 1), (1, 1) and (1, C) tiles in the operands' channel (plain,
-unswizzled shared layouts), and attention keeping its softmax state as (rows, 1) columns. Each has inputs and a plain torch reference."""
+unswizzled shared layouts), attention keeping its softmax state as (rows, 1) columns and a (rows, 1) row
+max stored from registers. Each has inputs and a plain torch reference."""
 import torch
 
 import aref
@@ -418,6 +419,22 @@ def column_state_attention_reference(Q, K, V, O, **_):
     return {"O": torch.softmax(Q.float() @ K.float().T * 0.125, dim=1) @ V.float()}
 
 
+@aref_kernel(grid=lambda X, BM, **_: (-(-X.shape[0] // BM),))
+def row_stats_columns(X, Y, Mx, *, BM: int = 64):
+    """The row max kept as a (BM, 1) column, stored from registers into an (M, 1) fp32 tensor (masked at the
+    ragged edge: TMA cannot write 4-byte rows) beside X − max."""
+    pid = aref.program_id(0)
+    x = aref.load(X, (pid, 0), (BM, X.shape[1])).to(aref.float32)
+    m = aref.rowmax(x)[:, None]
+    aref.store(Mx, (pid, 0), m)
+    aref.store(Y, (pid, 0), (x - m).to(Y.dtype))
+
+
+def row_stats_columns_reference(X, Y, Mx, **_):
+    m = X.float().amax(1, keepdim=True)
+    return {"Mx": m, "Y": (X.float() - m).to(Y.dtype)}
+
+
 def _fp8(g, *shape):
     return torch.randn(*shape, generator=g).to(torch.float8_e4m3fn)
 
@@ -430,6 +447,7 @@ def inputs(name: str, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h = torch.float16
     return {
+        "row_stats_columns": lambda: dict(X=_r(g, 200, 128), Y=torch.zeros(200, 128, dtype=h), Mx=torch.zeros(200, 1)),
         "column_state_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
                                                O=torch.zeros(256, 64, dtype=h)),
         # ragged: 200 rows (the last (128, 1) box of SA is partly outside), K = 448 (the last K block is half)
@@ -477,6 +495,7 @@ PROGRAMS = {
     "blockscale_gemm": (blockscale_gemm, blockscale_gemm_reference),
     "colscale_gemm": (colscale_gemm, colscale_gemm_reference),
     "column_state_attention": (column_state_attention, column_state_attention_reference),
+    "row_stats_columns": (row_stats_columns, row_stats_columns_reference),
     "gemm_layernorm": (gemm_layernorm, gemm_layernorm_reference),
     "triangular_product": (triangular_product, triangular_product_reference),
     "streamed_logsumexp": (streamed_logsumexp, streamed_logsumexp_reference),

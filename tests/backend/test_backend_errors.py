@@ -115,3 +115,20 @@ def test_plain_tile_is_refused_as_an_mma_operand(arch):
                                            rf"'{ch.name}', stored plain") as err:
         generate_source(ws)
     assert "aref.mma(a, b.T, acc)" in err.value.render()
+
+
+@aref_kernel(grid=lambda X, BM, **_: (X.shape[0] // BM,))
+def column_sums_as_row(X, Y, *, BM: int = 64, BN: int = 64):
+    pid = aref.program_id(0)
+    x = aref.load(X, (pid, 0), (BM, BN)).to(aref.float32)
+    aref.store(Y, (pid, 0), x.sum(0)[None, :])
+
+
+def test_one_row_register_store_is_refused():
+    """Registers hold a (1, C) tile as a column vector, which the Hopper epilogue does not write (its 2-D stores
+    take accumulator-layout tiles and (R, 1) columns): refused at the store's line, not a DSL failure."""
+    X, Y = torch.zeros(128, 64, dtype=torch.float16), torch.zeros(2, 64)
+    ws = lower_to(column_sums_as_row.specialize(X, Y), "barrier", CompileOptions(arch="sm_90a"))
+    with pytest.raises(BackendError, match=r"a store of the one-row tile \(1, 64\)") as err:
+        generate_source(ws)
+    assert "x.sum(0)[None, :]" in err.value.render()

@@ -66,7 +66,8 @@ def test_compiles_for_sm90a_without_spills(backend_cache, name):
     result = compile_barrier(ws, cache_dir=backend_cache)
     assert result.spill_bytes == 0, result.ptxas_log
     src, ptx = result.source_path.read_text(), result.ptx_path.read_text()
-    assert result.instructions["wgmma.mma_async"] > 0 or name in ("rowwise_softmax", "streamed_logsumexp")
+    assert result.instructions["wgmma.mma_async"] > 0 or name in ("rowwise_softmax", "streamed_logsumexp",
+                                                                  "row_stats_columns")
     if name == "causal_attention":              # the mask: this thread's rows and columns of the tile
         assert "aref.row_index(group_tidx" in src and "aref.col_index(group_tidx" in src
     if name == "linear_attention":              # the state is staged as a wgmma B operand, read MN-major
@@ -79,6 +80,8 @@ def test_compiles_for_sm90a_without_spills(backend_cache, name):
         assert "acc_rc[r + 2, c]" in src and "_rc[r, c + 16]" in src and "col_max[c + 2]" in src
     if name in ("blockscale_gemm", "colscale_gemm"):
         _check_plain_scales(name, src, ptx)
+    if name == "row_stats_columns":             # the (64, 1) column leaves by masked stores of one value per row
+        assert "aref.store_column(" in src
 
 
 def _check_plain_scales(name: str, src: str, ptx: str) -> None:

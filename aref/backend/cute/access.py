@@ -229,6 +229,10 @@ class AccessEmitter:
             return
         self.out(f"# {t.name} box {tuple(op.attrs.tile_shape)}: {self.plan.direct[id(op)]}; masked stores from "
                  f"registers{' (atomic adds)' if reduce else ''}")
+        if tiled == 2 and value.type.shape[1] == 1:       # a (R, 1) column, held as a row vector
+            self.out(f"aref.store_column({self.row_vector(value)}, {dst}, {value.type.shape[0]}, {tile}, {valid}, "
+                     f"group_tidx, reduce={reduce})")
+            return
         if tiled == 1:
             vec = self.row_vector(value)
             cols = min(self.plan.layout_n)

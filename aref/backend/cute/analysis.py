@@ -449,6 +449,12 @@ def _plan_store(op: Op, g: "GroupPlan", t: TensorPlan, smem, staging: dict, tmas
         raise BackendError(f"store of a {value.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
     if value.dtype not in (DType.float16, DType.bfloat16, DType.float32):
         raise BackendError(f"the epilogue stores 16-bit or float32 tiles, not {value.dtype.value}", op.loc)
+    if len(box) == 2 and value.shape[0] == 1:
+        # registers hold a one-row tile as a column vector (or a scalar), which the epilogue does not write
+        raise BackendError(f"a store of the one-row tile {tuple(value.shape)}: the Hopper templates store 2-D tiles "
+                           f"held in the accumulator layout and (R, 1) columns", op.loc,
+                           hint="store the rank-1 vector into a rank-1 box instead (a box of the last dim, the "
+                                "leading coordinates indexed)")
     item = smem.by_key.get(("staging", id(op)))
     if item is None:
         direct[id(op)] = store_tma_problem(op) or "no staging tile"

@@ -299,6 +299,22 @@ def store_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, dst: cute.Tensor, row
 
 
 @cute.jit
+def store_column(vec: cute.Tensor, dst: cute.Tensor, rows: cutlass.Constexpr, tile, valid, group_tidx,
+                 reduce: cutlass.Constexpr):
+    """`store_rows` into the (rows, 1) box `tile` of a 2-D `dst`: a (R, 1) column tile, held in registers as a
+    row vector (one value per row this thread holds)."""
+    gtile = cute.local_tile(dst, (rows, 1), tile)
+    gcrd = cute.local_tile(cute.make_identity_tensor(dst.shape), (rows, 1), tile)
+    for r in cutlass.range_constexpr(cute.size(vec)):
+        row = row_index(group_tidx, r)
+        if valid and group_tidx % 4 == 0 and inside(gcrd[row, 0], dst.shape):
+            if cutlass.const_expr(reduce):
+                cute.arch.atomic_add(gtile.iterator + cute.crd2idx((row, 0), gtile.layout), vec[r])
+            else:
+                gtile[row, 0] = vec[r]
+
+
+@cute.jit
 def stage_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, staging: cute.Tensor, rows: cutlass.Constexpr,
                cols: cutlass.Constexpr, group_tidx, barrier_id: cutlass.Constexpr):
     """A row vector into a rank-1 shared staging tile for a TMA store (one thread per quad writes each row),
