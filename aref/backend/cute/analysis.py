@@ -31,7 +31,7 @@ from aref import ops
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_operands, staged_reads,
-                                   store_tma_problem, tma_problem)
+                                   store_tma_problem, tile_align, tma_problem)
 from aref.ws import Channel, GroupProgram, WSKernel
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
@@ -98,7 +98,7 @@ class BufferPlan:
 
     @property
     def align(self) -> int:
-        return self.item.align if self.item is not None else 1024
+        return self.item.align if self.item is not None else tile_align(self.tile)   # sm_100a: no SmemItem
 
     @property
     def layout(self) -> str:
