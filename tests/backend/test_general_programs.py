@@ -80,8 +80,22 @@ def test_compiles_for_sm90a_without_spills(backend_cache, name):
         assert "acc_rc[r + 2, c]" in src and "_rc[r, c + 16]" in src and "col_max[c + 2]" in src
     if name in ("blockscale_gemm", "colscale_gemm"):
         _check_plain_scales(name, src, ptx)
+        _check_storage_is_the_model(ws, result.source_path)
     if name == "row_stats_columns":             # the (64, 1) column leaves by masked stores of one value per row
         assert "aref.store_column(" in src
+
+
+def _check_storage_is_the_model(ws, source_path) -> None:
+    """The generated storage struct ends where the resource model's layout ends (rounded to the swizzle period
+    the struct is aligned to): the struct takes each field's alignment from the model, so this checks that the
+    fields' order and sizes (the plain scale rings' padding to 128 bytes among them) agree."""
+    import importlib.util
+    from aref.resources.memory import SWIZZLE_ALIGN, smem_plan
+    spec = importlib.util.spec_from_file_location("generated_kernel", source_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    end = smem_plan(ws).total - SWIZZLE_ALIGN          # the model's total holds the allocator's alignment slack
+    assert module.SharedStorage.size_in_bytes() == -(-end // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
 
 
 def _check_plain_scales(name: str, src: str, ptx: str) -> None:
