@@ -11,8 +11,11 @@ Shared memory holds, in this order (the CuTe backend lays its storage struct out
     a single-item channel its group has released and nobody else reads, or the staging tile of one of its
     own earlier stores (TMA stores of one group never overlap their staging: each waits for the previous
     bulk read first).
-2-D tiles use the 128-byte swizzle and start on 1024-byte boundaries; other tiles on 128-byte ones (a TMA
-copy's shared-memory address must be 128-byte aligned).
+A 2-D tile of whole 8-row × 16-byte swizzle atoms (`swizzled`) is stored with the widest swizzle its rows take
+(128 bytes where they are a multiple of 128 bytes) and starts on a 1024-byte boundary (the swizzle's period);
+every other tile — rank 1, or 2-D with rows not a multiple of 8 or a row not a multiple of 16 bytes, such as an
+(R, 1) column of per-row scales — is stored plain (row-major, unswizzled) and starts on a 128-byte boundary (a
+TMA copy's shared-memory address must be 128-byte aligned). Only swizzled tiles can be MMA operands.
 
 `tma_problem` is the TMA descriptor rule (CUDA driver API, cuTensorMapEncodeTiled): rank ≤ 5, every extent
 ≥ 1, every global stride but the innermost a multiple of 16 bytes, box extents ≤ 256 and an inner box of a
@@ -37,9 +40,16 @@ def _align(n: int, a: int) -> int:
     return -(-n // a) * a
 
 
+def swizzled(t: TileType) -> bool:
+    """Is shared tile `t` stored swizzled: a 2-D tile of whole 8-row × 16-byte swizzle atoms? Any other tile is
+    stored plain, row-major (a (R, 1) tile holds the same bytes as an (R,) vector). wgmma / tcgen05 operands and
+    the epilogue's 2-D staging tiles are swizzled."""
+    return len(t.shape) == 2 and t.shape[0] % 8 == 0 and (t.shape[1] * t.dtype.bits) % 128 == 0
+
+
 def tile_align(t: TileType) -> int:
-    """Where a shared tile may start: 2-D tiles are 128-byte swizzled (1024-byte period), others 128 bytes."""
-    return SWIZZLE_ALIGN if len(t.shape) == 2 else TILE_ALIGN
+    """Where a shared tile may start: swizzled tiles on their 1024-byte period, plain ones on 128 bytes."""
+    return SWIZZLE_ALIGN if swizzled(t) else TILE_ALIGN
 
 
 def tile_bytes(t: TileType, depth: int = 1) -> int:
@@ -209,13 +219,13 @@ def _place_staging(ws, rings: list[SmemItem], staging: list[SmemItem]) -> None:
                 continue
             first[same] = stage
             need = stage.tile.nbytes
-            if len(stage.tile.shape) != 2:
-                continue                        # swizzled 2-D staging tiles only reuse (swizzled) 2-D buffers
+            if not swizzled(stage.tile):
+                continue                        # swizzled 2-D staging tiles only reuse swizzled buffers
             placed = False
             for ring in rings:
                 ch = ws.channel(ring.key[1])
                 if (ch.region == "loop" or ch.consumers != (gp.group.id,) or ch.name not in released
-                        or ring.key in taken or len(ring.tile.shape) != 2 or ring.nbytes < need):
+                        or ring.key in taken or not swizzled(ring.tile) or ring.nbytes < need):
                     continue
                 stage.alias_of, placed = ring.key, True
                 taken.add(ring.key)
@@ -224,7 +234,7 @@ def _place_staging(ws, rings: list[SmemItem], staging: list[SmemItem]) -> None:
                 # after the loop, an earlier store's staging tile of this group is idle once its TMA store has
                 # read it; pack the post-loop stores into it
                 for host in own:
-                    if host.alias_of is not None or len(host.tile.shape) != 2:
+                    if host.alias_of is not None or not swizzled(host.tile):
                         continue
                     used = packed.get(host.key, 0)
                     if used + need <= host.nbytes:
@@ -379,12 +389,12 @@ def resident_staging(kernel) -> list[tuple[Op, int]]:
     """The TMA stores of a Tile IR kernel whose staging tiles take shared memory of their own, with their bytes
     (a store after the loop stages in a tile loaded before it where one is large enough)."""
     hosts = sorted((tile_bytes(op.result.type) for op in kernel.pre.ops
-                    if op.kind is OpKind.LOAD and len(op.result.type.shape) == 2), reverse=True)
+                    if op.kind is OpKind.LOAD and swizzled(op.result.type)), reverse=True)
     out = []
     for op in kernel.all_ops():
         if op.kind is OpKind.STORE and isinstance(op.operands[0].type, TensorType) and store_tma_problem(op) is None:
             need = tile_bytes(staging_tile(op))
-            if op in kernel.post.ops and len(staging_tile(op).shape) == 2:
+            if op in kernel.post.ops and swizzled(staging_tile(op)):
                 fit = next((h for h in sorted(hosts) if h >= need), None)
                 if fit is not None:
                     hosts.remove(fit)

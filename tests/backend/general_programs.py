@@ -5,8 +5,10 @@ reductions, `rowmin`, casts both ways and integer index math, a CUDA-core row-wi
 output, register slices (the view cooperative consumers take), MMA operands computed in registers , ALiBi
 attention (a one-element load, two tensor-memory tiles into one MMA on Blackwell), a streamed row-wise
 logsumexp with rank-1 outputs and no MMA, a triangular product (run-time trip count, A masked in
-registers), and a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
-loop). Each has inputs and a plain torch reference."""
+registers), a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
+loop), fp8 GEMMs scaled per block by (R, 1), (1, 1) and (1, C) tiles in the operands' channel (plain,
+unswizzled shared layouts), attention keeping its softmax state as (rows, 1) columns and a (rows, 1) row
+max stored from registers. Each has inputs and a plain torch reference."""
 import torch
 
 import aref
@@ -331,6 +333,112 @@ def gemm_layernorm_reference(A, B, R, gamma, beta, C, rstd_out, eps=1e-5, **_):
     return {"C": ((x - mean) * rstd * gamma.float() + beta.float()).to(C.dtype), "rstd_out": rstd[:, 0]}
 
 
+@aref_kernel
+def blockscale_gemm(A, B, SA, SB, C, *, BM: int = 128, BN: int = 128, BK: int = 128):
+    """DeepSeek-style block-scaled fp8 GEMM: the (row, K block) scales of A as a (BM, 1) column and the (N block,
+    K block) scale of B as a (1, 1) tile ride in the channel beside A and B (plain shared layouts, filled with
+    ordinary loads: TMA boxes need 16-byte rows) and scale each K block's partial product in registers. Scale
+    blocks span 128 columns of N and K (BK = 128, BN divides 128)."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ch = aref.channel(depth=3)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ch.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)),
+               aref.load(SA, (pid_m, k), (BM, 1)), aref.load(SB, (pid_n * BN // 128, k), (1, 1)))
+        a, b, sa, sb = ch.get()
+        part = aref.mma(a, b.T)
+        acc = acc + part * (sa * sb)
+        ch.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def blockscale_gemm_reference(A, B, SA, SB, C, **_):
+    N = B.shape[0]
+    acc = torch.zeros(A.shape[0], N)
+    for k in range(SA.shape[1]):
+        p = A[:, k * 128:(k + 1) * 128].float() @ B[:, k * 128:(k + 1) * 128].float().T
+        acc += p * SA[:, k][:, None] * SB[:, k].repeat_interleave(128)[:N][None, :]
+    return {"C": acc.to(C.dtype)}
+
+
+@aref_kernel
+def colscale_gemm(A, B, SA, SBc, C, *, BM: int = 128, BN: int = 64, BK: int = 128):
+    """fp8 GEMM with (row, K block) scales of A as a (BM, 1) column (ordinary loads) and (K block, column) scales
+    of B as a (1, BN) row: 16-byte rows that TMA copies into a plain, unswizzled slot tile."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ch = aref.channel(depth=2)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ch.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)),
+               aref.load(SA, (pid_m, k), (BM, 1)), aref.load(SBc, (k, pid_n), (1, BN)))
+        a, b, sa, sb = ch.get()
+        acc = acc + aref.mma(a, b.T) * sa * sb
+        ch.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def colscale_gemm_reference(A, B, SA, SBc, C, **_):
+    acc = torch.zeros(A.shape[0], B.shape[0])
+    for k in range(SA.shape[1]):
+        p = A[:, k * 128:(k + 1) * 128].float() @ B[:, k * 128:(k + 1) * 128].float().T
+        acc += p * SA[:, k][:, None] * SBc[k][None, :]
+    return {"C": acc.to(C.dtype)}
+
+
+@aref_kernel(grid=lambda Q, BM, **_: (Q.shape[0] // BM,))
+def column_state_attention(Q, K, V, O, *, BM: int = 128, BN: int = 64, qk_scale: float = 0.125 * 1.4426950408889634):
+    """Attention over two 64-row query sub-tiles whose softmax state (max m, sum l, rescale alpha) is kept as
+    (rows, 1) columns, as `keepdim=True` code keeps it: on sm_100a the FA4 partition hands alpha and l between
+    warp groups in plain (64, 1) shared rings."""
+    pid = aref.program_id(0)
+    D, SUB = Q.shape[1], BM // 2
+    q = [aref.load(Q, (2 * pid + i, 0), (SUB, D)) for i in range(2)]
+    o = [aref.zeros((SUB, D), aref.float32) for _ in range(2)]
+    m = [aref.full((SUB, 1), -float("inf"), aref.float32) for _ in range(2)]
+    l = [aref.zeros((SUB, 1), aref.float32) for _ in range(2)]
+    kc, vc = aref.channel(depth=2), aref.channel(depth=2)
+    for j in aref.range(K.shape[0] // BN):
+        kc.put(aref.load(K, (j, 0), (BN, D)))
+        vc.put(aref.load(V, (j, 0), (BN, D)))
+        k, v = kc.get(), vc.get()
+        for i in range(2):
+            s = aref.mma(q[i], k.T)
+            m_new = aref.maximum(m[i], aref.rowmax(s)[:, None] * qk_scale)
+            p = aref.exp2(s * qk_scale - m_new)
+            alpha = aref.exp2(m[i] - m_new)
+            l[i] = l[i] * alpha + aref.rowsum(p)[:, None]
+            o[i] = aref.mma(p.to(Q.dtype), v, o[i] * alpha)
+            m[i] = m_new
+        kc.consumed()
+        vc.consumed()
+    for i in range(2):
+        aref.store(O, (2 * pid + i, 0), (o[i] / l[i]).to(O.dtype))
+
+
+def column_state_attention_reference(Q, K, V, O, **_):
+    return {"O": torch.softmax(Q.float() @ K.float().T * 0.125, dim=1) @ V.float()}
+
+
+@aref_kernel(grid=lambda X, BM, **_: (-(-X.shape[0] // BM),))
+def row_stats_columns(X, Y, Mx, *, BM: int = 64):
+    """The row max kept as a (BM, 1) column, stored from registers into an (M, 1) fp32 tensor (masked at the
+    ragged edge: TMA cannot write 4-byte rows) beside X − max."""
+    pid = aref.program_id(0)
+    x = aref.load(X, (pid, 0), (BM, X.shape[1])).to(aref.float32)
+    m = aref.rowmax(x)[:, None]
+    aref.store(Mx, (pid, 0), m)
+    aref.store(Y, (pid, 0), (x - m).to(Y.dtype))
+
+
+def row_stats_columns_reference(X, Y, Mx, **_):
+    m = X.float().amax(1, keepdim=True)
+    return {"Mx": m, "Y": (X.float() - m).to(Y.dtype)}
+
+
+def _fp8(g, *shape):
+    return torch.randn(*shape, generator=g).to(torch.float8_e4m3fn)
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -339,6 +447,21 @@ def inputs(name: str, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h = torch.float16
     return {
+        "row_stats_columns": lambda: dict(X=_r(g, 200, 128), Y=torch.zeros(200, 128, dtype=h), Mx=torch.zeros(200, 1)),
+        "column_state_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
+                                               O=torch.zeros(256, 64, dtype=h)),
+        # ragged: 200 rows (the last (128, 1) box of SA is partly outside), K = 448 (the last K block is half)
+        "blockscale_gemm": lambda: dict(A=_fp8(g, 200, 448), B=_fp8(g, 256, 448),
+                                        SA=torch.rand(200, 4, generator=g) + 0.5,
+                                        SB=torch.rand(2, 4, generator=g) + 0.5,
+                                        C=torch.zeros(200, 256, dtype=torch.bfloat16),
+                                        # one consumer group (the tests' plain partition) holds acc and part:
+                                        # 2 × BN fp32 registers per thread fit setmaxnreg's 256 at BN = 64
+                                        BN=64),
+        "colscale_gemm": lambda: dict(A=_fp8(g, 256, 384), B=_fp8(g, 128, 384),
+                                      SA=torch.rand(256, 3, generator=g) + 0.5,
+                                      SBc=torch.rand(3, 128, generator=g) + 0.5,
+                                      C=torch.zeros(256, 128, dtype=torch.bfloat16)),
         # ragged: 200 rows (the last block of 64 is short), K = 72 (the last K step of 64 is short)
         "gemm_layernorm": lambda: dict(A=_r(g, 200, 72, scale=0.3), B=_r(g, 128, 72, scale=0.3), R=_r(g, 200, 128),
                                        gamma=(1 + 0.1 * torch.randn(128, generator=g)).half(),
@@ -369,6 +492,10 @@ def inputs(name: str, seed: int = 0) -> dict:
 
 
 PROGRAMS = {
+    "blockscale_gemm": (blockscale_gemm, blockscale_gemm_reference),
+    "colscale_gemm": (colscale_gemm, colscale_gemm_reference),
+    "column_state_attention": (column_state_attention, column_state_attention_reference),
+    "row_stats_columns": (row_stats_columns, row_stats_columns_reference),
     "gemm_layernorm": (gemm_layernorm, gemm_layernorm_reference),
     "triangular_product": (triangular_product, triangular_product_reference),
     "streamed_logsumexp": (streamed_logsumexp, streamed_logsumexp_reference),

@@ -88,3 +88,47 @@ def test_a_budget_set_by_hand_below_the_need_is_refused_by_the_backend():
 def test_unknown_emit_kind(tmp_path):
     with pytest.raises(BackendError, match="unknown emit 'sass'"):
         compile_barrier(barrier_ir("gemm", "heuristic", "plain"), emit="sass", cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_plain_tile_is_refused_as_an_mma_operand(arch):
+    """A 2-D slot tile of partial swizzle atoms is stored plain (row-major, unswizzled: scale columns and rows);
+    the tensor core reads shared operands through a swizzled layout only, so were such a tile ever an MMA operand
+    (here the GEMM's A narrowed to 4 columns in its channel and TMA box), the backend names it at the MMA's line."""
+    import copy
+    import dataclasses
+    from aref.harness import load_example
+    from aref.ir import OpKind, TileType
+    ex = load_example("examples/gemm.py")
+    opts = CompileOptions(arch=arch, consumers="plain") if arch == "sm_90a" else CompileOptions(arch=arch)
+    ws = copy.deepcopy(lower_to(ex.kernel.specialize(**ex.inputs("small")), "barrier", opts))
+    ch = next(c for c in ws.channels if len(c.payload) == 2)
+    t = ch.payload[0]
+    narrow = TileType((t.shape[0], 4), t.dtype, t.space)
+    ch.payload = (narrow,) + tuple(ch.payload[1:])
+    for gp in ws.groups:
+        for op in gp.all_ops():
+            if op.kind is OpKind.TMA_LOAD and op.attrs.channel == ch.name and op.attrs.index == 0:
+                op.attrs = dataclasses.replace(op.attrs, tile_shape=narrow.shape)
+    unit = "wgmma" if arch == "sm_90a" else "tcgen05"
+    with pytest.raises(BackendError, match=rf"{unit} operand A is the \({t.shape[0]}, 4\) f16 tile of channel "
+                                           rf"'{ch.name}', stored plain") as err:
+        generate_source(ws)
+    assert "aref.mma(a, b.T, acc)" in err.value.render()
+
+
+@aref_kernel(grid=lambda X, BM, **_: (X.shape[0] // BM,))
+def column_sums_as_row(X, Y, *, BM: int = 64, BN: int = 64):
+    pid = aref.program_id(0)
+    x = aref.load(X, (pid, 0), (BM, BN)).to(aref.float32)
+    aref.store(Y, (pid, 0), x.sum(0)[None, :])
+
+
+def test_one_row_register_store_is_refused():
+    """Registers hold a (1, C) tile as a column vector, which the Hopper epilogue does not write (its 2-D stores
+    take accumulator-layout tiles and (R, 1) columns): refused at the store's line, not a DSL failure."""
+    X, Y = torch.zeros(128, 64, dtype=torch.float16), torch.zeros(2, 64)
+    ws = lower_to(column_sums_as_row.specialize(X, Y), "barrier", CompileOptions(arch="sm_90a"))
+    with pytest.raises(BackendError, match=r"a store of the one-row tile \(1, 64\)") as err:
+        generate_source(ws)
+    assert "x.sum(0)[None, :]" in err.value.render()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from aref.backend.cute.analysis import CUTLASS_DTYPE
 from aref.backend.cute.values import Scalar, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Value
+from aref.resources.memory import swizzled
 
 
 class AccessEmitter:
@@ -228,6 +229,10 @@ class AccessEmitter:
             return
         self.out(f"# {t.name} box {tuple(op.attrs.tile_shape)}: {self.plan.direct[id(op)]}; masked stores from "
                  f"registers{' (atomic adds)' if reduce else ''}")
+        if tiled == 2 and value.type.shape[1] == 1:       # a (R, 1) column, held as a row vector
+            self.out(f"aref.store_column({self.row_vector(value)}, {dst}, {value.type.shape[0]}, {tile}, {valid}, "
+                     f"group_tidx, reduce={reduce})")
+            return
         if tiled == 1:
             vec = self.row_vector(value)
             cols = min(self.plan.layout_n)
@@ -247,7 +252,7 @@ class AccessEmitter:
         if host is None:
             return self.arg(stage.name)
         offset = stage.item.offset // host.tile.dtype.nbytes
-        recast = "recast_tile" if len(stage.tile.shape) == 2 else "recast_vector"     # swizzled or plain layout
+        recast = "recast_tile" if swizzled(stage.tile) else "recast_vector"     # swizzled or plain layout
         return self.local(("stage", stage.name), "staging",
                           f"aref.{recast}({self.arg(host.name)}, {self.arg(stage.layout)}, "
                           f"cutlass.{CUTLASS_DTYPE[stage.tile.dtype]}" + (f", {offset})" if offset else ")"))

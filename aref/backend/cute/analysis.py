@@ -9,8 +9,11 @@ templates cannot honour is rejected here with a `BackendError` naming the constr
 line, so code generation never produces a kernel that silently means something else.
 
 Layout conventions (the generated code relies on them):
-  * every 2-D shared tile is stored row-major with the widest 128-byte swizzle (`make_smem_layout_a`
-    of a (rows, 1, cols) tile); operands that read it transposed get a composed MN-major view;
+  * a 2-D shared tile of whole 8-row × 16-byte swizzle atoms (`aref.resources.memory.swizzled`) is stored
+    row-major with the widest swizzle its rows take (`make_smem_layout_a` of a (rows, 1, cols) tile);
+    operands that read it transposed get a composed MN-major view. Any other tile (rank 1; an (R, 1) column of
+    per-row scales, a (1, 1) scalar, rows not a multiple of 8 or 16 bytes) is stored plain row-major: filled
+    by TMA without swizzle or by the load warp's ordinary loads, read by register math, never an MMA operand;
   * a global tensor of rank r whose last t dims are tiled is given to CuTe with its t tiled modes first
     and its leading (indexed) modes after them, so TMA atoms tile exactly the boxes of the Barrier IR;
   * a 2-D register tile (R, C) lives in the accumulator layout of a wgmma with N = C (`layout_mma`).
@@ -21,13 +24,14 @@ from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
 from aref.resources.layout import exchange_elements
-from aref.backend.cute.operands import (MmaConfig, SmemOperand, is_transpose, mma_config,  # noqa: F401
+from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
+                                        mma_config,
                                         producers_of, register_a, scratch_key, smem_operand, staged_source)
 from aref import ops
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_operands, staged_reads,
-                                   store_tma_problem, tma_problem)
+                                   store_tma_problem, tile_align, tma_problem)
 from aref.ws import Channel, GroupProgram, WSKernel
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
@@ -94,7 +98,7 @@ class BufferPlan:
 
     @property
     def align(self) -> int:
-        return self.item.align if self.item is not None else 1024
+        return self.item.align if self.item is not None else tile_align(self.tile)   # sm_100a: no SmemItem
 
     @property
     def layout(self) -> str:
@@ -246,8 +250,8 @@ def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
 def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: dict, skip=lambda ch: False,
                          smem: SmemPlan | None = None) -> None:
     """The shared-memory buffers of every channel's payloads (but those `skip` says live elsewhere), named after
-    the tensor a TMA payload comes from; a tile must be rank 1 or 2 and whole 8-row × 16-byte swizzle atoms.
-    `smem`: the resource model's layout, which places each ring (Hopper)."""
+    the tensor a TMA payload comes from; a tile must be rank 1 or 2 (2-D tiles of partial swizzle atoms are
+    stored plain, see the module docstring). `smem`: the resource model's layout, which places each ring (Hopper)."""
     loads: dict[tuple[str, int], set[str]] = {}
     for gp in ws.groups:
         for op in gp.all_ops():
@@ -266,9 +270,6 @@ def plan_channel_buffers(ws: WSKernel, channels: list[ChannelPlan], by_value: di
             if len(t.shape) not in (1, 2):
                 raise BackendError(f"channel '{ch.name}' carries a rank-{len(t.shape)} tile; the templates take "
                                    f"rank 1 and 2", ch.loc)
-            if len(t.shape) == 2 and (t.shape[0] % 8 or (t.shape[1] * t.dtype.bits) % 128):
-                raise BackendError(f"channel '{ch.name}' tile {t.shape} is not a whole number of 8-row × 16-byte "
-                                   f"swizzle atoms", ch.loc)
             src = loads.get((ch.name, j), set())
             suffix = next(iter(src)) if len(src) == 1 else str(j)
             name = f"s_{cp.name}_{ident(suffix)}"
@@ -368,6 +369,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
             elif op.kind is OpKind.STORE:
                 _plan_store(op, g, by_value[id(op.operands[0])], smem, staging, tmas, direct)
             elif op.kind is OpKind.MMA_ASYNC:
+                check_operand_layouts(op, prod, ws, "wgmma")
                 cfg = mma_config(op, prod, staged)
                 if cfg not in mmas:
                     mmas.append(cfg)
@@ -447,6 +449,12 @@ def _plan_store(op: Op, g: "GroupPlan", t: TensorPlan, smem, staging: dict, tmas
         raise BackendError(f"store of a {value.dtype.value} tile into a {t.dtype.value} tensor", op.loc)
     if value.dtype not in (DType.float16, DType.bfloat16, DType.float32):
         raise BackendError(f"the epilogue stores 16-bit or float32 tiles, not {value.dtype.value}", op.loc)
+    if len(box) == 2 and value.shape[0] == 1:
+        # registers hold a one-row tile as a column vector (or a scalar), which the epilogue does not write
+        raise BackendError(f"a store of the one-row tile {tuple(value.shape)}: the Hopper templates store 2-D tiles "
+                           f"held in the accumulator layout and (R, 1) columns", op.loc,
+                           hint="store the rank-1 vector into a rank-1 box instead (a box of the last dim, the "
+                                "leading coordinates indexed)")
     item = smem.by_key.get(("staging", id(op)))
     if item is None:
         direct[id(op)] = store_tma_problem(op) or "no staging tile"

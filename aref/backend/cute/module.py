@@ -18,6 +18,7 @@ from aref.backend.cute.analysis import CUTLASS_DTYPE, KernelPlan, MmaConfig, ide
 from aref.backend.cute.role import RoleEmitter
 from aref.backend.cute.source import Lines, prune_unused
 from aref.ir import DType
+from aref.resources.memory import swizzled
 from aref.tile_order import group_rows, tile_coords_source
 
 HEADER_IMPORTS = """\
@@ -272,7 +273,8 @@ def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
         suf = os.path.commonprefix([v[::-1] for v in variants])[::-1]
         new = pre + suf if len(pre) + len(suf) <= min(map(len, variants)) else pre
         new = new.replace("__", "_").strip("_")
-        if new in variants or not new.isidentifier() or new in reserved:     # nor shadow a role function
+        # nor shadow a role function, nor a local of the function (a register tile `s` beside the ring `s_x`)
+        if new in variants or not new.isidentifier() or new in reserved or new in f["locals"]:
             new = "own_" + re.sub(r"^s_", "", p)        # this group's own buffer / barrier
         if new != p and new not in f["args"]:
             f["args"][f["args"].index(p)] = new
@@ -425,8 +427,37 @@ def _kernel_params(plan: KernelPlan) -> list[str]:
     out += [f"{name}: cute.Tensor" for name in _plain_tensors(plan)]
     out += [f"mma{i}: cute.TiledMma" for i in range(len(plan.mmas))]
     for b in plan.buffers() + plan.aliased():
-        out.append(f"{b.layout}: {'cute.ComposedLayout' if len(b.tile.shape) == 2 else 'cute.Layout'}")
+        out.append(layout_param(b))
     return out
+
+
+def layout_param(b) -> str:
+    """The kernel parameter of buffer `b`'s layout: swizzled tiles have a composed (swizzle ∘ layout) one."""
+    return f"{b.layout}: {'cute.ComposedLayout' if swizzled(b.tile) else 'cute.Layout'}"
+
+
+def layout_line(b, staging: bool) -> str:
+    """The host's construction of buffer `b`'s shared layout (`depth` slots; a staging tile has one): a swizzled
+    tile (`aref.resources.memory.swizzled`) takes the widest swizzle of its rows, as wgmma / tcgen05 operands and
+    TMA epilogues need; any other tile is plain row-major, so an (R, 1) tile is laid out as an (R,) vector."""
+    r = b.tile.shape
+    if staging and swizzled(b.tile):
+        return (f"{b.layout} = cute.slice_(sm90_utils.make_smem_layout_epi({dt(b.tile.dtype)}, "
+                f"LayoutEnum.ROW_MAJOR, {tuple(r)}, 1), (None, None, 0))")
+    if swizzled(b.tile):
+        return (f"{b.layout} = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, ({r[0]}, 1, {r[1]}), "
+                f"{dt(b.tile.dtype)}, {b.depth})")
+    depth = () if staging else (b.depth,)
+    shape = tuple(r) + depth
+    if len(r) == 1:
+        return f"{b.layout} = cute.make_layout({shape})"
+    stride = (r[1], 1) + ((r[0] * r[1],) if depth else ())
+    return f"{b.layout} = cute.make_layout({shape}, stride={stride})  # plain row-major: not whole swizzle atoms"
+
+
+def slot_modes(b) -> str:
+    """The tile modes of buffer `b` before its slot index."""
+    return "None, None" if len(b.tile.shape) == 2 else "None"
 
 
 def kernel_prologue(out: Lines, plan, params: list[str], warp_index: str, buffers) -> None:
@@ -444,7 +475,7 @@ def kernel_prologue(out: Lines, plan, params: list[str], warp_index: str, buffer
         out(f"{cp.name}_full = storage.{cp.name}_full.data_ptr()")
         out(f"{cp.name}_empty = storage.{cp.name}_empty.data_ptr()")
     for b in buffers:
-        if len(b.tile.shape) == 2:
+        if swizzled(b.tile):
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
         else:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout})")
@@ -508,17 +539,7 @@ def _host(plan: KernelPlan) -> str:
         out(_mma_line(i, cfg))
     staged = {b.name for b in plan.staging.values()}
     for b in plan.buffers() + plan.aliased():
-        r = b.tile.shape
-        if b.name in staged and len(r) == 2:
-            out(f"{b.layout} = cute.slice_(sm90_utils.make_smem_layout_epi({dt(b.tile.dtype)}, "
-                f"LayoutEnum.ROW_MAJOR, {tuple(r)}, 1), (None, None, 0))")
-        elif b.name in staged:
-            out(f"{b.layout} = cute.make_layout(({r[0]},))")
-        elif len(r) == 2:
-            out(f"{b.layout} = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, ({r[0]}, 1, {r[1]}), "
-                f"{dt(b.tile.dtype)}, {b.depth})")
-        else:
-            out(f"{b.layout} = cute.make_layout(({r[0]}, {b.depth}))")
+        out(layout_line(b, b.name in staged))
     for t in plan.tmas:
         buf = plan.buffer(t.buffer)
         box = ", ".join(map(str, t.box)) + ("," if len(t.box) == 1 else "")
@@ -527,7 +548,7 @@ def _host(plan: KernelPlan) -> str:
             layout = buf.layout
         else:
             op = "CopyBulkTensorTileG2SOp()"
-            layout = f"cute.slice_({buf.layout}, ({'None, None' if len(buf.tile.shape) == 2 else 'None'}, 0))"
+            layout = f"cute.slice_({buf.layout}, ({slot_modes(buf)}, 0))"
         out(f"{t.name}, {t.name}_gmem = cpasync.make_tiled_tma_atom(cpasync.{op}, {t.tensor}, {layout}, ({box}))")
     args = []
     for t in plan.tmas:

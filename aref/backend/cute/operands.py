@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aref.backend.cute.errors import BackendError
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
-from aref.resources.memory import is_transpose, register_a, scratch_key, staged_source  # noqa: F401
+from aref.resources.memory import is_transpose, register_a, scratch_key, staged_source, swizzled  # noqa: F401
 from aref.ws import GroupProgram
 
 WGMMA_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
@@ -68,6 +68,22 @@ def smem_operand(v: Value, prod: dict[int, Op], loc: SrcInfo) -> SmemOperand | N
                                hint="cooperative consumers split rows of the A operand only")
         return SmemOperand(inner.channel, inner.index, False, inner.row0 + op.attrs.start, op.attrs.size)
     raise BackendError(f"a {op.kind.value} of a shared-memory tile cannot feed an MMA", op.loc)
+
+
+def check_operand_layouts(op: Op, prod: dict[int, Op], ws, unit: str) -> None:
+    """The tensor core (`unit`: wgmma, tcgen05) reads a shared-memory operand through a swizzled layout (its
+    descriptor's canonical K- or MN-major form); a slot tile of partial swizzle atoms is stored plain (see
+    `aref.resources.memory.swizzled`) and cannot be one."""
+    for v, what in ((op.operands[0], "A"), (op.operands[1], "B")):
+        so = smem_operand(v, prod, op.loc)
+        if so is None:
+            continue
+        t = ws.channel(so.channel).payload[so.index]
+        if not swizzled(t):
+            raise BackendError(f"{unit} operand {what} is the {t.shape} {t.dtype.value} tile of channel "
+                               f"'{so.channel}', stored plain (not whole 8-row × 16-byte swizzle atoms); the "
+                               f"tensor core reads shared operands through a swizzled layout only", op.loc,
+                               hint="load operand tiles whose rows are a multiple of 8 and 16 bytes")
 
 
 def check_mma_dtypes(op: Op, dtypes, unit: str) -> bool:

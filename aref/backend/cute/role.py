@@ -456,13 +456,20 @@ class RoleEmitter(AccessEmitter, MathEmitter):
         slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
         v = op.operands[3]
         t = v.type
-        if len(t.shape) == 1:
-            buf = self.materialize(v)
+        buf = self.materialize(v)
+        if buf.layout != "acc":
+            # a row / column vector or a scalar: rank 1, or a 2-D (R, 1), (1, C) or (1, 1) tile, whose ring is
+            # plain row-major (threads holding the same element write the same value)
+            two_d = len(t.shape) == 2
+            if buf.layout == "scalar":
+                self.out(f"{self.arg(ring.name)}[{'0, 0' if two_d else '0'}, {slot}] = {buf.name}[0]")
+                return
             idx = "aref.col_index(group_tidx, i_)" if buf.layout == "col" else "aref.row_index(group_tidx, i_)"
+            if two_d:
+                idx = f"0, {idx}" if buf.layout == "col" else f"{idx}, 0"
             with self.out.block(f"for i_ in cutlass.range_constexpr({buf.extents[0]}):"):
                 self.out(f"{self.arg(ring.name)}[{idx}, {slot}] = {buf.name}[i_]")
             return
-        buf = self.materialize(v)
         dst = f"{self.arg(ring.name)}[None, None, {slot}]"
         mma = self.arg(self.layout_mma(t.shape[1]))
         if t.dtype.bits == 16:

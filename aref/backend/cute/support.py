@@ -215,7 +215,7 @@ def recast_tile(buffer: cute.Tensor, layout: cute.ComposedLayout, dtype: cutlass
 
 @cute.jit
 def recast_vector(buffer: cute.Tensor, layout: cute.Layout, dtype: cutlass.Constexpr, offset: cutlass.Constexpr = 0):
-    """`recast_tile` for a rank-1 staging tile (a plain, unswizzled layout)."""
+    """`recast_tile` for a staging tile with a plain, unswizzled layout (rank 1, or 2-D of partial swizzle atoms)."""
     return cute.make_tensor(cute.recast_ptr(buffer.iterator + offset, dtype=dtype), layout)
 
 
@@ -296,6 +296,22 @@ def store_rows(tiled_mma: cute.TiledMma, vec: cute.Tensor, dst: cute.Tensor, row
                 cute.arch.atomic_add(gtile.iterator + row, vec[r])
             else:
                 gtile[row] = vec[r]
+
+
+@cute.jit
+def store_column(vec: cute.Tensor, dst: cute.Tensor, rows: cutlass.Constexpr, tile, valid, group_tidx,
+                 reduce: cutlass.Constexpr):
+    """`store_rows` into the (rows, 1) box `tile` of a 2-D `dst`: a (R, 1) column tile, held in registers as a
+    row vector (one value per row this thread holds)."""
+    gtile = cute.local_tile(dst, (rows, 1), tile)
+    gcrd = cute.local_tile(cute.make_identity_tensor(dst.shape), (rows, 1), tile)
+    for r in cutlass.range_constexpr(cute.size(vec)):
+        row = row_index(group_tidx, r)
+        if valid and group_tidx % 4 == 0 and inside(gcrd[row, 0], dst.shape):
+            if cutlass.const_expr(reduce):
+                cute.arch.atomic_add(gtile.iterator + cute.crd2idx((row, 0), gtile.layout), vec[r])
+            else:
+                gtile[row, 0] = vec[r]
 
 
 @cute.jit

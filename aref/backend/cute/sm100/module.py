@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from aref.backend.cute.analysis import ident, ir_namer
 from aref.backend.cute.module import (_fake_args, _roles, channel_line, constexpr_lines, dt, grid_lines, init_rings,
-                                      kernel_prologue, launch, stream_param, tile_fields, ring_fields)
+                                      kernel_prologue, launch, layout_line, layout_param, slot_modes, stream_param,
+                                      tile_fields, ring_fields)
 from aref.backend.cute.source import Lines
 from aref.backend.cute.sm100.plan import Sm100Plan
 from aref.backend.cute.sm100.role import Sm100RoleEmitter
@@ -124,7 +125,7 @@ def _kernel_params(plan: Sm100Plan) -> list[str]:
     out += [f"mma{i}: cute.TiledMma" for i in range(len(plan.mmas))]
     out += [f"zmma{i}: cute.TiledMma" for i in range(len(plan.zero_mmas))]
     for b in _buffers(plan):
-        out.append(f"{b.layout}: {'cute.ComposedLayout' if len(b.tile.shape) == 2 else 'cute.Layout'}")
+        out.append(layout_param(b))
     return out
 
 
@@ -196,27 +197,16 @@ def _host(plan: Sm100Plan) -> str:
             f"OperandMajorMode.K, cutlass.Float32, tcgen05.CtaGroup.ONE, ({m}, {n}))  # zero fills")
     staging = {b.name for b in plan.staging.values()}
     for b in _buffers(plan):
-        r = b.tile.shape
-        if b.name in staging and len(r) == 2:
-            out(f"{b.layout} = cute.slice_(sm90_utils.make_smem_layout_epi({dt(b.tile.dtype)}, "
-                f"LayoutEnum.ROW_MAJOR, {tuple(r)}, 1), (None, None, 0))")
-        elif b.name in staging:
-            out(f"{b.layout} = cute.make_layout(({r[0]},))")
-        elif len(r) == 2:
-            out(f"{b.layout} = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, ({r[0]}, 1, {r[1]}), "
-                f"{dt(b.tile.dtype)}, {b.depth})")
-        else:
-            out(f"{b.layout} = cute.make_layout(({r[0]}, {b.depth}))")
+        out(layout_line(b, b.name in staging))
     for t in plan.tmas:
         buf = plan.buffer(t.buffer) if t.buffer not in staging else plan.staging_by_name(t.buffer)
         box = ", ".join(map(str, t.box)) + ("," if len(t.box) == 1 else "")
         if t.store:
             op = "CopyReduceBulkTensorTileS2GOp()" if t.reduce else "CopyBulkTensorTileS2GOp()"
-            modes = "None, None" if len(buf.tile.shape) == 2 else "None"       # a slot of a rank-1 ring: (n, depth)
-            layout = buf.layout if t.buffer in staging else f"cute.slice_({buf.layout}, ({modes}, 0))"
+            layout = buf.layout if t.buffer in staging else f"cute.slice_({buf.layout}, ({slot_modes(buf)}, 0))"
         else:
             op = "CopyBulkTensorTileG2SOp()"
-            layout = f"cute.slice_({buf.layout}, ({'None, None' if len(buf.tile.shape) == 2 else 'None'}, 0))"
+            layout = f"cute.slice_({buf.layout}, ({slot_modes(buf)}, 0))"
         out(f"{t.name}, {t.name}_gmem = cpasync.make_tiled_tma_atom(cpasync.{op}, {t.tensor}, {layout}, ({box}))")
     args = []
     for t in plan.tmas:

@@ -26,7 +26,7 @@ from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, Kern
                                         _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, check_launch,
                                         ident, plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
-from aref.backend.cute.operands import check_mma_dtypes, producers_of, smem_operand
+from aref.backend.cute.operands import check_mma_dtypes, check_operand_layouts, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import SWIZZLE_ALIGN, _align
 from aref.ws import WSKernel
@@ -250,6 +250,7 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     m, k = a.type.shape
     n = b.type.shape[1]
     fp8 = check_mma_dtypes(op, TCGEN05_DTYPES, "tcgen05")
+    check_operand_layouts(op, prod, ws, "tcgen05")
     k_atom = 32 if fp8 else 16
     if m not in ROWS or k % k_atom or n % (16 if m == 128 else 8) or not 8 <= n <= 256:
         raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into tcgen05 (cta_group::1) instructions "

@@ -31,6 +31,7 @@ from aref.backend.cute.sm100.rows import RowLayout
 from aref.backend.cute.source import Lines
 from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
+from aref.resources.layout import ACC, tile_layout
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
 
@@ -95,7 +96,7 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
     # ------------------------------------------------------------------ tensor memory → registers
     def materialize(self, v: Value) -> Buffer:
         c = self.env[id(v)]
-        if isinstance(c, SmemTile) and len(v.type.shape) == 2:
+        if isinstance(c, SmemTile) and tile_layout(v.type) == ACC:      # vectors: read per row (`smem_element`)
             buf = self.new_buffer(v)
             self.out(f"sm100.copy_rows({self.smem_view(c)}, {buf.name})")
             self.env[id(v)] = Reg(buf)
@@ -192,8 +193,15 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
             return
         ring = cp.buffers[a.index]
         buf = self.materialize(v)
-        if len(t.shape) == 1:
-            self.out(f"{self.arg(ring.name)}[{self.my_row(t.shape[0])}, {slot}] = {buf.name}[0]")
+        if buf.layout != "acc":
+            # a row vector or a scalar: rank 1, or a 2-D (R, 1) / (1, 1) tile, whose ring is plain row-major (the
+            # threads sharing a row write the same value)
+            if buf.layout == "col":
+                raise BackendError(f"a vector along the columns ({t}) handed to another warp group in shared "
+                                   f"memory; the Blackwell templates hand over row vectors (one value per row)",
+                                   op.loc, hint="hand over the tile it is combined with, or compile for sm_90a")
+            row = self.my_row(t.shape[0]) if buf.layout == "row" else "0"
+            self.out(f"{self.arg(ring.name)}[{row}{', 0' if len(t.shape) == 2 else ''}, {slot}] = {buf.name}[0]")
             return
         self.check_rows(t)
         self.out(f"sm100.copy_rows({buf.name}, sm100.smem_rows({self.arg(ring.name)}[None, None, {slot}], "

@@ -172,8 +172,9 @@ class RowLayout:
         slot = strip_parens(s.slot.expr)
         if ctx.layout == ACC:
             text = f"{self.smem_view(s)}[{ctx.c}]"
-        elif ctx.layout == COL:
-            text = f"{ring}[{self.column_of(s.tile.shape[0], ctx)}, {slot}]"
+        elif ctx.layout == COL:        # a vector along the columns: rank 1, or a (1, C) row of a 2-D tile
+            col = self.column_of(s.tile.shape[-1], ctx)
+            text = f"{ring}[{col}, {slot}]" if len(s.tile.shape) == 1 else f"{ring}[{s.row0}, {col}, {slot}]"
         else:
             row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
                 else str(s.row0)
