@@ -8,7 +8,8 @@ logsumexp with rank-1 outputs and no MMA, a triangular product (run-time trip co
 registers), a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
 loop), fp8 GEMMs scaled per block by (R, 1), (1, 1) and (1, C) tiles in the operands' channel (plain,
 unswizzled shared layouts), attention keeping its softmax state as (rows, 1) columns and a (rows, 1) row
-max stored from registers. Each has inputs and a plain torch reference."""
+max stored from registers, and sliding-window attention (a mask of two conditions joined with `&`, windows
+that start before the sequence). Each has inputs and a plain torch reference."""
 import torch
 
 import aref
@@ -439,6 +440,43 @@ def _fp8(g, *shape):
     return torch.randn(*shape, generator=g).to(torch.float8_e4m3fn)
 
 
+@aref_kernel(grid=lambda Q, BM, **_: (Q.shape[0] // BM,))
+def window_attention(Q, K, V, O, *, BM: int = 128, WB: int = 3, scale: float = 0.125):
+    """Sliding-window causal attention: each query block attends to the WB key blocks ending at its own; the
+    first blocks' windows start before the sequence (negative block coordinates: loads read zeros there), and
+    the mask combines two conditions with `&`."""
+    pid = aref.program_id(0)
+    D = Q.shape[1]
+    q = aref.load(Q, (pid, 0), (BM, D))
+    m = aref.full((BM,), -float("inf"))
+    lsum = aref.zeros((BM,), aref.float32)
+    acc = aref.zeros((BM, D), aref.float32)
+    rows = pid * BM + aref.arange(BM)
+    kv = aref.channel(depth=2)
+    for j in aref.range(WB):
+        blk = pid - (WB - 1) + j
+        kv.put(aref.load(K, (blk, 0), (BM, D)), aref.load(V, (blk, 0), (BM, D)))
+        k, v = kv.get()
+        cols = blk * BM + aref.arange(BM)
+        keep = (rows[:, None] >= cols[None, :]) & (cols[None, :] >= 0)
+        s = aref.where(keep, aref.mma(q, k.T) * scale, -1e30)
+        m_new = aref.maximum(m, aref.rowmax(s))
+        p = aref.exp(s - m_new[:, None])
+        alpha = aref.exp(m - m_new)
+        lsum = lsum * alpha + aref.rowsum(p)
+        acc = aref.mma(p.to(aref.float16), v, acc * alpha[:, None])
+        m = m_new
+        kv.consumed()
+    aref.store(O, (pid, 0), (acc / lsum[:, None]).to(O.dtype))
+
+
+def window_attention_reference(Q, K, V, O, BM=128, WB=3, scale=0.125, **_):
+    i, j = torch.arange(Q.shape[0])[:, None], torch.arange(K.shape[0])[None, :]
+    keep = (i >= j) & (j >= (i // BM - (WB - 1)) * BM)
+    p = torch.softmax((Q.float() @ K.float().T * scale).masked_fill(~keep, -float("inf")), dim=-1)
+    return {"O": (p @ V.float()).to(O.dtype)}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -447,6 +485,9 @@ def inputs(name: str, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h = torch.float16
     return {
+        # 64-query blocks: the tests' plain consumer holds S, P and O of one block (128 rows would not fit)
+        "window_attention": lambda: dict(Q=_r(g, 512, 64), K=_r(g, 512, 64), V=_r(g, 512, 64),
+                                         O=torch.zeros(512, 64, dtype=h), BM=64),
         "row_stats_columns": lambda: dict(X=_r(g, 200, 128), Y=torch.zeros(200, 128, dtype=h), Mx=torch.zeros(200, 1)),
         "column_state_attention": lambda: dict(Q=_r(g, 256, 64), K=_r(g, 256, 64), V=_r(g, 256, 64),
                                                O=torch.zeros(256, 64, dtype=h)),
@@ -492,6 +533,7 @@ def inputs(name: str, seed: int = 0) -> dict:
 
 
 PROGRAMS = {
+    "window_attention": (window_attention, window_attention_reference),
     "blockscale_gemm": (blockscale_gemm, blockscale_gemm_reference),
     "colscale_gemm": (colscale_gemm, colscale_gemm_reference),
     "column_state_attention": (column_state_attention, column_state_attention_reference),

@@ -145,7 +145,7 @@ def test_runtime_selects_between_pipeline_states_compile(backend_cache):
 
 @pytest.mark.parametrize("partition", ["heuristic", "optimal"])
 @pytest.mark.parametrize("name", ["alibi_attention", "streamed_logsumexp", "triangular_product", "gemm_layernorm",
-                                  "blockscale_gemm", "colscale_gemm", "column_state_attention"])
+                                  "blockscale_gemm", "colscale_gemm", "column_state_attention", "window_attention"])
 def test_compiles_for_sm100a(backend_cache, name, partition):
     """On Blackwell, with the solver's own partition (timing guard off): ALiBi's one-element slope tile (2 bytes:
     below a TMA box) is loaded by the load warp with ordinary loads, and P and the rescaled O reach the MMA warp
@@ -169,6 +169,8 @@ def test_compiles_for_sm100a(backend_cache, name, partition):
     assert result.spill_bytes == 0, result.ptxas_log
     if name == "alibi_attention":
         assert result.instructions["tcgen05.mma"] > 0 and "aref.load_box(slopes" in result.source_path.read_text()
+    elif name == "window_attention":       # S in tensor memory, the mask's `&` in the softmax group's registers
+        assert result.instructions["tcgen05.mma"] > 0
     elif name == "gemm_layernorm":         # gamma / beta (256 B rank-1 boxes) and R by TMA; rstd by a rank-1 store
         assert result.instructions["tcgen05.mma"] > 0 and result.instructions["cp.async.bulk.tensor"] > 0
     elif name in ("blockscale_gemm", "colscale_gemm"):    # per-block scales in plain rings beside A and B
