@@ -10,9 +10,9 @@
 When every delay is non-negative, feasibility is monotone in II (joint.py explains why), so one
 infeasibility proof at II covers every smaller II.  The search then probes multiples of the graph's
 time quantum ``Q`` (the gcd of its cycle counts, where the model is small) by galloping and
-bisection, and finally bisects the last ``Q`` cycles one by one, with at most half the time left
-(``LAST_QUANTUM_SHARE``): those probes only sharpen the proof below a schedule already found, and a
-time-out there leaves that schedule, not proven, rather than none.  Without that guarantee (negative
+bisection, and finally bisects the last ``Q`` cycles one by one — for the plain schedule with at most half
+the time left (``LAST_QUANTUM_SHARE``): those probes only sharpen the proof below a plain schedule already
+found, and a time-out there leaves the joint model time to find a schedule (not proven) rather than none.  Without that guarantee (negative
 ordering delays) it steps II by one.
 """
 
@@ -32,9 +32,10 @@ from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIMEOUT, I
                      Progress, Schedule, SolveOptions)
 
 OBJECTIVES = ("length", "mma_waits", "channels", "groups", "registers")
-# the share of the time left that the last quantum's probes may take: they only sharpen the proof below a
-# schedule already found (at one-cycle resolution a small graph's proof can take minutes), and the later
-# phases need the rest to turn that schedule into a joint one
+# the share of the time left that the plain schedule's last-quantum probes may take: they only sharpen the
+# proof below a plain schedule already found (at one-cycle resolution a small graph's proof can take minutes),
+# and the joint model needs the rest to find a schedule at all (the joint model's own last quantum is not
+# capped: a schedule is in hand by then)
 LAST_QUANTUM_SHARE = 0.5
 
 
@@ -116,7 +117,7 @@ class _Search:
 
     # ------------------------------------------------------------------------------ II search
     def smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
-                 explain: Callable[[int, int, bool], None]):
+                 explain: Callable[[int, int, bool], None], last_share: float | None = None):
         """Smallest II in ``lo..hi`` whose probe is feasible, recording the proofs on the way.
 
         ``probe(ii, final)`` solves one II (``final``: optimize, else stop at a first solution);
@@ -124,19 +125,21 @@ class _Search:
         (with their reasons where ``explained``), once the search is over.
         Returns (feasible probe or None, largest proven-infeasible II or None, complete) where
         ``complete`` says every II below the answer (or all of ``lo..hi``) was proven infeasible.
+        ``last_share``: the most of the time left the last quantum's probes may take.
         """
         if self.opt.explain_found:   # explained as they are proven, while the time limit leaves room
-            return self._smallest(lo, hi, probe, lambda a, b, split: explain(a, b, split, True))
+            return self._smallest(lo, hi, probe, lambda a, b, split: explain(a, b, split, True), last_share)
         # a compiler needs the reasons of a refusal, not why a cheaper II than its schedule's failed (they
         # cost solver time): the proofs wait for the outcome and are explained only where nothing was found
         pending: list[tuple[int, int, bool]] = []
-        found, bad, complete = self._smallest(lo, hi, probe, lambda a, b, split: pending.append((a, b, split)))
+        found, bad, complete = self._smallest(lo, hi, probe, lambda a, b, split: pending.append((a, b, split)),
+                                              last_share)
         for a, b, split in pending:
             explain(a, b, split, found is None)
         return found, bad, complete
 
     def _smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
-                  explain: Callable[[int, int, bool], None]):
+                  explain: Callable[[int, int, bool], None], last_share: float | None = None):
         first = probe(lo, True)
         if first.feasible:
             return first, None, True
@@ -178,7 +181,7 @@ class _Search:
         explain(lo, bad, True)  # coarse proofs first: they are cheap to explain
         coarse = bad
         below = good.ii - 1   # with costs on the quantum grid the answer is usually on it too: one proof
-        self.cap_until = time.perf_counter() + self.left() * LAST_QUANTUM_SHARE
+        self.cap_until = None if last_share is None else time.perf_counter() + self.left() * last_share
         try:
             while good.ii - bad > 1:  # the last quantum, one cycle resolution at the end
                 p = probe(below if below > bad else _coarsest_between(bad, good.ii, q), False)
@@ -267,7 +270,8 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
         jm = JointModel(graph, ii, horizon, warp=False)
         return _Probe(ii, jm, s.solve(jm, jm.length))
 
-    found, bad, complete = s.smallest(lb, hi, plain, lambda a, b, split, e: s.record(a, b, horizon, False, split, e))
+    found, bad, complete = s.smallest(lb, hi, plain, lambda a, b, split, e: s.record(a, b, horizon, False, split, e),
+                                      LAST_QUANTUM_SHARE)
     if found is None:
         if complete:
             return s.result(INFEASIBLE, ii=None, proven_optimal=False,
