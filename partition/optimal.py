@@ -481,35 +481,40 @@ _users = streams.users
 # ------------------------------------------------------------------------------------- the mapping
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
                register_cap: int | None = None, allow_transfers: bool = True, progress=None,
-               explain_found: bool = True, operands: bool = False):
+               explain_found: bool = True, operands: bool = False, unmetered: bool = True,
+               channel_memory: bool = True):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
-    them is solved instead: the lowering's resource model then refuses the kernel by that rule, recorded on
-    its Barrier IR (which the simulator still runs)."""
+    them is solved instead (`unmetered`; off: that proven infeasible result is returned with its proof): the
+    lowering's resource model then refuses the kernel by that rule, recorded on its Barrier IR (which the
+    simulator still runs). `channel_memory=False` solves the graph without them at once."""
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
                            channel_memory=channel_memory, operands=operands)
         return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
                                                        explain_found=explain_found))
-    ex, result = run(True)
+    ex, result = run(channel_memory)
     g = ex.graph
-    if _hardware_limits(result) and (g.post_handoffs or any(o.handoff for o in g.ops.values())):
+    if channel_memory and _hardware_limits(result) and (g.post_handoffs or any(o.handoff for o in g.ops.values())):
         proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
-        return (*run(False), proof)
+        return (*run(False), proof) if unmetered else (ex, result, proof)
     return ex, result, ""
 
 
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    def solve(k: Kernel):
+    def solve(k: Kernel, **how):
         return solve_loop(k, options.arch, time_limit=options.solver_time_limit,
                           register_cap=options.solver_register_cap, allow_transfers=options.solver_transfers,
-                          explain_found=False, operands=options.solver_operands)
-    ex, result, proof = solve(kernel)
+                          explain_found=False, operands=options.solver_operands, **how)
+    # the graph without its hand-off channels' memory is solved only where the row split does not answer
+    ex, result, proof = solve(kernel, unmetered=False)
     split = _row_split_fallback(kernel, result, proof, options, solve)
     if split is not None:
         kernel, (ex, result, proof), why = split
+    elif proof:
+        ex, result, _ = solve(kernel, channel_memory=False)
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
@@ -550,7 +555,7 @@ def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve):
     if can_row_split(kernel, options.num_consumers) is not None:
         return None
     split, _ = row_split(kernel, options.num_consumers)
-    ex, res, why_not = solve(split)
+    ex, res, why_not = solve(split, unmetered=False)
     if why_not or res.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         return None
     why = f"no partition of the unsplit tile fits the SM ({limits})"

@@ -96,8 +96,8 @@ def test_blackwell_attention_is_fa4():
 def test_group_costs_bound_each_softmax_group_on_blackwell():
     """With the groups' stream costs (a linear sum per group, no stream order), the attention-forward graph
     at compare's sizes is no longer at the MUFU bound: each softmax group runs its row max, exponentials,
-    sum and cast one after another, and the II covers that group's issue and hand-offs. It stays a
-    seconds-long solve (the full stream model's no-overlap took minutes here)."""
+    sum and cast one after another, and the II covers that group's issue and hand-offs. It is proven within
+    the time limit (a solve time belongs in bench/, not in a unit test)."""
     ex0 = load_example(example_path("attention_fwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large"))
     plain = S.solve(extract_graph(kernel, "sm_100a").graph, S.SolveOptions(time_limit=60))
@@ -108,7 +108,6 @@ def test_group_costs_bound_each_softmax_group_on_blackwell():
     assert r.proven_optimal and r.ii > plain.ii == plain.lower_bound
     loads = S.check(g, r.ii, r.schedule, r.assignment).occupancy
     assert max(loads.values()) <= r.ii and max(loads.values()) > plain.ii
-    assert r.solve_seconds < 30
 
 
 def test_reservation_tables_see_the_softmax_groups_collide_on_blackwell():

@@ -17,6 +17,17 @@ from aref import aref_kernel
 from aref.ir import OpKind, SliceAttrs
 
 
+def online_softmax_step(s, m, lsum, acc, v, exp=aref.exp):
+    """One key block of attention's online softmax, as the user programs below write it (called while their
+    kernels trace): the new row max, the block's probabilities, the old state's rescale, and P·V added into
+    the rescaled accumulator. Returns (m, lsum, acc)."""
+    m_new = aref.maximum(m, aref.rowmax(s))
+    p = exp(s - m_new[:, None])
+    alpha = exp(m - m_new)
+    lsum = lsum * alpha + aref.rowsum(p)
+    return m_new, lsum, aref.mma(p.to(v.dtype), v, acc * alpha[:, None])
+
+
 @aref_kernel
 def causal_attention(Q, K, V, O, *, BM: int = 128, BN: int = 64, scale: float = 0.125):
     pid = aref.program_id(0)
@@ -32,12 +43,7 @@ def causal_attention(Q, K, V, O, *, BM: int = 128, BN: int = 64, scale: float = 
         s = aref.mma(q, k.T) * scale
         cols = j * BN + aref.arange(BN)
         s = aref.where(rows[:, None] >= cols[None, :], s, -float("inf"))
-        m_new = aref.maximum(m, aref.rowmax(s))
-        p = aref.exp(s - m_new[:, None])
-        alpha = aref.exp(m - m_new)
-        lsum = lsum * alpha + aref.rowsum(p)
-        acc = aref.mma(p.to(aref.float16), v, acc * alpha[:, None])
-        m = m_new
+        m, lsum, acc = online_softmax_step(s, m, lsum, acc, v)
         kv.consumed()
     aref.store(O, (pid, 0), (acc / lsum[:, None]).to(O.dtype))
 
@@ -239,12 +245,7 @@ def alibi_attention(Q, K, V, slopes, O, *, BM: int = 128, BN: int = 64):
         cols = aref.arange(BN) + j * BN
         bias = (cols[None, :] - rows[:, None]).to(aref.float32) * sl[None, :]
         s = aref.mma(q, k.T) * (0.125 * 1.4426950408889634) + bias
-        m_new = aref.maximum(m, aref.rowmax(s))
-        p = aref.exp2(s - m_new[:, None])
-        alpha = aref.exp2(m - m_new)
-        l = l * alpha + aref.rowsum(p)
-        o = aref.mma(p.to(Q.dtype), v, o * alpha[:, None])
-        m = m_new
+        m, l, o = online_softmax_step(s, m, l, o, v, exp=aref.exp2)
         kc.consumed()
         vc.consumed()
     aref.store(O, (bh, pid_m, 0), (o / l[:, None]).to(O.dtype))
@@ -460,12 +461,7 @@ def window_attention(Q, K, V, O, *, BM: int = 128, WB: int = 3, scale: float = 0
         cols = blk * BM + aref.arange(BM)
         keep = (rows[:, None] >= cols[None, :]) & (cols[None, :] >= 0)
         s = aref.where(keep, aref.mma(q, k.T) * scale, -1e30)
-        m_new = aref.maximum(m, aref.rowmax(s))
-        p = aref.exp(s - m_new[:, None])
-        alpha = aref.exp(m - m_new)
-        lsum = lsum * alpha + aref.rowsum(p)
-        acc = aref.mma(p.to(aref.float16), v, acc * alpha[:, None])
-        m = m_new
+        m, lsum, acc = online_softmax_step(s, m, lsum, acc, v)
         kv.consumed()
     aref.store(O, (pid, 0), (acc / lsum[:, None]).to(O.dtype))
 
