@@ -126,9 +126,12 @@ def _sites(kernel: Kernel, every: int) -> list[tuple[int, int]]:
     lp = kernel.loop
     mmas = [] if lp is None else [(i, op) for i, op in enumerate(lp.body.ops) if op.kind is OpKind.MMA]
     if not mmas:
-        where = "a kernel without a loop" if lp is None else "a loop without an aref.mma"
-        raise ArefError(f"promote_every={every} promotes fp8 MMA accumulators, but {kernel.name} is {where}",
-                        lp.loc if lp is not None else kernel.loc,
+        outside = [op for op in kernel.all_ops() if op.kind is OpKind.MMA]
+        where = "a loop without an aref.mma" if lp is not None else "a kernel without a loop"
+        if outside:
+            where += ": this aref.mma runs once, with nothing to promote"
+        raise ArefError(f"promote_every={every} promotes fp8 MMA accumulators over a loop, but {kernel.name} is "
+                        f"{where}", outside[0].loc if outside else lp.loc if lp is not None else kernel.loc,
                         hint="promote_every applies to `acc = aref.mma(a, b, acc)` with fp8 a and b in the loop; "
                              "drop the option for this kernel")
     carried = {id(v): j for j, v in enumerate(lp.carried)}
