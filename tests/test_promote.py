@@ -147,6 +147,45 @@ def test_simulator_agrees_with_the_reference(consumers, BN):
     assert report.ok, report.violations
 
 
+
+def test_the_optimal_partition_of_a_promoted_gemm_agrees_with_the_reference():
+    from aref.sim.run import check
+    ins, kernel = fp8_gemm(K=448)
+    ws = lower_to(kernel, "barrier", CompileOptions(promote_every=3, partition="optimal", solver_time_limit=30))
+    assert ws.resource_error is None and any(op.kind is OpKind.WHERE for gp in ws.groups for op in gp.all_ops())
+    report = check(ws, ins, GEMM.reference_fn, seeds=2, tolerance=GEMM.tolerance(ins))
+    assert report.ok, report.violations
+
+
+DUAL = load_example(example_path("dual_gemm"))
+
+
+def fp8_dual_gemm():
+    g = torch.Generator().manual_seed(0)
+    A, B0, B1 = ((torch.randn(128, 320, generator=g) * 0.5).to(torch.float8_e4m3fn) for _ in range(3))
+    ins = dict(A=A, B0=B0, B1=B1, C=torch.zeros(128, 128, dtype=torch.float16), BN=64)
+    return ins, DUAL.kernel.specialize(**ins)
+
+
+def dual_reference(A, B0, B1, C, **_):
+    gate, up = A.float() @ B0.float().T, A.float() @ B1.float().T
+    return {"C": (gate / (1 + torch.exp(-gate)) * up).to(C.dtype)}
+
+
+def test_two_fp8_accumulators_share_one_promotion_step():
+    """dual_gemm's gate and up accumulators (5 k-tiles, N = 2: two promotions and a tail of one k-tile)."""
+    from aref.sim.run import check
+    ins, kernel = fp8_dual_gemm()
+    out = promoted(kernel, 2)
+    body = [op.kind for op in out.loop.body.ops]
+    assert body.count(OpKind.COMPARE) == 1 and body.count(OpKind.WHERE) == 4 and len(out.loop.carried) == 4
+    assert [op.kind for op in out.post.ops[:2]] == [OpKind.BINARY, OpKind.BINARY]
+    tol = {"C": (1e-2, 1e-2)}
+    assert compare(interpreted(out, ins), dual_reference(**ins), tol).ok
+    ws = lower_to(kernel, "barrier", CompileOptions(promote_every=2))
+    report = check(ws, ins, dual_reference, seeds=2, tolerance=tol)
+    assert report.ok, report.violations
+
 def test_sm100a_leaves_the_program_as_written():
     ins, kernel = fp8_gemm()
     assert promoted(kernel, 4, "sm_100a") is kernel

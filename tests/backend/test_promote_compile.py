@@ -32,6 +32,16 @@ def test_sm90a_promoted_gemm_compiles_without_spills(backend_cache, consumers, k
     assert src.count("part") > 0 and "part.fill(0.0)" in src
 
 
+def test_sm90a_promoted_dual_gemm_compiles_without_spills(backend_cache):
+    from aref.backend.cute import compile_barrier
+    from tests.test_promote import fp8_dual_gemm
+    _, kernel = fp8_dual_gemm()
+    ws = lower_to(kernel, "barrier", CompileOptions(promote_every=2))
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.spill_bytes == 0 and result.instructions["wgmma.mma_async"] > 0, result.ptxas_log
+    assert result.source_path.read_text().count("aref.where(") >= 4
+
+
 def test_sm100a_compiles_the_program_as_written(backend_cache):
     from aref.backend.cute import cache_key
     ws = _ws("sm_100a", 4)
