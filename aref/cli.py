@@ -89,6 +89,9 @@ def add_target(p: argparse.ArgumentParser, with_arch: bool = True) -> None:
                        help="Hopper consumer warp groups (heuristic partition)")
         p.add_argument("--mma-depth", type=int_at_least(0), default=None,
                        help="MMA groups kept in flight (default 1)")
+        p.add_argument("--promote-every", type=int_at_least(0), default=0, metavar="N",
+                       help="fp8 GEMMs: add the tensor core's partial sum into the fp32 accumulator every N "
+                            "K-steps (sm_90a; 0: never)")
 
 
 # ------------------------------------------------------------------------------------ --set values
@@ -175,7 +178,8 @@ def example_and_inputs(args):
 def options_of(args) -> CompileOptions:
     return CompileOptions(arch=getattr(args, "arch", "sm_90a"), partition=getattr(args, "partition", "heuristic"),
                           consumers=getattr(args, "consumers", "auto"),
-                          mma_depth=getattr(args, "mma_depth", None), timing_guard=True)
+                          mma_depth=getattr(args, "mma_depth", None), timing_guard=True,
+                          promote_every=getattr(args, "promote_every", 0))
 
 
 @contextlib.contextmanager

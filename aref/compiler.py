@@ -1,6 +1,6 @@
 """The compiler driver: the ordered list of passes from Tile IR down, steered by `CompileOptions`.
 
-    tile ──partition + loop distribution──▶ partitioned ──pipeline──▶ pipelined ──aref lowering──▶ barrier
+    tile ──fp8 promotion──▶ promoted ──partition + loop distribution──▶ partitioned ──pipeline──▶ pipelined ──aref lowering──▶ barrier
 
 Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow); with
 `verify_each_stage` the matching verifier runs after every step. The CLI lists `STAGES` from here.
@@ -32,6 +32,7 @@ class CompileOptions:
     num_consumers:  consumer warp groups for cooperative / ping-pong
     mma_depth:      MMA groups kept in flight (None: 1, limited by user channel depths)
     coarse:         T/C/U pipelining of groups whose MMAs feed CUDA-core work
+    promote_every:  fp8 MMA accumulators promoted to fp32 every N K-steps on sm_90a (`aref.promote`); 0: never
     """
 
     arch: str = "sm_90a"
@@ -50,6 +51,8 @@ class CompileOptions:
                                       # faster or where no solver partition fits (the command line turns it
                                       # on; off: the solver's own program, or its refusal)
     verify_each_stage: bool = True    # run the verifier between passes (tests keep it on)
+    promote_every: int = 0            # fp8: the tensor core's partial sum is added into the fp32 accumulator
+                                      # every N K-steps (wgmma keeps ~14 bits for fp8); 0: never
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -59,6 +62,10 @@ class CompileOptions:
         if self.mma_depth is not None and (not isinstance(self.mma_depth, int) or self.mma_depth < 0):
             raise ArefError(f"mma_depth must be an integer ≥ 0, got {self.mma_depth!r}",
                             hint="None keeps the default of one MMA group in flight")
+        if isinstance(self.promote_every, bool) or not isinstance(self.promote_every, int) \
+                or self.promote_every < 0:
+            raise ArefError(f"promote_every must be an integer ≥ 0 (K-steps between fp8 promotions), got "
+                            f"{self.promote_every!r}", hint="e.g. promote_every=4; 0 turns promotion off")
         if not self.solver_time_limit > 0:
             raise ArefError(f"solver_time_limit must be > 0 seconds, got {self.solver_time_limit!r}",
                             hint="e.g. solver_time_limit=60.0")
@@ -69,6 +76,16 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
         with compiler_pass("the frontend (tracing)", kernel.loc, verifying=True):
             verify(kernel)
     return kernel
+
+
+def _promote(kernel: Kernel, options: CompileOptions) -> Kernel:
+    from aref.promote import promote_fp8
+    with compiler_pass("fp8 promotion", kernel.loc):
+        out = promote_fp8(kernel, options.promote_every, options.arch)
+    if options.verify_each_stage and out is not kernel:
+        with compiler_pass("fp8 promotion", kernel.loc, verifying=True):
+            verify(out)
+    return out
 
 
 def _partition(kernel: Kernel, options: CompileOptions):
@@ -99,7 +116,8 @@ def _partition(kernel: Kernel, options: CompileOptions):
     with compiler_pass("loop distribution", kernel.loc):
         ws = distribute(kernel, part, options.arch)
     ws.anchors = anchors
-    ws.notes = list(part.notes)
+    from aref.promote import promote_note
+    ws.notes = list(part.notes) + promote_note(options.arch, options.promote_every)
     return _checked(ws, options, "loop distribution")
 
 
@@ -153,6 +171,7 @@ def _checked(ws, options: CompileOptions, pass_name: str):
 # (stage name, pass producing it from the previous stage's IR, printer of that stage)
 STEPS = [
     ("tile", _tile, print_kernel),
+    ("promoted", _promote, print_kernel),
     ("partitioned", _partition, print_ws),
     ("pipelined", _pipeline, print_ws),
     ("barrier", _lower, print_ws),

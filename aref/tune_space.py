@@ -2,7 +2,8 @@
 
 A candidate fixes a kernel's compile-time constants (tile sizes, channel depths written as constexprs, sub-tile
 counts, …) and the compiler's and launch's choices: consumer organisation, MMA issue depth, partitioner,
-persistent launch, cluster shape, and the kernel features the Hopper code generator does not emit yet. Those
+persistent launch, cluster shape, fp8 accumulator promotion (`promote_every`, a compiler option:
+`aref.promote`), and the kernel features the Hopper code generator does not emit yet. Those
 features are part of the space so that a tuning run lists them: a candidate that asks for one is refused with
 `UnsupportedFeature` and recorded as pruned, and the tuner ranks it as soon as the backend learns it.
 """
@@ -17,7 +18,6 @@ from aref.errors import ArefError
 UNSUPPORTED_FEATURES = {
     "cluster": "TMA multicast of shared operand tiles over a CTA cluster",
     "epilogue_overlap": "the epilogue of one tile overlapped with the next tile's main loop",
-    "promote_every": "fp8 partial sums promoted to fp32 every N K-steps",
     "softmax_overlap": "intra-warpgroup overlap of softmax with the next MMA",
 }
 
@@ -32,9 +32,9 @@ class UnsupportedFeature(ArefError):
 class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
     compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
-    `raster`), and the feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`,
-    `promote_every`, `softmax_overlap`); `split_keys` asks for cooperative consumers splitting attention
-    backward's key block (FA3)."""
+    `raster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps: `aref.promote`), and the
+    feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`, `softmax_overlap`);
+    `split_keys` asks for cooperative consumers splitting attention backward's key block (FA3)."""
 
     constexprs: tuple = ()                   # sorted (name, value) pairs; build with Config.of(...)
     consumers: str = "auto"
@@ -98,7 +98,8 @@ class Config:
         # backward, FA3's structure: partition.dimsplit)
         consumers = "cooperative" if self.split_keys else self.consumers
         return CompileOptions(arch=arch, partition=self.partition, consumers=consumers,
-                              num_consumers=self.num_consumers, mma_depth=self.mma_depth)
+                              num_consumers=self.num_consumers, mma_depth=self.mma_depth,
+                              promote_every=self.promote_every)
 
     def launch_kwargs(self, arch: str) -> dict:
         """The launch options of this candidate on `arch` as `launch` / `launcher_for` take them (persistent
@@ -109,7 +110,7 @@ class Config:
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""
         asked = {"cluster": self.cluster != (1, 1),
-                 "epilogue_overlap": self.epilogue_overlap, "promote_every": self.promote_every > 0,
+                 "epilogue_overlap": self.epilogue_overlap,
                  "softmax_overlap": self.softmax_overlap}
         return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
 
