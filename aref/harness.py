@@ -111,8 +111,31 @@ class Example:
         (by output dtype, see `TOLERANCE` here)."""
         fn = getattr(self.module, f"tolerance_{self.name}", None) or getattr(self.module, "tolerance", None)
         if callable(fn):
-            return fn(**inputs)
-        return getattr(self.module, "TOLERANCE", None)
+            code = getattr(fn, "__code__", None)
+            where = SrcInfo(code.co_filename, code.co_firstlineno) if code else UNKNOWN_LOC
+            return _tolerances(fn(**inputs), f"{fn.__name__}()", where)
+        table = getattr(self.module, "TOLERANCE", None)
+        return None if table is None else _tolerances(table, "TOLERANCE", SrcInfo(str(self.path), 1))
+
+
+def _tolerances(table, what: str, where) -> dict:
+    """{output: (atol, rtol[, scaled])} from what an example gives: per output a tuple of 2 or 3 numbers, or
+    one number standing for both atol and rtol (as `torch.testing.assert_close(atol=x, rtol=x)`)."""
+    shape = "{output name: (atol, rtol)}, (atol, rtol, scaled) or one number for both"
+    if not isinstance(table, dict):
+        raise ExampleError(f"{what} gives a {type(table).__name__}, not a dict of tolerances", where,
+                           hint=f"return {shape}")
+    out = {}
+    for name, tol in table.items():
+        if isinstance(tol, (int, float)) and not isinstance(tol, bool):
+            tol = (float(tol), float(tol))
+        ok = isinstance(tol, (tuple, list)) and len(tol) in (2, 3) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in tol)
+        if not ok:
+            raise ExampleError(f"{what}[{name!r}] is {tol!r}, not a tolerance", where,
+                               hint=f"give {shape}, all ≥ 0")
+        out[name] = tuple(float(x) for x in tol)
+    return out
 
 
 def _check_signature(fn, kwargs: dict, convention: str) -> None:

@@ -135,3 +135,13 @@ def test_internal_failure_is_reported_as_a_compiler_bug(capsys, monkeypatch):
     obj = json.loads(out)
     assert code == 1 and obj["kind"] == "compiler bug" and obj["pass"] == "pipelining"
     assert "TypeError" in obj["error"] and "Traceback" not in err and "bug in aref" in obj["hint"]
+
+
+def test_a_tolerance_may_be_one_number_for_atol_and_rtol():
+    # torch.testing.assert_close's habit: one figure per output; tuples keep their meaning
+    from aref.harness import _tolerances
+    from aref.errors import UNKNOWN_LOC, ExampleError
+    assert _tolerances({"C": 0.02, "D": (0.0, 1e-3, 2e-3)}, "tolerance()", UNKNOWN_LOC) == {
+        "C": (0.02, 0.02), "D": (0.0, 1e-3, 2e-3)}
+    with pytest.raises(ExampleError, match="not a tolerance"):
+        _tolerances({"C": (1e-2,)}, "tolerance()", UNKNOWN_LOC)
