@@ -88,8 +88,8 @@ def tile_registers(t: TileType, arch: str = "sm_90a", threads: int = THREADS, la
         return max(1, -(-elems * bits // 32))
     if arch == "sm_100a":
         per_thread = max(1, t.numel * 32 // (threads * 32)) if len(t.shape) > 1 else 1
-        if layout == "col" and len(t.shape) == 1:
-            per_thread = t.shape[0]       # a column vector: the columns of a 128-row tile's row (at most)
+        if layout == "col":
+            per_thread = t.shape[-1]      # a column vector, (C,) or (1, C): the columns of a 128-row tile's row (at most)
         return max(1, -(-per_thread * bits // 32))
     if len(t.shape) >= 2:
         rows = 1

@@ -5,6 +5,8 @@ In tcgen05's 32x32b row layout a thread holds a whole row, so a vector broadcast
 `b[None, :]`) would take a register per column in every thread: 128 beside a 128-column accumulator's 128.
 It stays in the slot it arrived in, which the partition holds until the vector's last reader, and the role
 reads it there element by element (all threads read one address: a broadcast)."""
+import re
+
 import pytest
 import torch
 
@@ -101,3 +103,102 @@ def test_barrier_ir_simulates_equal_to_the_reference(example, partition):
     out = report.to_json()
     assert out["ok"], [str(v) for v in report.violations] or out
     assert out["deadlocks"] == 0
+
+
+@aref.aref_kernel(grid=lambda X, BM, **_: (X.shape[0] // BM,))
+def _column_vector_stores(X, W, Y, Z, V, *, BM: int = 128, BN: int = 64):
+    pid = aref.program_id(0)
+    x = aref.load(X, (pid, 0), (BM, BN)).to(aref.float32)
+    w = aref.load(W, (0,), (BN,)).to(aref.float32)
+    w2 = aref.exp2(w) * 0.5
+    aref.store(Y, (pid, 0), x * w2[None, :])
+    aref.store(Z, (pid, 0), (w * 2.0)[None, :])           # a (1, C) register tile into a 2-D box
+    aref.store(V, (pid, 0), w2)                           # a vector along the columns into a rank-1 box
+
+
+def _column_vector_inputs(BM: int) -> dict:
+    g = torch.Generator().manual_seed(0)
+    return dict(X=torch.randn(256, 64, generator=g).half(), W=torch.randn(64, generator=g).half(),
+                Y=torch.zeros(256, 64), Z=torch.zeros(256 // BM, 64), V=torch.zeros(256 // BM, 64), BM=BM)
+
+
+@pytest.mark.parametrize("BM", [128, 64])
+def test_column_vectors_are_stored_by_the_threads_of_row_zero(backend_cache, BM):
+    """A (1, C) tile and a vector along the columns are held as the columns of each thread's row (C per thread
+    at 128 rows, C/2 at 64), the same in every row: the threads of row 0 write the staging tile the TMA store
+    reads. (They were written as if they were row tiles: a (1, C) tile's buffer held one element and its store
+    copied rows, a rank-1 one wrote its first element at the thread's row.) The resource model counts C
+    registers for both, the Barrier IR simulates as the interpreter and the torch reference compute, and the
+    kernel compiles for sm_100a without spills."""
+    from aref.backend.cute import compile_barrier
+    from aref.interpret import run_kernel
+    from aref.resources import tile_registers
+    from aref.ir import DType, Space, TileType
+    for shape in ((64,), (1, 64)):
+        assert tile_registers(TileType(shape, DType.float32, Space.RMEM), "sm_100a", layout="col") == 64
+    args = _column_vector_inputs(BM)
+    kernel = _column_vector_stores.specialize(**args)
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a"))
+    want = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    run_kernel(kernel, want)
+    w = args["W"].float()
+    assert torch.allclose(want["Z"], (w * 2).expand(256 // BM, 64))
+    assert torch.allclose(want["V"], (torch.exp2(w) * 0.5).expand(256 // BM, 64))
+    report = check(ws, args, lambda **_: {k: want[k] for k in "YZV"}, seeds=2)
+    assert report.to_json()["ok"], [str(v) for v in report.violations]
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.arch == "sm_100a" and result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
+    per_thread = 64 if BM == 128 else 32
+    assert src.count(f"cute.make_rmem_tensor({per_thread}, cutlass.Float32)") >= 2
+    assert f"sm100.cols_to_smem(col, s_Z_softmax0, {BM}, 64, 2, tidx" in src
+    assert f"sm100.cols_to_smem(w2, s_V_softmax0, {BM}, 64, 1, tidx" in src
+
+
+@aref.aref_kernel(grid=lambda A, B, BM, BN, **_: (A.shape[0] // BM, B.shape[0] // BN))
+def _carried_column(A, B, CV, C, CS, *, BM: int = 128, BN: int = 64, BK: int = 64):
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    cv = aref.load(CV, (pid_n,), (BN,)).to(aref.float32)
+    acc = aref.zeros((BM, BN), aref.float32)
+    c = aref.zeros((BN,), aref.float32)
+    for k in aref.range(A.shape[1] // BK):
+        acc = aref.mma(aref.load(A, (pid_m, k), (BM, BK)), aref.load(B, (pid_n, k), (BN, BK)).T, acc)
+        c = c * 0.5 + aref.maximum(cv, c)
+    aref.store(C, (pid_m, pid_n), (acc * c[None, :]).to(aref.float16))
+    aref.store(CS, (pid_n,), c * cv, reduce="add")
+
+
+@pytest.mark.parametrize("BM", [128, 64])
+def test_column_vector_is_handed_to_the_storing_warp(backend_cache, BM):
+    """A vector along the columns carried through the loop in the compute group and stored by the epilogue
+    warp goes through a plain shared ring: the threads of row 0 write their columns (used to be refused: the
+    Blackwell templates handed over row vectors only), and as the epilogue TMA-stores the slot itself, the
+    writes are fenced for the async proxy before the arrive. Simulates as the interpreter and torch compute;
+    compiles for sm_100a without spills."""
+    from aref.backend.cute import compile_barrier
+    from aref.interpret import run_kernel
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: (torch.randn(*s, generator=g) * 0.3).half()        # noqa: E731
+    args = dict(A=r(256, 256), B=r(128, 256), CV=r(128), C=torch.zeros(256, 128, dtype=torch.float16),
+                CS=torch.zeros(128), BM=BM)
+    kernel = _carried_column.specialize(**args)
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a"))
+    handed = [ch for ch in ws.channels if ch.payload[0].shape == (64,) and ch.payload[0].dtype.value == "f32"]
+    assert handed, [ch.payload for ch in ws.channels]
+    want = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    run_kernel(kernel, want)
+    cv, c = args["CV"].float(), torch.zeros(128)
+    for _ in range(4):
+        c = c * 0.5 + torch.maximum(cv, c)
+    assert torch.allclose(want["CS"], c * cv * (256 // BM), atol=1e-5)
+    report = check(ws, args, lambda **_: {k: want[k] for k in ("C", "CS")}, seeds=2)
+    assert report.to_json()["ok"], [str(v) for v in report.violations]
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.arch == "sm_100a" and result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
+    ring = f"s_{handed[0].name.replace('.', '_')}_v0"
+    write = re.search(rf"if crd{BM}\[0\]\[0\] == 0:  # row 0's threads write the vector\n"
+                      rf"\s+for c in cutlass.range_constexpr\({64 if BM == 128 else 32}\):\n"
+                      rf"\s+{ring}\[crd{BM}\[c\]\[1\], \w+\] = \w+\[c\]\n"
+                      rf"\s+cute.arch.fence_proxy\(\"async.shared\", space=\"cta\"\)", src)
+    assert write, src

@@ -145,7 +145,9 @@ class RoleEmitter(AccessEmitter, MathEmitter):
                     self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
                              f"  (skipped: no steady state)")
             for init, res in zip(lp.inits, lp.results):
-                self.env[id(res)] = self.env.get(id(init), ("dead", res))
+                c = self.env[id(res)] = self.env.get(id(init), ("dead", res))
+                if isinstance(c, Reg) and self.last_use(res) > (self.held_until(c.buf) or 0):
+                    self.holder[c.buf.name] = res      # the init's storage now holds the loop result (as the model)
             return
         iv = self.names(lp.iv.name or "i")
         self.env[id(lp.iv)] = Scalar(iv, None, (iv, 1, 0))
@@ -165,7 +167,10 @@ class RoleEmitter(AccessEmitter, MathEmitter):
     # ---------------------------------------------------------------------------------------- dispatch
     def emit_op(self, op: Op) -> None:
         self.loc = op.loc
-        self.pos += 1
+        # the resource model's position of `op` (`Liveness`): every last use and liveness span the backend
+        # compares against is one of its positions, so the two count the same program points (a steady loop
+        # of 0 trips is not emitted, but its ops keep their positions)
+        self.pos = self.liveness.position[id(op)]
         guard = None
         if op.pred is not None:
             p = self.scalar(op.pred)

@@ -31,7 +31,7 @@ from aref.backend.cute.sm100.rows import RowLayout
 from aref.backend.cute.source import Lines
 from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
-from aref.resources.layout import ACC, tile_layout
+from aref.resources.layout import ACC, COL, tile_layout
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
 
@@ -192,14 +192,28 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
                          f"tidx)  # tcgen05.st")
             return
         ring = cp.buffers[a.index]
-        buf = self.materialize(v)
+        self.write_slot(ring, slot, self.materialize(v), t)
+        if ring.name in self.plan.direct_stores.values() and not cp.ch.async_read:
+            # a TMA store reads the slot straight (the async proxy): these generic-proxy writes are fenced
+            # before the arrive that lets the storing warp go (the IR fences only slots MMAs read)
+            self.out('cute.arch.fence_proxy("async.shared", space="cta")  # the slot is TMA-stored')
+
+    def write_slot(self, ring, slot: str, buf: Buffer, t: TileType) -> None:
+        """This thread's elements of register tile `buf` into `slot` of shared ring `ring`."""
+        if buf.layout == COL:
+            # a vector along the columns, (C,) or (1, C), in a plain row-major ring: every thread holds the
+            # entries at the columns of its row, the same in every row, so the threads of row 0 write them
+            # (readers index the slot by column: `smem_element`)
+            crd = self.local(("coords", buf.tile_rows, t.shape[-1]), f"crd{buf.tile_rows}",
+                             f"sm100.coords({buf.tile_rows}, {t.shape[-1]}, tidx)")
+            lead = "0, " if len(t.shape) == 2 else ""
+            with self.out.block(f"if {crd}[0][0] == 0:  # row 0's threads write the vector"):
+                with self.out.block(f"for c in cutlass.range_constexpr({buf.cols}):"):
+                    self.out(f"{self.arg(ring.name)}[{lead}{crd}[c][1], {slot}] = {buf.name}[c]")
+            return
         if buf.layout != "acc":
             # a row vector or a scalar: rank 1, or a 2-D (R, 1) / (1, 1) tile, whose ring is plain row-major (the
             # threads sharing a row write the same value)
-            if buf.layout == "col":
-                raise BackendError(f"a vector along the columns ({t}) handed to another warp group in shared "
-                                   f"memory; the Blackwell templates hand over row vectors (one value per row)",
-                                   op.loc, hint="hand over the tile it is combined with, or compile for sm_90a")
             row = self.my_row(t.shape[0]) if buf.layout == "row" else "0"
             self.out(f"{self.arg(ring.name)}[{row}{', 0' if len(t.shape) == 2 else ''}, {slot}] = {buf.name}[0]")
             return
@@ -394,7 +408,10 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
             self.out("# the previous TMA store from this staging tile must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
-        if tiled == 1:                 # a row vector: each thread writes its row's value (both halves at 64 rows)
+        if buf.layout == COL:          # a vector along the columns, (C,) or a (1, C) row: row 0's threads write it
+            self.out(f"sm100.cols_to_smem({buf.name}, {self.arg(stage.name)}, {buf.tile_rows}, "
+                     f"{value.type.shape[-1]}, {tiled}, tidx, barrier_id={self.g.group_barrier})")
+        elif tiled == 1:               # a row vector: each thread writes its row's value (both halves at 64 rows)
             self.check_rows(TileType((value.type.shape[0], 1), value.type.dtype, Space.RMEM))
             self.out(f"sm100.row_to_smem({buf.name}, {self.arg(stage.name)}, {self.my_row(value.type.shape[0])}, "
                      f"barrier_id={self.g.group_barrier})")

@@ -17,7 +17,7 @@ from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
 from aref.backend.cute.render import NARROW, Ctx, Index, Nest
 from aref.backend.cute.values import Buffer, Reg, SmemTile, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
-from aref.resources.layout import ACC, COL, ROW, SCALAR
+from aref.resources.layout import ACC, COL, ROW, SCALAR, extent
 
 ROWS = (64, 128)
 
@@ -42,8 +42,8 @@ class RowBuffer(Buffer):
 
     @property
     def cols(self) -> int:
-        if self.layout == COL:
-            return per_thread_cols(self.tile_rows, self.shape[0])
+        if self.layout == COL:                  # rank 1 (C,) or a (1, C) row: C entries
+            return per_thread_cols(self.tile_rows, self.shape[-1])
         return per_thread_cols(*self.shape)
 
     @property
@@ -110,7 +110,7 @@ class RowLayout:
             return Nest([("r", 1)])
         self.check_fits(t, layout)
         if layout == COL:
-            return Nest([("c", per_thread_cols(self.nest_rows, t.shape[0]))])
+            return Nest([("c", per_thread_cols(self.nest_rows, extent(t, COL)))])
         return Nest([("r", 1), ("c", per_thread_cols(*t.shape))])
 
     def slice_ctx(self, op: Op, ctx: Ctx) -> Ctx:

@@ -190,6 +190,24 @@ def row_to_smem(vec: cute.Tensor, staging: cute.Tensor, row, barrier_id: cutlass
 
 
 @cute.jit
+def cols_to_smem(vec: cute.Tensor, staging: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constexpr,
+                 rank: cutlass.Constexpr, tidx, barrier_id: cutlass.Constexpr):
+    """A vector along the columns (every thread holds the entries at the columns of its row of the group's
+    `rows`-row tiles, the same on every row) → a (cols,) or (1, cols) shared-memory staging tile (`rank`) for a
+    TMA store: the threads holding row 0 write it (at 64 rows, threads 0 and 16 a half each), fenced for the
+    async proxy and synced over the warp group."""
+    crd = coords(rows, cols, tidx)
+    if crd[0][0] == 0:
+        for c in cutlass.range_constexpr(cute.size(vec)):
+            if cutlass.const_expr(rank == 1):
+                staging[crd[c][1]] = vec[c]
+            else:
+                staging[0, crd[c][1]] = vec[c]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
+
+
+@cute.jit
 def tmem_operand_a(tiled_mma: cute.TiledMma, base, col: cutlass.Constexpr, m: cutlass.Constexpr,
                    n: cutlass.Constexpr, k: cutlass.Constexpr, dtype: cutlass.Constexpr):
     """The A operand fragment of a tcgen05 MMA (M = m, N = n, K = k) read from tensor memory at column `col`:
