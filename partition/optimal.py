@@ -68,7 +68,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
                   channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
-                  reservations: bool = False) -> Extraction:
+                  reservations: bool = False, detached_stores: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -90,7 +90,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
     (`solve.Edge.operand_registers`).
     `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
-    (`partition.clusters.reservation_table`: `solve.Op.segments`), not all its units from its start."""
+    (`partition.clusters.reservation_table`: `solve.Op.segments`), not all its units from its start.
+    `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
+    run it (no wait of its group waits for the copy), so a blocking op of its group may start while the copy
+    runs (`solve.Op.detached`: only the staging holds the group). Off by default: the partitions it admits
+    lower to slower programs on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -239,7 +243,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         elif op.kind is OpKind.STORE:
             n = name_for(op, "store")
             # the group stages the tile into shared memory, then the copy engine stores it
-            stream = ({"issue": streams.op_stream_cycles(op, m), "offset": {"tma": streams.op_stream_cycles(op, m)}}
+            stream = ({"issue": streams.op_stream_cycles(op, m), "offset": {"tma": streams.op_stream_cycles(op, m)},
+                       "detached": detached_stores}
                       if occ else {"issue": streams.op_stream_cycles(op, m)} if costs else {})
             g.add_op(n, {"tma": op_cost(op, m)[1]}, kind="store", **stream)
             ex.members[n], ex.kind[n] = [op], "store"

@@ -18,8 +18,10 @@ It re-derives everything cycle by cycle from the graph, without any solver, so a
   assignment implies (``Graph.handoff_costs``) fit in II;
 * blocking: a consumer with a blocking input (or a crossing transfer input) does not start while
   another op of its group is in flight, strictly after the start of some iteration's copy of that op
-  and before its end (an op longer than II is in flight at its own start residue too).  Starting in the same cycle is allowed, which keeps the problem invariant under
-  scaling every cycle count (the premise of Twill's cost normalization).
+  and before its end (an op longer than II is in flight at its own start residue too); a detached op
+  (``Op.detached``: a fire-and-forget TMA store) is in flight only while it issues.  Starting in the same
+  cycle is allowed, which keeps the problem invariant under scaling every cycle count (the premise of
+  Twill's cost normalization).
 
 It also measures the objectives: ``channels`` (distinct (value, consuming group) pairs across
 groups) and ``mma_waits`` (blocking consumers times the ``mma_units`` their group issues ops on).
@@ -196,7 +198,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
             continue
         rep.mma_waits += sum(group[v] in groups for groups in feeds.values())
         for o, op in graph.ops.items():
-            if o != v and group[o] == group[v] and in_flight(start[v] - start[o], ii, op.duration):
+            if o != v and group[o] == group[v] and in_flight(start[v] - start[o], ii, op.flight):
                 bad.append(f"blocking op {v} starts while {o} of the same group is in flight")
     rep.channels = len({(e.src, group[e.dst]) for e in graph.edges if e.src != e.dst and crosses(e)})
     return rep

@@ -63,6 +63,10 @@ class Op:
     ``send_cost`` once on its group when its result goes to another group; ``receive_cost`` on each
     other group consuming it, once per ``channel`` (ops sharing a channel name hand over together;
     empty: the op's own); ``wait_cost`` on its own group when a consumer there waits for it.
+
+    ``detached``: an asynchronous op whose completion no wait of its group waits for (a TMA store: its
+    group stages the tile during ``issue``, then the copy engine runs it, fire and forget).  For the
+    blocking rule it is in flight only while it holds the stream (``issue`` cycles), not ``duration``.
     """
 
     name: str
@@ -81,11 +85,18 @@ class Op:
     offset: dict[str, int] = field(default_factory=dict)
     handoff: dict[str, int] = field(default_factory=dict)
     segments: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    detached: bool = False
 
     @property
     def duration(self) -> int:
         """Cycles the op is in flight: until its last unit or stream occupancy ends (at least one)."""
         return max([1, self.issue, *(o + c for u in self.usage for o, c in self.spans(u))])
+
+    @property
+    def flight(self) -> int:
+        """Cycles from its start in which a blocking op of its group may not start (strictly after the
+        start): its whole ``duration``, or only its ``issue`` when ``detached``."""
+        return max(1, self.issue) if self.detached else self.duration
 
     def spans(self, unit: str) -> list[tuple[int, int]]:
         """The (first cycle after the start, cycles) pieces in which the op occupies ``unit``, in order
@@ -127,6 +138,8 @@ class Op:
             out["handoff"] = dict(self.handoff)
         if self.segments:
             out["segments"] = {u: [list(p) for p in ps] for u, ps in self.segments.items()}
+        if self.detached:
+            out["detached"] = True
         return out
 
 
@@ -264,14 +277,15 @@ class Graph:
                kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
                wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None,
                handoff: dict[str, int] | None = None,
-               segments: dict[str, list[tuple[int, int]]] | None = None) -> Op:
+               segments: dict[str, list[tuple[int, int]]] | None = None, detached: bool = False) -> Op:
         """Add an op; ``usage`` maps declared units to occupied cycles from the op's start (plus
         ``offset[unit]``, default 0), or in the pieces ``segments[unit]`` = [(offset, cycles), ...]
         (in order, apart, adding up to ``usage[unit]``).
 
         ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
         group occupancy (see :class:`Op`); ``handoff`` the SM memory per slot of a channel handing
-        its result to another group (module docstring).
+        its result to another group (module docstring); ``detached`` marks a fire-and-forget op
+        (see :class:`Op`).
         """
         if not isinstance(name, str) or not name:
             raise GraphError(f"op name must be a non-empty string, got {name!r}")
@@ -308,7 +322,7 @@ class Graph:
         pieces = reservation.pieces(name, usage, offset, segments)
         op = Op(name, usage, {k: v for k, v in footprint.items() if v}, variable_latency or streaming,
                 streaming, depth, transfer_cost, kind, channel=channel, offset=offset, handoff=handoff,
-                segments=pieces, **costs)
+                segments=pieces, detached=bool(detached), **costs)
         self.ops[name] = op
         return op
 
@@ -560,6 +574,7 @@ class Graph:
                              streaming=op.get("streaming", False), depth=op.get("depth", 2),
                              transfer_cost=op.get("transfer_cost", 0), kind=op.get("kind", ""),
                              offset=op.get("offset"), handoff=op.get("handoff"), segments=op.get("segments"),
+                             detached=op.get("detached", False),
                              **{key: op[key] for key in OCCUPANCY_FIELDS if key in op})
             except KeyError as exc:
                 raise GraphError(f"op entry {op!r} lacks key {exc}") from None

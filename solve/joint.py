@@ -331,7 +331,8 @@ class JointModel:
 
     # ------------------------------------------------------------------------------ blocking
     def _build_blocking(self) -> None:
-        """A blocking consumer does not start strictly inside another same-group op's flight.
+        """A blocking consumer does not start strictly inside another same-group op's flight
+        (``Op.flight``: a detached op's is its issue only).
 
         Starting in the same cycle as another op is allowed: this keeps every constraint
         non-strict, which the exactness of scaling needs.  For each blocking op and group, one
@@ -352,19 +353,19 @@ class JointModel:
                         m.add_implication(self.cross[idx], lit)
                 self.blk[v] = lit
         for v, blk in self.blk.items():
-            others = [o for o in self.ops if o != v and g.ops[o].duration > 1]
+            others = [o for o in self.ops if o != v and g.ops[o].flight > 1]
             if self.vl_group is not None and not self.guarded:  # never share a group
                 others = [o for o in others if g.ops[o].variable_latency == g.ops[v].variable_latency]
             if not others:
                 continue
-            big = sum(-(-g.ops[o].duration // self.II) + 1 for o in others)
+            big = sum(-(-g.ops[o].flight // self.II) + 1 for o in others)
             for k in range(self.groups):
                 conds = [self.x[v][k], *self.guard(blocking_family(v))] + ([blk] if blk is not None else [])
                 present = conds[0]
                 if len(conds) > 1:
                     present = m.new_bool_var(f"blocks{k}[{v}]")
                     m.add_bool_or([c.Not() for c in conds] + [present])
-                items = [(self.res[o] + 1, g.ops[o].duration - 1, g.ops[o].duration, self.x[o][k], 1,
+                items = [(self.res[o] + 1, g.ops[o].flight - 1, g.ops[o].flight, self.x[o][k], 1,
                           f"flight{k}[{v},{o}]") for o in others]
                 items.append((self.res[v], 1, 1, present, big, f"point{k}[{v}]"))
                 intervals, demands = self._fold(items)

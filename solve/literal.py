@@ -297,7 +297,7 @@ class TimeIndexedModel:
                     m.add_bool_or([self.opw[v][w].Not(), self.opw[o][w].Not(), same])
                 for i in range(N):
                     for t in range(1, T):  # Concurrency (o started strictly before t, still running)
-                        busy = sum(self.running(o, j, t - 1, g.ops[o].duration - 1) for j in range(N))
+                        busy = sum(self.running(o, j, t - 1, g.ops[o].flight - 1) for j in range(N))
                         m.add(busy == 0).only_enforce_if([self.op[v][i][t], same, *enforce_blk])
 
     def _occupancy(self) -> None:

@@ -127,7 +127,8 @@ def unrolled_violations(graph: Graph, ii: int, start: dict[str, int], group: dic
         for o, op in graph.ops.items():
             if o == v or group[o] != group[v]:
                 continue
-            if any(start[o] + k * ii < start[v] < start[o] + k * ii + op.duration for k in copies):
+            flight = max(1, op.issue) if op.detached else op.duration     # a detached op: its issue only
+            if any(start[o] + k * ii < start[v] < start[o] + k * ii + flight for k in copies):
                 bad.append(f"blocking {v} inside {o}")
     return bad
 

@@ -8,14 +8,14 @@ from solve import Graph, Machine
 
 
 def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, handoff: bool = False,
-                 operands: bool = False, segments: bool = False) -> Graph:
+                 operands: bool = False, segments: bool = False, detached: bool = False) -> Graph:
     """A loop body of 2-5 ops with small cycle counts, recurrences, blocking and register limits.
 
     With ``occupancy``, the same graph also gets group-occupancy costs (issue cycles, hand-off
     costs, shared channels), drawn from a second generator so the rest of the graph is unchanged; with
     ``handoff``, shared-memory slots of its hand-off channels (a third generator); with ``operands``,
     registers its consumers hold while they run (a fourth); with ``segments``, ops that take a unit in two
-    pieces with a gap (a fifth).
+    pieces with a gap (a fifth); with ``detached``, fire-and-forget ops (a sixth).
     """
     rng = random.Random(seed)
     n = n_ops or rng.randint(2, 5)
@@ -61,6 +61,10 @@ def random_graph(seed: int, n_ops: int | None = None, occupancy: bool = False, h
         add_operand_registers(g, random.Random(seed * 15485863 + 5))
     if segments:
         add_segments(g, random.Random(seed * 32452843 + 7))
+    if detached:
+        rng6 = random.Random(seed * 49979687 + 11)
+        for op in g.ops.values():      # in flight for the blocking rule only while they issue
+            op.detached = rng6.random() < 0.5
     return g
 
 

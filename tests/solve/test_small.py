@@ -229,6 +229,50 @@ def test_optimal_ii_matches_brute_force_with_segments(seed, occupancy):
     assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000))
+@example(9)
+def test_optimal_ii_matches_brute_force_with_detached_ops(seed):
+    """Fire-and-forget ops (`Op.detached`: a TMA store) hold a blocking op of their group back only while
+    they issue: the solver's II is still the smallest any schedule reaches."""
+    g = random_graph(seed, n_ops=3, occupancy=True, detached=True)
+    g.machine.max_groups = min(g.machine.max_groups, 2)
+    r = solve(g, time_limit=20, explain=False)
+    assert r.status in ("optimal", "infeasible")
+    if r.status == "infeasible":
+        upper = min(r.lower_bound + 1, max(e.ii_max for e in r.infeasible))
+        assert brute_force_ii(g, r.stage_bound, r.lower_bound, upper) is None
+        return
+    assert check(g, r.ii, r.schedule, r.assignment).ok
+    assert brute_force_ii(g, r.stage_bound, r.lower_bound, r.ii) == r.ii
+
+
+def test_detached_store_lets_a_blocking_op_start_during_its_copy():
+    """One group issues an MMA, waits for it (blocking) to run math, then stages and stores the result. Waited
+    for, the store's 8 cycles in flight keep the next iteration's math out: II 10. Fire and forget
+    (`detached`), only its 2 cycles of staging do: II 7, the math of the next iteration starting during the
+    copy. Both encodings agree, the checker still refuses math inside the staging, and the JSON keeps it."""
+    def graph(detached: bool) -> Graph:
+        g = Graph({"tc": 1, "tma": 1, "fma": 1}, Machine(max_groups=1))
+        g.add_op("mma", {"tc": 4}, issue=1, offset={"tc": 1})
+        g.add_op("math", {"fma": 2}, issue=2)
+        g.add_op("store", {"tma": 6}, issue=2, offset={"tma": 2}, detached=detached)
+        g.add_edge("mma", "math", 5, blocking=True)
+        g.add_edge("math", "store", 2)
+        return g
+    waited, forgotten = graph(False), graph(True)
+    w, f = solve(waited), solve(forgotten)
+    assert w.ii == 10 and f.ii == 7 and w.proven_optimal and f.proven_optimal
+    assert solve(forgotten, encoding="time-indexed", time_limit=30).ii == 7
+    assert check(forgotten, f.ii, f.schedule, f.assignment).ok
+    assert not check(waited, f.ii, f.schedule, f.assignment).ok
+    # math starting one cycle into the staging of the store of an earlier iteration (11 + 1 ≡ 5 mod 7)
+    inside = {"mma": 0, "math": 5, "store": 11}
+    assert any("math starts while store" in v for v in check(forgotten, 7, inside, f.assignment).violations)
+    again = Graph.from_json(forgotten.dumps())
+    assert again.ops["store"].detached and again.ops["store"].flight == 2 and not waited.ops["store"].detached
+
+
 def test_segments_let_another_op_use_the_gap():
     """A reservation table: `a` takes the unit for 2 cycles, leaves it for 4, takes it again for 2; `b` (4
     cycles on the same unit) fits in the gap, so both run in an II of 8 — with `a` holding the unit for its
