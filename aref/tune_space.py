@@ -18,7 +18,6 @@ from aref.errors import ArefError
 UNSUPPORTED_FEATURES = {
     "cluster": "TMA multicast of shared operand tiles over a CTA cluster",
     "epilogue_overlap": "the epilogue of one tile overlapped with the next tile's main loop",
-    "softmax_overlap": "intra-warpgroup overlap of softmax with the next MMA",
 }
 
 
@@ -33,7 +32,9 @@ class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
     compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
     `raster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps: `aref.promote`), and the
-    feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`, `softmax_overlap`);
+    feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`); `softmax_overlap` (on by
+    default) is FA3's intra-warpgroup overlap of softmax with the next MMA (the pipeline's T/C/U stages,
+    `CompileOptions.coarse`), off to compare;
     `split_keys` asks for cooperative consumers splitting attention backward's key block (FA3)."""
 
     constexprs: tuple = ()                   # sorted (name, value) pairs; build with Config.of(...)
@@ -47,7 +48,7 @@ class Config:
     raster: int = 0                          # tile order: groups of this many grid-axis-0 rows; 0: x fastest
     epilogue_overlap: bool = False
     promote_every: int = 0                   # fp8: promote to fp32 every N K-steps; 0: never
-    softmax_overlap: bool = False
+    softmax_overlap: bool = True            # T/C/U stages: the next block's MMA runs while softmax computes
     split_keys: bool = False
 
     @staticmethod
@@ -99,7 +100,7 @@ class Config:
         consumers = "cooperative" if self.split_keys else self.consumers
         return CompileOptions(arch=arch, partition=self.partition, consumers=consumers,
                               num_consumers=self.num_consumers, mma_depth=self.mma_depth,
-                              promote_every=self.promote_every)
+                              promote_every=self.promote_every, coarse=self.softmax_overlap)
 
     def launch_kwargs(self, arch: str) -> dict:
         """The launch options of this candidate on `arch` as `launch` / `launcher_for` take them (persistent
@@ -109,9 +110,7 @@ class Config:
 
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""
-        asked = {"cluster": self.cluster != (1, 1),
-                 "epilogue_overlap": self.epilogue_overlap,
-                 "softmax_overlap": self.softmax_overlap}
+        asked = {"cluster": self.cluster != (1, 1), "epilogue_overlap": self.epilogue_overlap}
         return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
 
     def check_supported(self) -> None:

@@ -208,3 +208,18 @@ def test_a_launch_tunes_by_gpu_timing_and_remembers(tmp_path):
     assert len(ex.kernel._tuned) == 1
     ex.kernel(**cuda)
     assert len(ex.kernel._tuned) == 1
+
+
+def test_softmax_overlap_is_the_pipelines_coarse_stages(tmp_path):
+    """FA3's intra-warpgroup overlap is generated (T/C/U stages): on by default, off on request, and the
+    model ranks the overlapped attention first."""
+    assert Config().compile_options("sm_90a").coarse
+    off = Config.of({"BN": 128, "SUBTILE": 1, "STAGES": 2}, softmax_overlap=False)
+    assert not off.compile_options("sm_90a").coarse and off.unsupported() == []
+    assert off.label() == "BN=128 STAGES=2 SUBTILE=1 softmax_overlap=False"
+    ex, tensors = meta_inputs("attention_fwd")
+    on = off.__class__.of({"BN": 128, "SUBTILE": 1, "STAGES": 2})
+    r = tune(ex.kernel, tensors, {}, [off, on], TuneOptions(arch="sm_90a", cache_dir=tmp_path))
+    by = {c.config: c for c in r.candidates}
+    assert by[on].status == by[off].status == "ok" and r.best == on
+    assert by[on].predicted_ms < by[off].predicted_ms
