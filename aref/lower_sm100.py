@@ -9,7 +9,10 @@ On top of the common lowering (`aref.lower`: slots, parities, TMA rings, registe
 * The group waits for its MMAs (`mma_wait 0`, a commit to its own barrier and a parity wait in the code)
   only before its CUDA cores read an MMA result.
 * A group that writes a tensor-memory tile computed from one it read releases what it read before
-  publishing what it wrote, so the tile can be rewritten in place (the correction group's O).
+  publishing what it wrote, so the tile can be rewritten in place (the correction group's O). Where other
+  groups also read the MMA result held in those columns (a promoted fp8 GEMM's `part`: one group adds it
+  into `acc`, another zeroes it), the writer first waits on that result's `empty` barrier, as the MMA warp
+  does before it accumulates there: its own program order only puts its own read first.
 * Tensor memory is planned (`aref.tmem.plan_tensor_memory`), allocated by the first MMA-issuing group before
   the others start, and freed once every group using it has arrived at its named barrier.
 """
@@ -67,8 +70,8 @@ class _BlackwellLowering(_Lowering):
                 # its previous item must be released there too before CUDA cores overwrite them
                 item = op.operands[1]
                 for later in self.successors.get(ch.name, []):
-                    if self.gp.group.id in later.consumers:
-                        continue
+                    if tuple(later.consumers) == (self.gp.group.id,):
+                        continue    # its one reader is this group, which read it earlier in program order
                     slot = self.slot(later, item, out, op.loc)
                     flip = self.flipped(self.phase(later, item, out, op.loc), out, op.loc)
                     self.emit(out, op, OpKind.MBAR_WAIT, (later.empty, slot, flip), (),
@@ -94,8 +97,9 @@ class _BlackwellLowering(_Lowering):
 
 def _in_place_successors(ws: WSKernel, ch: Channel) -> list[Channel]:
     """Tensor-memory rings sharing `ch`'s columns downstream: a tensor-core consumer's MMA accumulates in place
-    on the tile it gets from `ch` and puts the result into them. (A writer of `ch` that consumes them itself,
-    e.g. a correction group rescaling O, is ordered by its own release.)"""
+    on the tile it gets from `ch` and puts the result into them. (A writer of `ch` that is their one consumer,
+    e.g. a correction group rescaling O, is ordered by its own release; one that shares them with other
+    consumers still waits for theirs.)"""
     out = []
     for g in ch.consumers:
         gp = ws.groups[g]

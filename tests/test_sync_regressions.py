@@ -6,7 +6,9 @@ examples (issue 9), each fixed at its rule:
 * the cooperative row split cuts every op with a row extent to the replica's rows, and index tiles keep
   their global values (`arange(M)` in replica j is j·M/2 + arange(M/2));
 * integer scalar math of any spelling (`aref.maximum` on program ids, comparisons, `where`, `abs`) is index
-  math that every stage accepts and every group recomputes.
+  math that every stage accepts and every group recomputes;
+* on sm_100a a tile an MMA accumulates on in place and hands to two groups: the group that writes it back
+  (`part = where(last, 0.0, part)`) waits until every reader released the previous item, not only itself.
 """
 import math
 
@@ -306,3 +308,70 @@ def test_accumulator_read_from_a_slot_is_released_after_its_mma_retires(seed, gr
     assert acc_from_slot, "the partition no longer hands an accumulator through a slot"
     report = sim.check(barrier, inputs, ex.reference_fn, seeds=3, tolerance=ex.tolerance(inputs))
     assert report.ok, [str(v) for v in report.violations]
+
+
+@aref_kernel
+def two_readers(A, B, C, *, BM: int = 128, BN: int = 64, BK: int = 64):
+    """The MMA accumulates on `part` in place; one group adds it into `acc`, another rescales it and writes it
+    back into the tensor memory the MMA accumulates on (the shape of a promoted fp8 GEMM, in fp16)."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    part = aref.zeros((BM, BN), aref.float32)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        a = aref.load(A, (pid_m, k), (BM, BK))
+        b = aref.load(B, (pid_n, k), (BN, BK))
+        part = aref.mma(a, b.T, part)
+        acc = acc + part
+        part = part * 0.5
+    aref.store(C, (pid_m, pid_n), (acc + part).to(C.dtype))
+
+
+def two_readers_reference(A, B, C, **_):
+    acc = torch.zeros(C.shape)
+    part = torch.zeros(C.shape)
+    for k in range(0, A.shape[1], 64):
+        part = part + A[:, k:k + 64].float() @ B[:, k:k + 64].float().T
+        acc, part = acc + part, part * 0.5
+    return {"C": (acc + part).half()}
+
+
+def _in_place_programs():
+    """(kernel, inputs(K, BN, **size), reference, tolerance) of the two programs with a twice-read in-place tile."""
+    from tests.test_promote import GEMM, fp8_gemm, hand_promoted
+
+    def fp16(K, BN, **size):
+        return GEMM.inputs("small", K=K, BN=BN, BK=64, **size)
+    return {"hand_promoted": (hand_promoted, lambda K, BN, **size: fp8_gemm(K=K, BN=BN, **size)[0],
+                              GEMM.reference_fn, GEMM.tolerance),
+            "two_readers": (two_readers, fp16, two_readers_reference, GEMM.tolerance)}
+
+
+def _writer_waits(ws, written: str, shared: str) -> bool:
+    """Does the group that stores into tensor-memory ring `written` wait on `shared`'s empty barrier first?"""
+    for gp in ws.groups:
+        ops = list(gp.loop.body.ops) if gp.loop is not None else []
+        stores = [i for i, op in enumerate(ops) if op.kind is OpKind.SLOT_STORE and op.attrs.channel == written]
+        if stores:
+            return any(op.kind is OpKind.MBAR_WAIT and op.attrs.channel == shared and op.attrs.which == "empty"
+                       for op in ops[:stores[0]])
+    raise AssertionError(f"no group stores into {written}")
+
+
+@pytest.mark.parametrize("BN", [64, 128])
+@pytest.mark.parametrize("program", ["hand_promoted", "two_readers"])
+def test_in_place_tile_rewritten_after_every_reader_released_it(program, BN):
+    """`part.x` (written by compute1, read by the MMA) and `part_1.x` (the MMA's result, read by compute0 and
+    compute1) are one tensor-memory buffer. compute1 rewrote it for step k + 1 once it had read item k itself,
+    while compute0 could still be reading item k: write-to-borrowed-slot in the simulator. Its write now also
+    waits on `part_1.x.empty`, which both readers' releases complete."""
+    kernel, make_inputs, reference, tolerance = _in_place_programs()[program]
+    inputs = make_inputs(448, BN)
+    ws = lower_to(kernel.specialize(**inputs), "barrier", CompileOptions(arch="sm_100a"))
+    assert ws.tmem.ring_buffer["part.x"] == ws.tmem.ring_buffer["part_1.x"], ws.tmem.lines()
+    shared = next(ch for ch in ws.channels if ch.name == "part_1.x")
+    assert len(shared.consumers) == 2 and _writer_waits(ws, "part.x", "part_1.x")
+    report = sim.check(ws, inputs, reference, seeds=5, tolerance=tolerance(inputs))
+    assert report.ok, report.to_json()
+    knobs = {"N": 2} if program == "hand_promoted" else {}     # a promotion step inside three trips
+    for trips in (0, 1, 2, 3):
+        _explore_small(kernel, make_inputs(64 * trips, BN, M=128, N=BN), CompileOptions(arch="sm_100a"), **knobs)

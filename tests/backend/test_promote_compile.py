@@ -48,3 +48,25 @@ def test_sm100a_compiles_the_program_as_written(backend_cache):
     _, plain = sm100_compiled(backend_cache, "gemm", "heuristic", dtype="float8_e4m3", K=448)
     assert cache_key(ws, "ptx") == plain.cache_key and plain.spill_bytes == 0
     assert plain.instructions["tcgen05.mma"] > 0
+
+
+@pytest.mark.parametrize("program", ["hand_promoted", "two_readers"])
+def test_sm100a_tile_rewritten_in_place_for_two_readers_compiles(backend_cache, program):
+    """The in-place tile two groups read (tests/test_sync_regressions.py): the group that writes it back waits
+    on the MMA result's empty barrier, as the MMA warp does, and the kernel compiles with no spills."""
+    from aref.backend.cute import compile_barrier
+    from tests.test_promote import fp8_gemm, hand_promoted
+    from tests.test_sync_regressions import two_readers
+    if program == "hand_promoted":
+        inputs, kernel = fp8_gemm(K=448, BN=64)[0], hand_promoted
+    else:
+        inputs, kernel = load_example("examples/gemm.py").inputs("small", K=448, BN=64), two_readers
+    ws = lower_to(kernel.specialize(**inputs), "barrier", CompileOptions(arch="sm_100a"))
+    assert ws.resource_error is None
+    result = compile_barrier(ws, cache_dir=backend_cache)
+    assert result.spill_bytes == 0 and result.instructions["tcgen05.mma"] > 0, result.ptxas_log
+    commits = sum(op.kind in (OpKind.MMA_COMMIT, OpKind.MMA_WAIT) for gp in ws.groups for op in gp.all_ops())
+    assert result.instructions["tcgen05.commit"] == commits      # mma_wait: a commit to the group's own barrier
+    src = result.source_path.read_text()
+    waits = [line.split("(")[0] for line in src.splitlines() if "mbarrier_wait(part_1_x_empty" in line]
+    assert len(waits) == 2, src        # the MMA warp before it accumulates, the writer before it rewrites
