@@ -85,8 +85,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
     in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve), with `streams.tmem_operand`'s
-    tensor-memory rule. Off by default on Blackwell: the lowering cannot yet fit in tensor memory the
-    partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS).
+    tensor-memory rule. Off by default on Blackwell: the lowered programs of the partitions it leads to
+    run slower than the default graph's on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS).
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
     (`solve.Edge.operand_registers`).
     `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
