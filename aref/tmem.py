@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import OpKind, Space, TileType, Value
+from aref.machine import tmem_tile_columns
 from partition.model import UnionFind
 
 LANES = 128
@@ -81,7 +82,7 @@ def tile_columns(t: TileType, where: str, loc) -> int:
                         hint="use 64- or 128-row tiles for MMA results on sm_100a")
     if t.dtype.bits not in (16, 32):
         raise ArefError(f"{where} is a {t} in tensor memory; it holds 16- and 32-bit elements", loc)
-    return t.shape[1] * t.dtype.bits // 32
+    return tmem_tile_columns(t)
 
 
 def _pow2(n: int) -> int:
