@@ -86,7 +86,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
     in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve). Off by default on Blackwell:
     the lowered programs of the partitions it leads to run slower than the default graph's (attention_bwd:
-    1644 cycles per iteration against 1001; see tests/test_cli_compare.py KNOWN_GAPS).
+    1592 cycles per iteration against 1001; see tests/test_cli_compare.py KNOWN_GAPS).
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
     (`solve.Edge.operand_registers`).
     `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
