@@ -213,6 +213,14 @@ def _numel(t) -> int:
     return t.numel if isinstance(t, TileType) else 1
 
 
+def tmem_tile_columns(t: TileType) -> int:
+    """32-bit tensor-memory columns a 2-D tile takes: one row per lane for 128-row tiles, and a 64-row tile
+    (tcgen05's M = 64 layout) uses 16 lanes of each 32-lane sub-partition over the same columns, so it takes
+    as many columns as a 128-row one; a 32-bit (R, C) tile takes C columns, a 16-bit one C / 2. The one rule
+    of the solver's footprints (`partition.optimal`) and the lowering's plan (`aref.tmem`)."""
+    return max(1, t.shape[-1] * t.dtype.bits // 32)
+
+
 def tma_bytes(op: Op) -> int:
     """Bytes a TMA_LOAD (box from `SlotAttrs.tile_shape`, dtype of its ring) or tile LOAD/STORE moves."""
     if op.kind is OpKind.TMA_LOAD:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import OpKind, Space, TileType, Value
+from aref.machine import tmem_tile_columns
 from partition.model import UnionFind
 
 LANES = 128
@@ -81,7 +82,7 @@ def tile_columns(t: TileType, where: str, loc) -> int:
                         hint="use 64- or 128-row tiles for MMA results on sm_100a")
     if t.dtype.bits not in (16, 32):
         raise ArefError(f"{where} is a {t} in tensor memory; it holds 16- and 32-bit elements", loc)
-    return t.shape[1] * t.dtype.bits // 32
+    return tmem_tile_columns(t)
 
 
 def _pow2(n: int) -> int:
@@ -155,6 +156,7 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
     for ch in rings.values():
         for r in ch.rings:
             sets.find(r)
+    _share_private(ws, sets, rings)
     classes: dict[object, list] = {}
     for x in list(sets.parent):
         classes.setdefault(sets.find(x), []).append(x)
@@ -236,6 +238,45 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
     for gp, op in mmas:
         op.attrs = MmaAttrs(root_buffer[sets.find(op.result)].name)
     return plan
+
+
+def _share_private(ws, sets, rings) -> None:
+    """One buffer for a group's own MMA results whose lifetimes do not overlap. A tile no channel hands on
+    lives in the group that writes and reads it; the pipeline's prologue (or epilogue) copy of a loop MMA is a
+    value of its own, dead before the loop's first write of the same tile (the group reads it with
+    tcgen05.ld, waited for, before it issues anything later in program order), so it takes the loop's columns
+    instead of a buffer beside them (FA's S on the group that issues its own Q·Kᵀ). Spans are positions in
+    the group's program order with the whole loop one position: two tiles live in the loop never share."""
+    chan = {id(r) for ch in rings.values() for r in ch.rings}
+    classes: dict[object, list] = {}
+    for x in list(sets.parent):
+        classes.setdefault(sets.find(x), []).append(x)
+    private = {root for root, members in classes.items() if not any(id(m) in chan for m in members)}
+    for gp in ws.groups:
+        span: dict[object, list[int]] = {}
+        pos = 0
+        for region, block in gp.regions():
+            for op in block.ops:
+                for v in (*op.operands, *op.results):
+                    if v in sets and sets.find(v) in private:
+                        lo_hi = span.setdefault(sets.find(v), [pos, pos])
+                        lo_hi[0], lo_hi[1] = min(lo_hi[0], pos), max(lo_hi[1], pos)
+                if region != "loop":
+                    pos += 1
+            if region == "loop":
+                pos += 1
+        free: list[tuple[int, object]] = []          # (end of the last tile in it, its class) per buffer
+        for root in sorted(span, key=lambda r: span[r][0]):
+            t = classes[root][0].type
+            shape = (t.shape, t.dtype) if isinstance(t, TileType) else None
+            for i, (end, host) in enumerate(free):
+                h = classes[host][0].type
+                if end < span[root][0] and shape == (h.shape, h.dtype):
+                    sets.union(host, root)
+                    free[i] = (span[root][1], host)
+                    break
+            else:
+                free.append((span[root][1], root))
 
 
 def _mma_tile(v: Value, prod) -> bool:

@@ -25,6 +25,7 @@ from aref.resources.layout import column_reads, rank1
 from aref.verify import expected_result_types
 from aref.ws import Channel, GroupProgram, WSKernel
 from partition.model import Partition
+from partition.streams import mma_reads_from_tmem
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
@@ -294,13 +295,7 @@ def _tensor_memory_tile(v: Value, facts: _Facts, per_dst: dict[int, list[Op]]) -
 
     def in_tmem(u: Op, i: int) -> bool:
         b, transposed = base(u.operands[i])
-        if b is not v:
-            return False
-        if i == 2:
-            return True                       # an accumulator is updated in place
-        # tcgen05 reads A from tensor memory K-major, one row per lane: a 128-row tile whose thread holds a
-        # whole row can be written there by its producer; anything else goes through shared memory
-        return not transposed and u.operands[0].type.shape[0] == 128
+        return b is v and mma_reads_from_tmem(u, i, transposed)
 
     return any(u.kind is OpKind.MMA and any(in_tmem(u, i) for i in (0, 2) if i < len(u.operands))
                for us in per_dst.values() for u in us)

@@ -24,7 +24,7 @@ from aref import ops as ops_registry
 from aref import resources
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
-from aref.machine import machine_for, mma_issue_cycles, op_cost, tma_bytes, unit_busy
+from aref.machine import machine_for, mma_issue_cycles, op_cost, tma_bytes, tmem_tile_columns, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from partition import streams
 from partition.assignment import partition_from_schedule
@@ -84,9 +84,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `register_cap`: the most registers per thread a group may use (default: what a group can be given).
     `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
-    in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve), with `streams.tmem_operand`'s
-    tensor-memory rule. Off by default on Blackwell: the lowering cannot yet fit in tensor memory the
-    partitions it leads to on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS).
+    in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve). Off by default on Blackwell:
+    the lowered programs of the partitions it leads to run slower than the default graph's (attention_bwd:
+    1592 cycles per iteration against 1001; see tests/test_cli_compare.py KNOWN_GAPS).
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
     (`solve.Edge.operand_registers`).
     `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
@@ -102,9 +102,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     m = machine_for(arch)
     occ = occupancy if occupancy is not None else not m.tmem_columns
     costs = occ or group_costs
-    # the occupancy-free graph, which the sm_100a lowerings were tuned against, puts every MMA operand in
-    # tensor memory; with the stream costs, the lowering's rule (a 64-row P goes through shared memory)
-    tmem_operand = streams.tmem_operand if costs else _feeds_mma
+    # one resource model: a tile handed to an MMA takes tensor-memory columns where the lowering puts it
+    # there (`streams.tmem_operand`: a 64-row P goes through shared memory), as many as the lowering's plan
+    # gives it (`aref.machine.tmem_tile_columns`: a 64-row tile takes a 128-row tile's columns)
+    tmem_operand = streams.tmem_operand
     slots = occ and channel_memory
     body = kernel.loop.body.ops
     prod = {id(r): op for op in kernel.all_ops() for r in op.results}
@@ -219,7 +220,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             n = name_for(op, "mma")
             _, cyc = op_cost(op, m)
             nbytes = op.result.type.nbytes
-            fp = ({"tmem": max(1, op.result.type.numel // m.tmem_lanes)} if m.tmem_columns
+            fp = ({"tmem": tmem_tile_columns(op.result.type)} if m.tmem_columns
                   else {"registers": _tile_registers(op.result.type)})
             reader = _feeds_mma(op.result, kernel)
             # Hopper: the result leaves in registers through shared memory, after the group waits for it;
@@ -281,7 +282,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             moved = [r for r in live_out if r not in in_tmem]
             regs = sum(_tile_registers(r.type) for r in moved)
             moved_regs = regs
-            tmem_cols = sum(max(1, r.type.nbytes // 4 // m.tmem_lanes) for r in in_tmem)
+            tmem_cols = sum(tmem_tile_columns(r.type) for r in in_tmem)
             if op in holds_mma_tile:
                 from_mma = [v for o in ops for v in o.operands
                             if any(s.kind is OpKind.MMA for s, d in sources(v) if d == 0)]

@@ -134,19 +134,25 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
             added.remove(host)
 
 
+def mma_reads_from_tmem(mma: Op, i: int, transposed: bool) -> bool:
+    """Does Blackwell's `mma` read its operand `i`, a (`transposed`) view of a tile a group computed, from
+    tensor memory? An accumulator (operand 2) is updated in place there; operand A (0) when a thread holds
+    a whole row of a 128-row tile (tcgen05 reads A from tensor memory K-major, one row per lane). Anything
+    else goes through shared memory. The one rule of the solver's graph (`tmem_operand`) and the loop
+    distribution's channels (`partition.distribute`)."""
+    return i == 2 or (i == 0 and not transposed and mma.operands[0].type.shape[0] == 128)
+
+
 def tmem_operand(v: Value, kernel: Kernel, transposed: bool = False, depth: int = 0) -> bool:
-    """Does the lowering hand `v` to an MMA through tensor memory (`partition.distribute`'s rule): as an
-    accumulator, updated in place, or as operand A when a thread holds a whole row of a 128-row tile (tcgen05
-    reads A from tensor memory K-major, one row per lane)? Anything else goes through shared memory."""
+    """Does the lowering hand `v` to an MMA through tensor memory (`mma_reads_from_tmem`, through views and
+    casts)?"""
     if depth > 8:
         return False
     for u in users(v, kernel):
         if u is None:
             continue
         if u.kind is OpKind.MMA:
-            if len(u.operands) > 2 and u.operands[2] is v:
-                return True
-            if u.operands[0] is v and not transposed and v.type.shape[0] == 128:
+            if any(x is v and mma_reads_from_tmem(u, i, transposed) for i, x in enumerate(u.operands[:3])):
                 return True
         elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST) and tmem_operand(
                 u.results[0], kernel, transposed != (u.kind is OpKind.TRANSPOSE), depth + 1):

@@ -157,3 +157,28 @@ def test_two_tensor_memory_tiles_for_one_user_cross_in_two_channels(tmp_path):
     expected = interpret(kernel, prog.inputs)
     report = sim.check(ws, prog.inputs, lambda **_: expected, seeds=3)
     assert not report.violations, [str(v) for v in report.violations]
+
+def test_a_groups_own_mma_tile_takes_one_buffer_for_the_prologue_and_the_loop(monkeypatch):
+    """Where the solver's graph with group costs and reservations puts attention forward's two Q·Kᵀ on one
+    softmax group (tests/test_cli_compare.py KNOWN_GAPS), the pipeline's prologue computes that group's own
+    first S with an MMA of its own: that tile is dead before the loop writes its S, so it takes the loop's
+    columns (it had a buffer beside the loop's, and the kernel needed 640 of 512 columns). The timing model
+    runs the kernel without a violation."""
+    import functools
+
+    import partition.optimal as po
+    from aref.machine import B200
+    from aref.sim.timing import simulate_timing
+    monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True,
+                                                               allow_transfers=False, reservations=True))
+    ex = load_example(example_path("attention_fwd"))
+    inputs = ex.inputs("large")
+    kernel = ex.kernel.specialize(**inputs)
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal"))
+    private = [b for b in ws.tmem.buffers if not b.holds]
+    writes = {b.name: {region for gp in ws.groups for region, block in gp.regions() for op in block.ops
+                       if op.kind is OpKind.MMA_ASYNC and op.attrs.tmem == b.name} for b in private}
+    assert any({"prologue", "loop"} <= w for w in writes.values()), writes
+    assert ws.tmem.used == COLUMNS
+    report = simulate_timing(ws, {p.name: inputs[p.name] for p in ws.params}, B200)
+    assert report.ok and not report.violations

@@ -1,32 +1,29 @@
 """aref kernel `attention_fwd` for sm_100a, generated from its Barrier IR by aref.backend.cute.
 
-Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 512 threads, 201120 bytes of shared memory, 512 columns of tensor memory.
+Problem: Q 2×256×64 f16, K 2×256×64 f16, V 2×256×64 f16, O 2×256×64 f16; grid (2, 2), 384 threads, 200032 bytes of shared memory, 512 columns of tensor memory.
 Roles (warps; registers per thread):
-  softmax2    warps 0-3   softmax warp group: softmax, TMA-store epilogue; 176 registers, 2 pipeline stages
-  correction3 warps 4-7   correction warp group: accumulator rescaling in tensor memory; 112 registers, 2 pipeline stages
-  softmax4    warps 8-11  softmax warp group: softmax, TMA-store epilogue; 176 registers, 2 pipeline stages
-  producer0   warp 12     load warp: TMA copies into shared-memory rings; 48 registers
-  mma1        warp 13     MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit; 48 registers, 2 pipeline stages
-  (idle)      warps 14-15     complete the last warp group's register reallocation
+  softmax2    warps 0-3   softmax warp group: softmax, TMA-store epilogue; 232 registers, 2 pipeline stages
+  softmax3    warps 4-7   softmax warp group: softmax, TMA-store epilogue; 232 registers, 2 pipeline stages
+  producer0   warp 8      load warp: TMA copies into shared-memory rings; 48 registers
+  mma1        warp 9      MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit; 48 registers, 2 pipeline stages
+  (idle)      warps 10-11     complete the last warp group's register reallocation
 Channels (mbarrier rings; full/empty arrival counts):
   kc: depth 3, [128×64 f16], TMA 16384 B, producer0 -> mma1, full 1 / empty 1
   vc: depth 3, [128×64 f16], TMA 16384 B, producer0 -> mma1, full 1 / empty 1
   o0_x: depth 1, [tensor memory o0], tcgen05.commit, mma1 -> softmax2, full 1 / empty 1
-  o0_1_x: depth 1, [tensor memory o0], tcgen05.commit, mma1 -> correction3, full 1 / empty 1
-  o1_x: depth 1, [tensor memory o1], tcgen05.commit, mma1 -> correction3, full 1 / empty 1
-  o1_1_x: depth 1, [tensor memory o1], tcgen05.commit, mma1 -> softmax4, full 1 / empty 1
+  o0_1_x: depth 1, [tensor memory o0], tcgen05.commit, mma1 -> softmax2, full 1 / empty 1
+  o1_x: depth 1, [tensor memory o1], tcgen05.commit, mma1 -> softmax3, full 1 / empty 1
+  o1_1_x: depth 1, [tensor memory o1], tcgen05.commit, mma1 -> softmax3, full 1 / empty 1
   load_x: depth 1, [64×64 f16], TMA 8192 B, producer0 -> mma1, full 1 / empty 1
   load_1_x: depth 1, [64×64 f16], TMA 8192 B, producer0 -> mma1, full 1 / empty 1
   mma_x: depth 1, [tensor memory mma_x], tcgen05.commit, mma1 -> softmax2, full 1 / empty 1
-  exp2_x: depth 2, [64 f32], stores, softmax2 -> correction3, full 128 / empty 1
   cast_x: depth 2, [64×128 f16], stores, softmax2 -> mma1, full 128 / empty 1
-  mul_x: depth 1, [tensor memory o0], stores, correction3 -> mma1, full 128 / empty 1
-  mma_1_x: depth 1, [tensor memory mma_1_x], tcgen05.commit, mma1 -> softmax4, full 1 / empty 1
-  exp2_1_x: depth 2, [64 f32], stores, softmax4 -> correction3, full 128 / empty 1
-  cast_1_x: depth 2, [64×128 f16], stores, softmax4 -> mma1, full 128 / empty 1
-  mul_1_x: depth 1, [tensor memory o1], stores, correction3 -> mma1, full 128 / empty 1
+  mul_x: depth 1, [tensor memory o0], stores, softmax2 -> mma1, full 128 / empty 1
+  mma_1_x: depth 1, [tensor memory mma_1_x], tcgen05.commit, mma1 -> softmax3, full 1 / empty 1
+  cast_1_x: depth 2, [64×128 f16], stores, softmax3 -> mma1, full 128 / empty 1
+  mul_1_x: depth 1, [tensor memory o1], stores, softmax3 -> mma1, full 128 / empty 1
 Tensor memory (384 of 512 allocated columns, by mma1):
-  o0: columns [0, 64) 64x64xf32 <- o0_1.x, mul.x, o0.x
+  o0: columns [0, 64) 64x64xf32 <- o0.x, mul.x, o0_1.x
   o1: columns [64, 128) 64x64xf32 <- o1.x, mul_1.x, o1_1.x
   mma_x: columns [128, 256) 64x128xf32 <- mma.x
   mma_1_x: columns [256, 384) 64x128xf32 <- mma_1.x
@@ -48,7 +45,7 @@ from aref.backend.cute.sm100 import support as sm100
 
 
 GRID = (2, 2, 1)
-THREADS = 512  # 5 roles in 4 warp groups
+THREADS = 384  # 4 roles in 3 warp groups
 BM = 128
 BN = 128
 SUBTILE = 2
@@ -78,16 +75,12 @@ class SharedStorage:
     load_1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
     mma_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     mma_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
-    exp2_x_full: cute.struct.MemRange[cutlass.Int64, 2]
-    exp2_x_empty: cute.struct.MemRange[cutlass.Int64, 2]
     cast_x_full: cute.struct.MemRange[cutlass.Int64, 2]
     cast_x_empty: cute.struct.MemRange[cutlass.Int64, 2]
     mul_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     mul_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
     mma_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
     mma_1_x_empty: cute.struct.MemRange[cutlass.Int64, 1]
-    exp2_1_x_full: cute.struct.MemRange[cutlass.Int64, 2]
-    exp2_1_x_empty: cute.struct.MemRange[cutlass.Int64, 2]
     cast_1_x_full: cute.struct.MemRange[cutlass.Int64, 2]
     cast_1_x_empty: cute.struct.MemRange[cutlass.Int64, 2]
     mul_1_x_full: cute.struct.MemRange[cutlass.Int64, 1]
@@ -98,12 +91,10 @@ class SharedStorage:
     s_vc_V: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 24576], 1024]
     s_load_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
     s_load_1_x_Q: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
-    s_exp2_x_v0: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, 128], 128]
     s_cast_x_v0: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
-    s_exp2_1_x_v0: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, 128], 128]
     s_cast_1_x_v0: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 16384], 1024]
     s_O_softmax2: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
-    s_O_softmax4: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
+    s_O_softmax3: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 4096], 1024]
     s_zero: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, 1024], 1024]
 
 
@@ -167,7 +158,7 @@ def load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empt
 
 
 @cute.jit
-def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1):
+def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_x_empty, zmma0, s_zero, o0_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_1_x_empty, o0_1_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1):
     """MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit: group 1 'mma1' (48 registers)."""
     # aref-ir[mma1#0] setmaxnreg dec 48
     cute.arch.setmaxregister_decrease(48)
@@ -220,14 +211,14 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
     sm100.commit(mma_1_x_full)  # tcgen05.commit
     # aref-ir[mma1#30] mma_commit %kc.empty[%23] item %21
     sm100.commit(kc_empty)  # tcgen05.commit
-    # aref-ir[mma1#31] mbarrier_wait %o0_1.x.empty[%23] parity %25
-    cute.arch.mbarrier_wait(o0_1_x_empty, 1)
+    # aref-ir[mma1#31] mbarrier_wait %o0.x.empty[%23] parity %25
+    cute.arch.mbarrier_wait(o0_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#32] slot_store %o0 -> %o0_1.x.ring0[%23] item %21
+    # aref-ir[mma1#32] slot_store %o0 -> %o0.x.ring0[%23] item %21
     # o0 starts at zero: the tensor core writes it (an MMA of two zero tiles)
     sm100.zero_fill(zmma0, zacc_o0, zeros_a0, zeros_b0)
-    # aref-ir[mma1#33] mma_commit %o0_1.x.full[%23] item %21
-    sm100.commit(o0_1_x_full)  # tcgen05.commit
+    # aref-ir[mma1#33] mma_commit %o0.x.full[%23] item %21
+    sm100.commit(o0_x_full)  # tcgen05.commit
     # aref-ir[mma1#34] mbarrier_wait %o1.x.empty[%23] parity %25
     cute.arch.mbarrier_wait(o1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
@@ -273,16 +264,16 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
         # aref-ir[mma1#77] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
         cute.arch.mbarrier_wait(mul_x_full + mul_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        o0_1_x_slot = (j + 1) % 1
-        # aref-ir[mma1#82] mbarrier_wait %o0_1.x.empty[%o0_1.x.slot] parity %o0_1.x.phase^1
-        cute.arch.mbarrier_wait(o0_1_x_empty + o0_1_x_slot, 1 - (((j + 1) // 1) % 2))
+        o0_x_slot = (j + 1) % 1
+        # aref-ir[mma1#82] mbarrier_wait %o0.x.empty[%o0.x.slot] parity %o0.x.phase^1
+        cute.arch.mbarrier_wait(o0_x_empty + o0_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         # aref-ir[mma1#83] %43 = mma_async %40, %v, %42 -> tmem o0
         sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, cast_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
-        # aref-ir[mma1#84] slot_store %43 -> %o0_1.x.ring0[%o0_1.x.slot] item %29
-        # in place: the MMA wrote o0 (tensor memory), which holds o0_1.x
-        # aref-ir[mma1#85] mma_commit %o0_1.x.full[%o0_1.x.slot] item %29
-        sm100.commit(o0_1_x_full + o0_1_x_slot)  # tcgen05.commit
+        # aref-ir[mma1#84] slot_store %43 -> %o0.x.ring0[%o0.x.slot] item %29
+        # in place: the MMA wrote o0 (tensor memory), which holds o0.x
+        # aref-ir[mma1#85] mma_commit %o0.x.full[%o0.x.slot] item %29
+        sm100.commit(o0_x_full + o0_x_slot)  # tcgen05.commit
         # aref-ir[mma1#86] mma_commit %cast.x.empty[%cast.x.slot] item %j.1
         sm100.commit(cast_x_empty + cast_x_slot)  # tcgen05.commit
         # aref-ir[mma1#87] mma_commit %mul.x.empty[%mul.x.slot] item %j.1
@@ -338,13 +329,13 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
     # aref-ir[mma1#141] mma_commit %vc.empty[%vc.slot.2] item %49
     sm100.commit(vc_empty + 1)  # tcgen05.commit
     # ---- after the loop
-    # aref-ir[mma1#147] mbarrier_wait %o0.x.empty[%65] parity %66
-    cute.arch.mbarrier_wait(o0_x_empty, 1)
+    # aref-ir[mma1#147] mbarrier_wait %o0_1.x.empty[%65] parity %66
+    cute.arch.mbarrier_wait(o0_1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#148] slot_store %62 -> %o0.x.ring0[%65] item %64
-    # in place: the MMA wrote o0 (tensor memory), which holds o0.x
-    # aref-ir[mma1#149] mma_commit %o0.x.full[%65] item %64
-    sm100.commit(o0_x_full)  # tcgen05.commit
+    # aref-ir[mma1#148] slot_store %62 -> %o0_1.x.ring0[%65] item %64
+    # in place: the MMA wrote o0 (tensor memory), which holds o0_1.x
+    # aref-ir[mma1#149] mma_commit %o0_1.x.full[%65] item %64
+    sm100.commit(o0_1_x_full)  # tcgen05.commit
     # aref-ir[mma1#150] mbarrier_wait %o1_1.x.empty[%65] parity %66
     cute.arch.mbarrier_wait(o1_1_x_empty, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
@@ -361,44 +352,41 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
     sm100.commit(mma_done_mma1)
     cute.arch.mbarrier_wait(mma_done_mma1, mma_phase)
     mma_phase = mma_phase ^ 1
-    # aref-ir[mma1#156] named_barrier_sync id=1 threads=416
-    cute.arch.barrier(barrier_id=1, number_of_threads=416)
+    # aref-ir[mma1#156] named_barrier_sync id=1 threads=288
+    cute.arch.barrier(barrier_id=1, number_of_threads=288)
     # aref-ir[mma1#157] tmem_dealloc columns=512
     cute.arch.dealloc_tmem(tmem, 512)
 
 
 @cute.jit
-def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_full, cast, s_cast, cast_x_full, o_x_full, o_x_empty, s_O_softmax, tma_store_O, tma_store_O_gmem, K: cutlass.Constexpr, K_1: cutlass.Constexpr, GROUP_BARRIER: cutlass.Constexpr, TILE_OFFSET: cutlass.Constexpr):
-    """softmax warp group: softmax, TMA-store epilogue: group 2 'softmax2' (176 registers), group 4 'softmax4' (176 registers).
-
-    Per-group constants: K, K_1, GROUP_BARRIER, TILE_OFFSET.
-    """
-    # aref-ir[softmax2#0 softmax4#0] setmaxnreg inc 176
-    cute.arch.setmaxregister_increase(176)
+def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, cast_x_full, o0_x_full, o0_x_empty, mul_x_empty, mul_x_full, o0_1_x_full, o0_1_x_empty, s_O_softmax2, tma_store_O, tma_store_O_gmem):
+    """softmax warp group: softmax, TMA-store epilogue: group 2 'softmax2' (232 registers)."""
+    # aref-ir[softmax2#0] setmaxnreg inc 232
+    cute.arch.setmaxregister_increase(232)
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
     block = cute.arch.block_idx()
     s = sm100.row_tile(64, 128, cutlass.Float32)
     tmem = cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, ptr_to_buffer_holding_addr=tmem_holder)
-    t_mma_x = sm100.tmem_tile(tmem, K, 64, 128)
+    t_mma_x = sm100.tmem_tile(tmem, 128, 64, 128)
     row_max = cute.make_rmem_tensor(1, cutlass.Float32)
     row = cute.make_rmem_tensor(1, cutlass.Float32)
-    row64 = sm100.coords(64, 32, tidx)[0][0]
+    row_sum = cute.make_rmem_tensor(1, cutlass.Float32)
     s_f16 = sm100.row_tile(64, 128, cutlass.Float16)
     l0 = cute.make_rmem_tensor(1, cutlass.Float32)
-    row_max_1 = cute.make_rmem_tensor(1, cutlass.Float32)
+    row_1 = cute.make_rmem_tensor(1, cutlass.Float32)
     o0 = sm100.row_tile(64, 64, cutlass.Float32)
-    t_o0 = sm100.tmem_tile(tmem, K_1, 64, 64)
+    t_o0 = sm100.tmem_tile(tmem, 0, 64, 64)
     s_1 = sm100.row_tile(64, 64, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
-        tma_store_O, 0, cute.make_layout(1), cute.group_modes(s_O_softmax, 0, 2),
+        tma_store_O, 0, cute.make_layout(1), cute.group_modes(s_O_softmax2, 0, 2),
         cute.group_modes(cute.local_tile(tma_store_O_gmem, (64, 64), (None, None, None)), 0, 2),
     )
     pid_m = block[0]
     bh = block[1]
     # ---- prologue: pipeline fill
-    # aref-ir[softmax2#13 softmax4#14] mbarrier_wait %mma.x.full[%73] parity %73
-    cute.arch.mbarrier_wait(own_mma_x_full, 0)
+    # aref-ir[softmax2#13] mbarrier_wait %mma.x.full[%73] parity %73
+    cute.arch.mbarrier_wait(mma_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
@@ -412,44 +400,62 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(64):
             s[r, c] = s[r, c] * 0.18033688011112042
-    # aref-ir[softmax2#19 softmax4#19] mbarrier_arrive %mma.x.empty[%73] item %71
+    # aref-ir[softmax2#19] mbarrier_arrive %mma.x.empty[%73] item %71
     # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(own_mma_x_empty, warp_in_group)
+    cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(mma_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(64):
             s[r, c] = cute.math.exp2(s[r, c] - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(1):
         row[r] = cute.math.exp2(-cutlass.Float32.inf - row_max[r], fastmath=True)
-    # aref-ir[softmax2#27 softmax4#27] mbarrier_wait %exp2.x.empty[%73] parity %85
-    cute.arch.mbarrier_wait(exp2, 1)
-    # aref-ir[softmax2#28 softmax4#28] slot_store %84 -> %exp2.x.ring0[%73] item %71
-    s_exp2[row64, 0] = row[0]
-    # aref-ir[softmax2#29 softmax4#29] mbarrier_arrive %exp2.x.full[%73] item %71 count=128
-    cute.arch.mbarrier_arrive(exp2_x_full)  # every thread of the group: count 128
     for r in cutlass.range_constexpr(1):
         x = cutlass.Float32(0.0)
         for c in cutlass.range_constexpr(64):
             x = x + s[r, c]
         x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
-        row[r] = x
-    # aref-ir[softmax2#33 softmax4#33] mbarrier_wait %cast.x.empty[%73] parity %85
-    cute.arch.mbarrier_wait(cast, 1)
-    # aref-ir[softmax2#34 softmax4#34] slot_store %88 -> %cast.x.ring0[%73] item %71
+        row_sum[r] = x
+    # aref-ir[softmax2#31] mbarrier_wait %cast.x.empty[%73] parity %89
+    cute.arch.mbarrier_wait(cast_x_empty, 1)
+    # aref-ir[softmax2#32] slot_store %88 -> %cast.x.ring0[%73] item %71
     s_f16.store(s.load().to(cutlass.Float16))
-    sm100.copy_rows(s_f16, sm100.smem_rows(s_cast[None, None, 0], 64, 128, tidx))
-    # aref-ir[softmax2#35 softmax4#35] fence_proxy_async
+    sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_x_v0[None, None, 0], 64, 128, tidx))
+    # aref-ir[softmax2#33] fence_proxy_async
     cute.arch.fence_proxy("async.shared", space="cta")
-    # aref-ir[softmax2#36 softmax4#36] mbarrier_arrive %cast.x.full[%73] item %71 count=128
+    # aref-ir[softmax2#34] mbarrier_arrive %cast.x.full[%73] item %71 count=128
     cute.arch.mbarrier_arrive(cast_x_full)  # every thread of the group: count 128
     l0.fill(0.0)
+    for r in cutlass.range_constexpr(1):
+        row_1[r] = row[r]
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
         for r in cutlass.range_constexpr(1):
-            l0[r] = l0[r] + row[r]
+            l0[r] = l0[r] + row_sum[r]
+        o0_x_slot = j % 1
+        # aref-ir[softmax2#44] mbarrier_wait %o0.x.full[%o0.x.slot.1] parity %o0.x.phase.1
+        cute.arch.mbarrier_wait(o0_x_full + o0_x_slot, (j // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
+        for r in cutlass.range_constexpr(1):
+            for c in cutlass.range_constexpr(32):
+                o0[r, c] = o0[r, c] * row_1[r]
+        # aref-ir[softmax2#47] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(o0_x_empty + o0_x_slot, warp_in_group)
+        mul_x_slot = j % 1
+        # aref-ir[softmax2#51] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
+        cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        # aref-ir[softmax2#52] slot_store %101 -> %mul.x.ring0[%mul.x.slot.2] item %j.2
+        sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
+        # aref-ir[softmax2#53] tmem_store_fence
+        sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
+        # aref-ir[softmax2#54] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.2 count=128
+        cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
         mma_x_slot = (j + 1) % 1
-        # aref-ir[softmax2#46 softmax4#47] mbarrier_wait %mma.x.full[%mma.x.slot.1] parity %mma.x.phase.1
-        cute.arch.mbarrier_wait(own_mma_x_full + mma_x_slot, ((j + 1) // 1) % 2)
+        # aref-ir[softmax2#58] mbarrier_wait %mma.x.full[%mma.x.slot.1] parity %mma.x.phase.1
+        cute.arch.mbarrier_wait(mma_x_full + mma_x_slot, ((j + 1) // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
@@ -457,30 +463,23 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
             for c in cutlass.range_constexpr(64):
                 x = cute.arch.fmax(x, s[r, c])
             x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
-            row_max_1[r] = x
+            row[r] = x
         for r in cutlass.range_constexpr(1):
-            row_max_1[r] = row_max_1[r] * 0.18033688011112042
+            row[r] = row[r] * 0.18033688011112042
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
                 s[r, c] = s[r, c] * 0.18033688011112042
-        # aref-ir[softmax2#52 softmax4#52] mbarrier_arrive %mma.x.empty[%mma.x.slot.1] item %94
+        # aref-ir[softmax2#64] mbarrier_arrive %mma.x.empty[%mma.x.slot.1] item %96
         # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(own_mma_x_empty + mma_x_slot, warp_in_group)
+        cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(mma_x_empty + mma_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
-            row_max_1[r] = cute.arch.fmax(row_max[r], row_max_1[r])
+            row[r] = cute.arch.fmax(row_max[r], row[r])
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
-                s[r, c] = cute.math.exp2(s[r, c] - row_max_1[r], fastmath=True)
+                s[r, c] = cute.math.exp2(s[r, c] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
-            row_max[r] = cute.math.exp2(row_max[r] - row_max_1[r], fastmath=True)
-        exp2_x_slot = (j + 1) % 2
-        # aref-ir[softmax2#63 softmax4#63] mbarrier_wait %exp2.x.empty[%exp2.x.slot] parity %exp2.x.phase^1
-        cute.arch.mbarrier_wait(exp2 + exp2_x_slot, 1 - (((j + 1) // 2) % 2))
-        # aref-ir[softmax2#64 softmax4#64] slot_store %109 -> %exp2.x.ring0[%exp2.x.slot] item %94
-        s_exp2[row64, exp2_x_slot] = row_max[0]
-        # aref-ir[softmax2#65 softmax4#65] mbarrier_arrive %exp2.x.full[%exp2.x.slot] item %94 count=128
-        cute.arch.mbarrier_arrive(exp2_x_full + exp2_x_slot)  # every thread of the group: count 128
+            row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
             l0[r] = l0[r] * row_max[r]
         for r in cutlass.range_constexpr(1):
@@ -488,25 +487,47 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
             for c in cutlass.range_constexpr(64):
                 x = x + s[r, c]
             x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
-            row[r] = x
+            row_sum[r] = x
         cast_x_slot = (j + 1) % 2
-        # aref-ir[softmax2#72 softmax4#72] mbarrier_wait %cast.x.empty[%cast.x.slot.2] parity %cast.x.phase^1
-        cute.arch.mbarrier_wait(cast + cast_x_slot, 1 - (((j + 1) // 2) % 2))
-        # aref-ir[softmax2#73 softmax4#73] slot_store %113 -> %cast.x.ring0[%cast.x.slot.2] item %94
+        # aref-ir[softmax2#79] mbarrier_wait %cast.x.empty[%cast.x.slot.2] parity %cast.x.phase^1
+        cute.arch.mbarrier_wait(cast_x_empty + cast_x_slot, 1 - (((j + 1) // 2) % 2))
+        # aref-ir[softmax2#80] slot_store %117 -> %cast.x.ring0[%cast.x.slot.2] item %96
         s_f16.store(s.load().to(cutlass.Float16))
-        sm100.copy_rows(s_f16, sm100.smem_rows(s_cast[None, None, cast_x_slot], 64, 128, tidx))
-        # aref-ir[softmax2#74 softmax4#74] fence_proxy_async
+        sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_x_v0[None, None, cast_x_slot], 64, 128, tidx))
+        # aref-ir[softmax2#81] fence_proxy_async
         cute.arch.fence_proxy("async.shared", space="cta")
-        # aref-ir[softmax2#75 softmax4#75] mbarrier_arrive %cast.x.full[%cast.x.slot.2] item %94 count=128
+        # aref-ir[softmax2#82] mbarrier_arrive %cast.x.full[%cast.x.slot.2] item %96 count=128
         cute.arch.mbarrier_arrive(cast_x_full + cast_x_slot)  # every thread of the group: count 128
-        # carry row_max_1 into the next iteration
-        row_max.store(row_max_1.load())
+        for r in cutlass.range_constexpr(1):
+            row_1[r] = row_max[r]
+        # carry row into the next iteration
+        row_max.store(row.load())
     # ---- epilogue: pipeline drain
     for r in cutlass.range_constexpr(1):
-        l0[r] = l0[r] + row[r]
+        l0[r] = l0[r] + row_sum[r]
+    # aref-ir[softmax2#92] mbarrier_wait %o0.x.full[%o0.x.slot.2] parity %o0.x.phase.2
+    cute.arch.mbarrier_wait(o0_x_full, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(32):
+            o0[r, c] = o0[r, c] * row_1[r]
+    # aref-ir[softmax2#95] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(o0_x_empty, warp_in_group)
+    # aref-ir[softmax2#99] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
+    cute.arch.mbarrier_wait(mul_x_empty, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    # aref-ir[softmax2#100] slot_store %130 -> %mul.x.ring0[%mul.x.slot.3] item %125
+    sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
+    # aref-ir[softmax2#101] tmem_store_fence
+    sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
+    # aref-ir[softmax2#102] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %125 count=128
+    cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
     # ---- after the loop
-    # aref-ir[softmax2#90 softmax4#93] mbarrier_wait %o0.x.full[%129] parity %129
-    cute.arch.mbarrier_wait(o_x_full, 0)
+    # aref-ir[softmax2#113] mbarrier_wait %o0_1.x.full[%139] parity %139
+    cute.arch.mbarrier_wait(o0_1_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
@@ -514,155 +535,213 @@ def softmax(own_mma_x_full, tmem_holder, own_mma_x_empty, exp2, s_exp2, exp2_x_f
         inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * inv_row
-    # aref-ir[softmax2#93 softmax4#96] mbarrier_arrive %o0.x.empty[%129] item %128
+    # aref-ir[softmax2#116] mbarrier_arrive %o0_1.x.empty[%139] item %138
     # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=GROUP_BARRIER, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(o_x_empty, warp_in_group)
+    cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(o0_1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(32):
             s_1[r, c] = cutlass.Float16(o0[r, c])
-    # aref-ir[softmax2#96 softmax4#98] store %O[%bh.1, %126, %132] = %131 tile=(64, 64)
-    sm100.rows_to_smem(s_1, s_O_softmax, 64, 64, tidx, barrier_id=GROUP_BARRIER)
-    aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + TILE_OFFSET, 0, bh], warp_in_group)
-    # aref-ir[softmax2#97 softmax4#99] named_barrier_arrive id=1 threads=416
-    cute.arch.barrier_arrive(barrier_id=1, number_of_threads=416)
+    # aref-ir[softmax2#119] store %O[%bh.1, %136, %142] = %141 tile=(64, 64)
+    sm100.rows_to_smem(s_1, s_O_softmax2, 64, 64, tidx, barrier_id=2)
+    aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + 0, 0, bh], warp_in_group)
+    # aref-ir[softmax2#120] named_barrier_arrive id=1 threads=288
+    cute.arch.barrier_arrive(barrier_id=1, number_of_threads=288)
     # shared memory must outlive the TMA stores that read it
     aref.staging_free(warp_in_group)
 
 
 @cute.jit
-def correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty, exp2_1_x_full, o1_x_full, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty):
-    """correction warp group: accumulator rescaling in tensor memory: group 3 'correction3' (112 registers)."""
-    # aref-ir[correction3#0] setmaxnreg dec 112
-    cute.arch.setmaxregister_decrease(112)
+def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_x_v0, cast_1_x_full, o1_x_full, o1_x_empty, mul_1_x_empty, mul_1_x_full, o1_1_x_full, o1_1_x_empty, s_O_softmax3, tma_store_O, tma_store_O_gmem):
+    """softmax warp group: softmax, TMA-store epilogue: group 3 'softmax3' (232 registers)."""
+    # aref-ir[softmax3#0] setmaxnreg inc 232
+    cute.arch.setmaxregister_increase(232)
     tidx, _, _ = cute.arch.thread_idx()
     warp_in_group = cute.arch.make_warp_uniform(cute.arch.warp_idx() % 4)
-    o0 = sm100.row_tile(64, 64, cutlass.Float32)
+    block = cute.arch.block_idx()
+    s = sm100.row_tile(64, 128, cutlass.Float32)
     tmem = cute.arch.retrieve_tmem_ptr(cutlass.Float32, alignment=16, ptr_to_buffer_holding_addr=tmem_holder)
-    t_o0 = sm100.tmem_tile(tmem, 0, 64, 64)
-    row64 = sm100.coords(64, 32, tidx)[0][0]
+    t_mma_1_x = sm100.tmem_tile(tmem, 256, 64, 128)
+    row_max = cute.make_rmem_tensor(1, cutlass.Float32)
+    row = cute.make_rmem_tensor(1, cutlass.Float32)
+    row_sum = cute.make_rmem_tensor(1, cutlass.Float32)
+    s_f16 = sm100.row_tile(64, 128, cutlass.Float16)
+    l1 = cute.make_rmem_tensor(1, cutlass.Float32)
+    row_1 = cute.make_rmem_tensor(1, cutlass.Float32)
+    o1 = sm100.row_tile(64, 64, cutlass.Float32)
     t_o1 = sm100.tmem_tile(tmem, 64, 64, 64)
+    s_1 = sm100.row_tile(64, 64, cutlass.Float16)
+    O_staged_tma, O_tiles = cpasync.tma_partition(
+        tma_store_O, 0, cute.make_layout(1), cute.group_modes(s_O_softmax3, 0, 2),
+        cute.group_modes(cute.local_tile(tma_store_O_gmem, (64, 64), (None, None, None)), 0, 2),
+    )
+    pid_m = block[0]
+    bh = block[1]
     # ---- prologue: pipeline fill
+    # aref-ir[softmax3#14] mbarrier_wait %mma_1.x.full[%150] parity %150
+    cute.arch.mbarrier_wait(mma_1_x_full, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+    for r in cutlass.range_constexpr(1):
+        x = -cutlass.Float32.inf
+        for c in cutlass.range_constexpr(64):
+            x = cute.arch.fmax(x, s[r, c])
+        x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
+        row_max[r] = x
+    for r in cutlass.range_constexpr(1):
+        row_max[r] = row_max[r] * 0.18033688011112042
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(64):
+            s[r, c] = s[r, c] * 0.18033688011112042
+    # aref-ir[softmax3#19] mbarrier_arrive %mma_1.x.empty[%150] item %147
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(mma_1_x_empty, warp_in_group)
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(64):
+            s[r, c] = cute.math.exp2(s[r, c] - row_max[r], fastmath=True)
+    for r in cutlass.range_constexpr(1):
+        row[r] = cute.math.exp2(-cutlass.Float32.inf - row_max[r], fastmath=True)
+    for r in cutlass.range_constexpr(1):
+        x = cutlass.Float32(0.0)
+        for c in cutlass.range_constexpr(64):
+            x = x + s[r, c]
+        x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
+        row_sum[r] = x
+    # aref-ir[softmax3#31] mbarrier_wait %cast_1.x.empty[%150] parity %165
+    cute.arch.mbarrier_wait(cast_1_x_empty, 1)
+    # aref-ir[softmax3#32] slot_store %164 -> %cast_1.x.ring0[%150] item %147
+    s_f16.store(s.load().to(cutlass.Float16))
+    sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_1_x_v0[None, None, 0], 64, 128, tidx))
+    # aref-ir[softmax3#33] fence_proxy_async
+    cute.arch.fence_proxy("async.shared", space="cta")
+    # aref-ir[softmax3#34] mbarrier_arrive %cast_1.x.full[%150] item %147 count=128
+    cute.arch.mbarrier_arrive(cast_1_x_full)  # every thread of the group: count 128
+    l1.fill(0.0)
+    for r in cutlass.range_constexpr(1):
+        row_1[r] = row[r]
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        exp2_x_slot = j % 2
-        # aref-ir[correction3#14] mbarrier_wait %exp2.x.full[%exp2.x.slot.1] parity %exp2.x.phase.1
-        cute.arch.mbarrier_wait(exp2_x_full + exp2_x_slot, (j // 2) % 2)
-        o0_1_x_slot = j % 1
-        # aref-ir[correction3#21] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.1] parity %o0_1.x.phase.1
-        cute.arch.mbarrier_wait(o0_1_x_full + o0_1_x_slot, (j // 1) % 2)
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        for r in cutlass.range_constexpr(1):
-            row_exp2_x = s_exp2_x_v0[row64, exp2_x_slot]
-            for c in cutlass.range_constexpr(32):
-                o0[r, c] = o0[r, c] * row_exp2_x
-        # aref-ir[correction3#24] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.1] item %j.3
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(o0_1_x_empty + o0_1_x_slot, warp_in_group)
-        mul_x_slot = j % 1
-        # aref-ir[correction3#28] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
-        cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#29] slot_store %147 -> %mul.x.ring0[%mul.x.slot.2] item %j.3
-        sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#30] tmem_store_fence
-        sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#31] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.3 count=128
-        cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#32] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.1] item %j.3
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(exp2_x_empty + exp2_x_slot, warp_in_group)
-        exp2_1_x_slot = j % 2
-        # aref-ir[correction3#35] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot] parity %exp2_1.x.phase
-        cute.arch.mbarrier_wait(exp2_1_x_full + exp2_1_x_slot, (j // 2) % 2)
         o1_x_slot = j % 1
-        # aref-ir[correction3#40] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[softmax3#43] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
+        sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
         for r in cutlass.range_constexpr(1):
-            row_exp2_1_x = s_exp2_1_x_v0[row64, exp2_1_x_slot]
             for c in cutlass.range_constexpr(32):
-                o0[r, c] = o0[r, c] * row_exp2_1_x
-        # aref-ir[correction3#43] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+                o1[r, c] = o1[r, c] * row_1[r]
+        # aref-ir[softmax3#46] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         mul_1_x_slot = j % 1
-        # aref-ir[correction3#47] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[softmax3#50] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[correction3#48] slot_store %150 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
-        sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[correction3#49] tmem_store_fence
+        # aref-ir[softmax3#51] slot_store %176 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
+        # aref-ir[softmax3#52] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[correction3#50] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[softmax3#53] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
-        # aref-ir[correction3#51] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot] item %j.3
+        for r in cutlass.range_constexpr(1):
+            l1[r] = l1[r] + row_sum[r]
+        mma_1_x_slot = (j + 1) % 1
+        # aref-ir[softmax3#59] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
+        cute.arch.mbarrier_wait(mma_1_x_full + mma_1_x_slot, ((j + 1) // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+        for r in cutlass.range_constexpr(1):
+            x = -cutlass.Float32.inf
+            for c in cutlass.range_constexpr(64):
+                x = cute.arch.fmax(x, s[r, c])
+            x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
+            row[r] = x
+        for r in cutlass.range_constexpr(1):
+            row[r] = row[r] * 0.18033688011112042
+        for r in cutlass.range_constexpr(1):
+            for c in cutlass.range_constexpr(64):
+                s[r, c] = s[r, c] * 0.18033688011112042
+        # aref-ir[softmax3#64] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(exp2_1_x_empty + exp2_1_x_slot, warp_in_group)
+        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
+        for r in cutlass.range_constexpr(1):
+            row[r] = cute.arch.fmax(row_max[r], row[r])
+        for r in cutlass.range_constexpr(1):
+            for c in cutlass.range_constexpr(64):
+                s[r, c] = cute.math.exp2(s[r, c] - row[r], fastmath=True)
+        for r in cutlass.range_constexpr(1):
+            row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
+        for r in cutlass.range_constexpr(1):
+            l1[r] = l1[r] * row_max[r]
+        for r in cutlass.range_constexpr(1):
+            x = cutlass.Float32(0.0)
+            for c in cutlass.range_constexpr(64):
+                x = x + s[r, c]
+            x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
+            row_sum[r] = x
+        cast_1_x_slot = (j + 1) % 2
+        # aref-ir[softmax3#79] mbarrier_wait %cast_1.x.empty[%cast_1.x.slot.2] parity %cast_1.x.phase^1
+        cute.arch.mbarrier_wait(cast_1_x_empty + cast_1_x_slot, 1 - (((j + 1) // 2) % 2))
+        # aref-ir[softmax3#80] slot_store %193 -> %cast_1.x.ring0[%cast_1.x.slot.2] item %172
+        s_f16.store(s.load().to(cutlass.Float16))
+        sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_1_x_v0[None, None, cast_1_x_slot], 64, 128, tidx))
+        # aref-ir[softmax3#81] fence_proxy_async
+        cute.arch.fence_proxy("async.shared", space="cta")
+        # aref-ir[softmax3#82] mbarrier_arrive %cast_1.x.full[%cast_1.x.slot.2] item %172 count=128
+        cute.arch.mbarrier_arrive(cast_1_x_full + cast_1_x_slot)  # every thread of the group: count 128
+        for r in cutlass.range_constexpr(1):
+            row_1[r] = row_max[r]
+        # carry row into the next iteration
+        row_max.store(row.load())
     # ---- epilogue: pipeline drain
-    # aref-ir[correction3#59] mbarrier_wait %exp2.x.full[%exp2.x.slot.2] parity %exp2.x.phase.2
-    cute.arch.mbarrier_wait(exp2_x_full + 1, 0)
-    # aref-ir[correction3#66] mbarrier_wait %o0_1.x.full[%o0_1.x.slot.2] parity %o0_1.x.phase.2
-    cute.arch.mbarrier_wait(o0_1_x_full, 1)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    for r in cutlass.range_constexpr(1):
-        row_exp2_x_1 = s_exp2_x_v0[row64, 1]
-        for c in cutlass.range_constexpr(32):
-            o0[r, c] = o0[r, c] * row_exp2_x_1
-    # aref-ir[correction3#69] mbarrier_arrive %o0_1.x.empty[%o0_1.x.slot.2] item %153
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(o0_1_x_empty, warp_in_group)
-    # aref-ir[correction3#73] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
-    cute.arch.mbarrier_wait(mul_x_empty, 0)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#74] slot_store %160 -> %mul.x.ring0[%mul.x.slot.3] item %153
-    sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#75] tmem_store_fence
-    sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#76] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %153 count=128
-    cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#77] mbarrier_arrive %exp2.x.empty[%exp2.x.slot.2] item %153
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(exp2_x_empty + 1, warp_in_group)
-    # aref-ir[correction3#80] mbarrier_wait %exp2_1.x.full[%exp2_1.x.slot.1] parity %exp2_1.x.phase.1
-    cute.arch.mbarrier_wait(exp2_1_x_full + 1, 0)
-    # aref-ir[correction3#85] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[softmax3#91] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    sm100.tmem_load(t_o1, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
+    sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
     for r in cutlass.range_constexpr(1):
-        row_exp2_1_x_1 = s_exp2_1_x_v0[row64, 1]
         for c in cutlass.range_constexpr(32):
-            o0[r, c] = o0[r, c] * row_exp2_1_x_1
-    # aref-ir[correction3#88] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %153
+            o1[r, c] = o1[r, c] * row_1[r]
+    # aref-ir[softmax3#94] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
-    # aref-ir[correction3#92] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[softmax3#98] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[correction3#93] slot_store %163 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %153
-    sm100.tmem_store(t_o1, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[correction3#94] tmem_store_fence
+    # aref-ir[softmax3#99] slot_store %205 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %201
+    sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
+    # aref-ir[softmax3#100] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[correction3#95] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %153 count=128
+    # aref-ir[softmax3#101] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %201 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
-    # aref-ir[correction3#96] mbarrier_arrive %exp2_1.x.empty[%exp2_1.x.slot.1] item %153
+    for r in cutlass.range_constexpr(1):
+        l1[r] = l1[r] + row_sum[r]
+    # ---- after the loop
+    # aref-ir[softmax3#116] mbarrier_wait %o1_1.x.full[%218] parity %218
+    cute.arch.mbarrier_wait(o1_1_x_full, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
+    for r in cutlass.range_constexpr(1):
+        row_l_safe = aref.where(l1[r] == 0.0, 1.0, l1[r])
+        inv_row = 1.0 / row_l_safe
+        for c in cutlass.range_constexpr(32):
+            o1[r, c] = o1[r, c] * inv_row
+    # aref-ir[softmax3#119] mbarrier_arrive %o1_1.x.empty[%218] item %217
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(exp2_1_x_empty + 1, warp_in_group)
-    # ---- after the loop
-    # aref-ir[correction3#97] named_barrier_arrive id=1 threads=416
-    cute.arch.barrier_arrive(barrier_id=1, number_of_threads=416)
+    aref.arrive_once(o1_1_x_empty, warp_in_group)
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(32):
+            s_1[r, c] = cutlass.Float16(o1[r, c])
+    # aref-ir[softmax3#121] store %O[%bh.2, %215, %212] = %220 tile=(64, 64)
+    sm100.rows_to_smem(s_1, s_O_softmax3, 64, 64, tidx, barrier_id=3)
+    aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + 1, 0, bh], warp_in_group)
+    # aref-ir[softmax3#122] named_barrier_arrive id=1 threads=288
+    cute.arch.barrier_arrive(barrier_id=1, number_of_threads=288)
+    # shared memory must outlive the TMA stores that read it
+    aref.staging_free(warp_in_group)
 
 
 @cute.kernel
@@ -684,12 +763,10 @@ def attention_fwd_kernel(
     s_vc_V_layout: cute.ComposedLayout,
     s_load_x_Q_layout: cute.ComposedLayout,
     s_load_1_x_Q_layout: cute.ComposedLayout,
-    s_exp2_x_v0_layout: cute.Layout,
     s_cast_x_v0_layout: cute.ComposedLayout,
-    s_exp2_1_x_v0_layout: cute.Layout,
     s_cast_1_x_v0_layout: cute.ComposedLayout,
     s_O_softmax2_layout: cute.ComposedLayout,
-    s_O_softmax4_layout: cute.ComposedLayout,
+    s_O_softmax3_layout: cute.ComposedLayout,
     s_zero_layout: cute.ComposedLayout,
 ):
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -712,16 +789,12 @@ def attention_fwd_kernel(
     load_1_x_empty = storage.load_1_x_empty.data_ptr()
     mma_x_full = storage.mma_x_full.data_ptr()
     mma_x_empty = storage.mma_x_empty.data_ptr()
-    exp2_x_full = storage.exp2_x_full.data_ptr()
-    exp2_x_empty = storage.exp2_x_empty.data_ptr()
     cast_x_full = storage.cast_x_full.data_ptr()
     cast_x_empty = storage.cast_x_empty.data_ptr()
     mul_x_full = storage.mul_x_full.data_ptr()
     mul_x_empty = storage.mul_x_empty.data_ptr()
     mma_1_x_full = storage.mma_1_x_full.data_ptr()
     mma_1_x_empty = storage.mma_1_x_empty.data_ptr()
-    exp2_1_x_full = storage.exp2_1_x_full.data_ptr()
-    exp2_1_x_empty = storage.exp2_1_x_empty.data_ptr()
     cast_1_x_full = storage.cast_1_x_full.data_ptr()
     cast_1_x_empty = storage.cast_1_x_empty.data_ptr()
     mul_1_x_full = storage.mul_1_x_full.data_ptr()
@@ -730,12 +803,10 @@ def attention_fwd_kernel(
     s_vc_V = storage.s_vc_V.get_tensor(s_vc_V_layout.outer, swizzle=s_vc_V_layout.inner)
     s_load_x_Q = storage.s_load_x_Q.get_tensor(s_load_x_Q_layout.outer, swizzle=s_load_x_Q_layout.inner)
     s_load_1_x_Q = storage.s_load_1_x_Q.get_tensor(s_load_1_x_Q_layout.outer, swizzle=s_load_1_x_Q_layout.inner)
-    s_exp2_x_v0 = storage.s_exp2_x_v0.get_tensor(s_exp2_x_v0_layout)
     s_cast_x_v0 = storage.s_cast_x_v0.get_tensor(s_cast_x_v0_layout.outer, swizzle=s_cast_x_v0_layout.inner)
-    s_exp2_1_x_v0 = storage.s_exp2_1_x_v0.get_tensor(s_exp2_1_x_v0_layout)
     s_cast_1_x_v0 = storage.s_cast_1_x_v0.get_tensor(s_cast_1_x_v0_layout.outer, swizzle=s_cast_1_x_v0_layout.inner)
     s_O_softmax2 = storage.s_O_softmax2.get_tensor(s_O_softmax2_layout.outer, swizzle=s_O_softmax2_layout.inner)
-    s_O_softmax4 = storage.s_O_softmax4.get_tensor(s_O_softmax4_layout.outer, swizzle=s_O_softmax4_layout.inner)
+    s_O_softmax3 = storage.s_O_softmax3.get_tensor(s_O_softmax3_layout.outer, swizzle=s_O_softmax3_layout.inner)
     s_zero = storage.s_zero.get_tensor(s_zero_layout.outer, swizzle=s_zero_layout.inner)
     mma_done_mma1 = storage.mma_done_mma1.data_ptr()
     tmem_holder = storage.tmem_holder.ptr
@@ -755,31 +826,27 @@ def attention_fwd_kernel(
             aref.init_ring(load_x_full, load_x_empty, 1, 1, 1)  # load.x
             aref.init_ring(load_1_x_full, load_1_x_empty, 1, 1, 1)  # load_1.x
             aref.init_ring(mma_x_full, mma_x_empty, 1, 1, 1)  # mma.x
-            aref.init_ring(exp2_x_full, exp2_x_empty, 2, 128, 1)  # exp2.x
             aref.init_ring(cast_x_full, cast_x_empty, 2, 128, 1)  # cast.x
             aref.init_ring(mul_x_full, mul_x_empty, 1, 128, 1)  # mul.x
             aref.init_ring(mma_1_x_full, mma_1_x_empty, 1, 1, 1)  # mma_1.x
-            aref.init_ring(exp2_1_x_full, exp2_1_x_empty, 2, 128, 1)  # exp2_1.x
             aref.init_ring(cast_1_x_full, cast_1_x_empty, 2, 128, 1)  # cast_1.x
             aref.init_ring(mul_1_x_full, mul_1_x_empty, 1, 128, 1)  # mul_1.x
             cute.arch.mbarrier_init(mma_done_mma1, 1)
             cute.arch.mbarrier_init_fence()
         sm100.fill_zeros(s_zero, cute.arch.lane_idx())  # operands of the tensor core's zero fills
-    if warp == 13:  # mma1 allocates tensor memory for all roles
+    if warp == 9:  # mma1 allocates tensor memory for all roles
         cute.arch.alloc_tmem(TMEM_COLUMNS, tmem_holder)
         cute.arch.relinquish_tmem_alloc_permit()
     # every role sees initialised barriers (and tensor memory's address) before its first wait or arrive
     cute.arch.sync_threads()
     if warp >= 0 and warp < 4:  # softmax2
-        softmax(mma_x_full, tmem_holder, mma_x_empty, exp2_x_empty, s_exp2_x_v0, exp2_x_full, cast_x_empty, s_cast_x_v0, cast_x_full, o0_x_full, o0_x_empty, s_O_softmax2, tma_store_O, tma_store_O_gmem, K=128, K_1=0, GROUP_BARRIER=2, TILE_OFFSET=0)
-    elif warp >= 4 and warp < 8:  # correction3
-        correction(exp2_x_full, o0_1_x_full, tmem_holder, s_exp2_x_v0, o0_1_x_empty, mul_x_empty, mul_x_full, exp2_x_empty, exp2_1_x_full, o1_x_full, s_exp2_1_x_v0, o1_x_empty, mul_1_x_empty, mul_1_x_full, exp2_1_x_empty)
-    elif warp >= 8 and warp < 12:  # softmax4
-        softmax(mma_1_x_full, tmem_holder, mma_1_x_empty, exp2_1_x_empty, s_exp2_1_x_v0, exp2_1_x_full, cast_1_x_empty, s_cast_1_x_v0, cast_1_x_full, o1_1_x_full, o1_1_x_empty, s_O_softmax4, tma_store_O, tma_store_O_gmem, K=256, K_1=64, GROUP_BARRIER=4, TILE_OFFSET=1)
-    elif warp == 12:  # producer0
+        softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, cast_x_full, o0_x_full, o0_x_empty, mul_x_empty, mul_x_full, o0_1_x_full, o0_1_x_empty, s_O_softmax2, tma_store_O, tma_store_O_gmem)
+    elif warp >= 4 and warp < 8:  # softmax3
+        softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_x_v0, cast_1_x_full, o1_x_full, o1_x_empty, mul_1_x_empty, mul_1_x_full, o1_1_x_full, o1_1_x_empty, s_O_softmax3, tma_store_O, tma_store_O_gmem)
+    elif warp == 8:  # producer0
         load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empty, load_1_x_full, s_load_1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem)
-    elif warp == 13:  # mma1
-        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_1_x_empty, zmma0, s_zero, o0_1_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_x_empty, o0_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1)
+    elif warp == 9:  # mma1
+        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_x_empty, zmma0, s_zero, o0_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_1_x_empty, o0_1_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1)
     else:  # idle warps of the last warp group: they only join its register reallocation
         cute.arch.setmaxregister_decrease(48)
 
@@ -794,20 +861,18 @@ def host(Q: cute.Tensor, K: cute.Tensor, V: cute.Tensor, O: cute.Tensor, stream:
     s_vc_V_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (128, 1, 64), cutlass.Float16, 3)
     s_load_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
     s_load_1_x_Q_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 64), cutlass.Float16, 1)
-    s_exp2_x_v0_layout = cute.make_layout((64, 2))
     s_cast_x_v0_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 128), cutlass.Float16, 2)
-    s_exp2_1_x_v0_layout = cute.make_layout((64, 2))
     s_cast_1_x_v0_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 128), cutlass.Float16, 2)
     s_O_softmax2_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 64), 1), (None, None, 0))
-    s_O_softmax4_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 64), 1), (None, None, 0))
+    s_O_softmax3_layout = cute.slice_(sm90_utils.make_smem_layout_epi(cutlass.Float16, LayoutEnum.ROW_MAJOR, (64, 64), 1), (None, None, 0))
     s_zero_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (64, 1, 16), cutlass.Float16, 1)
     tma_Q, tma_Q_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), Q, cute.slice_(s_load_x_Q_layout, (None, None, 0)), (64, 64))
     tma_K, tma_K_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), K, cute.slice_(s_kc_K_layout, (None, None, 0)), (128, 64))
     tma_V, tma_V_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), V, cute.slice_(s_vc_V_layout, (None, None, 0)), (128, 64))
     tma_store_O, tma_store_O_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), O, s_O_softmax2_layout, (64, 64))
-    tma_store_O_1, tma_store_O_1_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), O, s_O_softmax4_layout, (64, 64))
+    tma_store_O_1, tma_store_O_1_gmem = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), O, s_O_softmax3_layout, (64, 64))
     attention_fwd_kernel(
-        tma_Q, tma_Q_gmem, tma_K, tma_K_gmem, tma_V, tma_V_gmem, tma_store_O, tma_store_O_gmem, tma_store_O_1, tma_store_O_1_gmem, mma0, mma1, zmma0, s_kc_K_layout, s_vc_V_layout, s_load_x_Q_layout, s_load_1_x_Q_layout, s_exp2_x_v0_layout, s_cast_x_v0_layout, s_exp2_1_x_v0_layout, s_cast_1_x_v0_layout, s_O_softmax2_layout, s_O_softmax4_layout, s_zero_layout,
+        tma_Q, tma_Q_gmem, tma_K, tma_K_gmem, tma_V, tma_V_gmem, tma_store_O, tma_store_O_gmem, tma_store_O_1, tma_store_O_1_gmem, mma0, mma1, zmma0, s_kc_K_layout, s_vc_V_layout, s_load_x_Q_layout, s_load_1_x_Q_layout, s_cast_x_v0_layout, s_cast_1_x_v0_layout, s_O_softmax2_layout, s_O_softmax3_layout, s_zero_layout,
     ).launch(
         grid=GRID,
         block=(THREADS, 1, 1),
