@@ -31,7 +31,7 @@ from aref.backend.cute.sm100.rows import RowLayout
 from aref.backend.cute.source import Lines
 from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Space, TileType, Value
-from aref.resources.layout import ACC, tile_layout
+from aref.resources.layout import ACC, COL, tile_layout
 
 SM100_TAGGED = tuple(TAGGED) + (OpKind.MMA_COMMIT, OpKind.TMEM_ALLOC, OpKind.TMEM_DEALLOC, OpKind.TMEM_STORE_FENCE)
 
@@ -394,7 +394,10 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
             self.out("# the previous TMA store from this staging tile must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
-        if tiled == 1:                 # a row vector: each thread writes its row's value (both halves at 64 rows)
+        if tiled == 1 and buf.layout == COL:     # a vector along the columns (a column reduction's result)
+            self.out(f"sm100.col_to_smem({buf.name}, {self.arg(stage.name)}, {buf.tile_rows}, {value.type.shape[0]}, "
+                     f"tidx, barrier_id={self.g.group_barrier})")
+        elif tiled == 1:               # a row vector: each thread writes its row's value (both halves at 64 rows)
             self.check_rows(TileType((value.type.shape[0], 1), value.type.dtype, Space.RMEM))
             self.out(f"sm100.row_to_smem({buf.name}, {self.arg(stage.name)}, {self.my_row(value.type.shape[0])}, "
                      f"barrier_id={self.g.group_barrier})")

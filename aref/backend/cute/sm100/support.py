@@ -190,6 +190,19 @@ def row_to_smem(vec: cute.Tensor, staging: cute.Tensor, row, barrier_id: cutlass
 
 
 @cute.jit
+def col_to_smem(vec: cute.Tensor, staging: cute.Tensor, rows: cutlass.Constexpr, n: cutlass.Constexpr, tidx,
+                barrier_id: cutlass.Constexpr):
+    """A vector along the columns (each thread holds the entries of the columns of its row's elements of a
+    `rows`-row tile: all n at 128 rows) → a rank-1 shared-memory staging tile for a TMA store. Every thread
+    writes what it holds; threads holding a column hold the same value, so the writes agree (a warp's stores
+    of one address are one transaction)."""
+    for c in cutlass.range_constexpr(n if rows == 128 else n // 2):
+        staging[col_index(rows, n, tidx, c)] = vec[c]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=barrier_id, number_of_threads=WARP_GROUP_THREADS)
+
+
+@cute.jit
 def tmem_operand_a(tiled_mma: cute.TiledMma, base, col: cutlass.Constexpr, m: cutlass.Constexpr,
                    n: cutlass.Constexpr, k: cutlass.Constexpr, dtype: cutlass.Constexpr):
     """The A operand fragment of a tcgen05 MMA (M = m, N = n, K = k) read from tensor memory at column `col`:
