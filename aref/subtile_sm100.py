@@ -14,9 +14,12 @@ against a 2-D tile, or is a reduction over rows) — and is computed chunk by ch
 (R, 1) columns, (R,) vectors expanded by `v[:, None]` or reduced over columns) and is computed once before
 the chunks and broadcast into them. Column values are made by elementwise ops, `arange`, `expand_dims` and
 reductions over rows (axis 0: each chunk reduces its own columns, so it yields its slice of the (C,)
-result); they are used only by column values and stores (of a column value: each chunk stores its box).
-Anything else — a reduction across columns, a transpose, an MMA or a channel put of a column value, a 1-D
-vector used both as rows and as columns — is not separable, and the register rule refuses the block.
+result); they are used only by column values and stores (of a column value: each chunk stores its box), and by
+reductions across the columns (axis 1: sum, max, min), whose chunk partials are combined (added in chunk
+order, or their max / min) — what reads such a reduction runs once, after the last chunk.
+Anything else — a column value computed from a reduction across the columns (it is complete only after the
+last chunk), a transpose, an MMA or a channel put of a column value, a 1-D vector used both as rows and as
+columns — is not separable, and the register rule refuses the block.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind
 CHUNKED = ELEMENTWISE + (OpKind.EXPAND_DIMS, OpKind.ARANGE, OpKind.REDUCE)
 I32 = ScalarType(DType.int32)
 ROW, COL = "row", "col"
+COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}     # a reduction's partials, combined
 
 
 def subtile_epilogues(ws: WSKernel) -> None:
@@ -44,13 +48,12 @@ def subtile_epilogues(ws: WSKernel) -> None:
         found = _columns(gp.post.ops)
         if found is None:
             continue
-        shape, cols = found
         for k in (2, 4, 8):
-            if shape[1] % k or shape[1] // k < 16:
+            if found[0][1] % k or found[0][1] // k < 16:
                 break
-            trial = GroupProgram(gp.group, post=Block(_chunked(gp.post.ops, shape, cols, k)))
-            if group_register_need(trial) <= MAX_REGS or k == 8 or shape[1] // (2 * k) < 16:
-                gp.post.ops = _chunked(gp.post.ops, shape, cols, k)
+            trial = GroupProgram(gp.group, post=Block(_chunked(gp.post.ops, *found, k)))
+            if group_register_need(trial) <= MAX_REGS or k == 8 or found[0][1] // (2 * k) < 16:
+                gp.post.ops = _chunked(gp.post.ops, *found, k)
                 break
 
 
@@ -96,8 +99,9 @@ def _axis_labels(ops: list[Op]) -> dict[int, str] | None:
     return {i: labels[find(i)] for i in vec_ids if find(i) in labels}
 
 
-def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int]] | None:
-    """The block's (R, C) and the ids of its column values if it is column-separable (module docstring)."""
+def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int], set[int]] | None:
+    """The block's (R, C), the ids of its column values and those of the ops that run after the last chunk (on
+    reductions across the columns, combined over the chunks) if it is column-separable (module docstring)."""
     wide = {tuple(v.type.shape) for op in ops for v in _tiles(op) if _wide(v)}
     if len({c for _, c in wide}) != 1 or len({r for r, _ in wide} - {1}) != 1:
         return None
@@ -111,10 +115,19 @@ def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int]] | None:
                 return None
     cols = {id(v) for op in ops for v in _tiles(op) if _wide(v) or labels.get(id(v)) == COL}
     stored = False
+    late: set[int] = set()                           # values known only after the last chunk
+    after: set[int] = set()
     for op in ops:
         col_in = any(id(v) in cols for v in op.operands)
         col_out = any(id(v) in cols for v in op.results)
-        if op.kind is OpKind.STORE and col_in:
+        if any(id(v) in late for v in op.operands):
+            if col_in or col_out:
+                return None                          # the chunks would need it before it is complete
+            late.update(id(r) for r in op.results)
+            after.add(id(op))
+        elif op.kind is OpKind.REDUCE and col_in and op.attrs.axis == 1 and op.attrs.fn in COMBINE:
+            late.add(id(op.result))                  # across the columns: each chunk's partial, combined
+        elif op.kind is OpKind.STORE and col_in:
             if op.attrs.reduce or op.attrs.tile_shape[-1] != shape[1]:
                 return None
             stored = True
@@ -126,18 +139,20 @@ def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int]] | None:
                 return None                          # a column value leaves the chunks (or comes from an
             if op.kind is OpKind.REDUCE and (op.attrs.axis != 0 or len(op.operands[0].type.shape) != 2):
                 return None                          # op that cannot make it column by column)
-    return (shape, cols) if stored else None
+    return (shape, cols, after) if stored else None
 
 
-def _chunked(ops: list[Op], shape: tuple[int, int], cols: set[int], k: int) -> list[Op]:
-    """The block with its column work repeated over k column chunks (gets first, releases last)."""
+def _chunked(ops: list[Op], shape: tuple[int, int], cols: set[int], after: set[int], k: int) -> list[Op]:
+    """The block with its column work repeated over k column chunks (gets first, then the chunks, then what
+    reads the combined reductions across the columns, releases last)."""
     rows, ncols = shape
     width = ncols // k
     work = {id(op) for op in ops if op.kind is not OpKind.GET and any(id(v) in cols for v in
                                                                       (*op.operands, *op.results))}
-    head = [op for op in ops if id(op) not in work and op.kind is not OpKind.CONSUMED]
+    head = [op for op in ops if id(op) not in work and id(op) not in after and op.kind is not OpKind.CONSUMED]
     tail = [op for op in ops if op.kind is OpKind.CONSUMED]
     out = list(head)
+    total: dict[int, Value] = {}                     # a reduction across the columns: its partials so far
 
     def const(value: int, loc) -> Value:
         c = Value(I32)
@@ -175,6 +190,16 @@ def _chunked(ops: list[Op], shape: tuple[int, int], cols: set[int], k: int) -> l
                 out.append(Op(OpKind.STORE, (operands[0], *coords[:-1], col, operands[-1]), (),
                               StoreAttrs((*op.attrs.tile_shape[:-1], width), op.attrs.reduce), op.loc))
                 continue
+            if op.kind is OpKind.REDUCE and op.attrs.axis == 1:
+                part = Value(op.result.type, op.result.name)
+                out.append(Op(op.kind, tuple(operands), (part,), op.attrs, op.loc, op.pred, op.stage))
+                if j:
+                    both = Value(op.result.type, op.result.name)
+                    out.append(Op(OpKind.BINARY, (total[id(op.result)], part), (both,), FnAttrs(COMBINE[op.attrs.fn]),
+                                  op.loc, op.pred, op.stage))
+                    part = both
+                total[id(op.result)] = part
+                continue
             results = tuple(Value(_narrow(r.type, width), r.name) for r in op.results)
             attrs = op.attrs
             if op.kind is OpKind.FULL:
@@ -192,6 +217,10 @@ def _chunked(ops: list[Op], shape: tuple[int, int], cols: set[int], k: int) -> l
             out.append(Op(op.kind, tuple(operands), results, attrs, op.loc, op.pred, op.stage))
             for a, b in zip(op.results, results):
                 m[id(a)] = b
+    for op in ops:                                   # what reads a combined reduction, once
+        if id(op) in after:
+            out.append(Op(op.kind, tuple(total.get(id(v), v) for v in op.operands), op.results, op.attrs, op.loc,
+                          op.pred, op.stage))
     return out + tail
 
 

@@ -34,8 +34,8 @@ def bias_colmax(A, B, C, MX, *, BM: int = 128, BN: int = 128, BK: int = 64):
 
 @aref_kernel
 def row_sums(A, B, C, RS, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
-    """The sum of each row across the columns (each chunk would hold a partial): not column-separable, though
-    the column sums beside it are."""
+    """The sum of each row across the columns (each chunk's partial, added after the last chunk) beside the
+    column sums (each chunk's own)."""
     pm, pn = aref.program_id(0), aref.program_id(1)
     acc = aref.zeros((BM, BN), aref.float32)
     ch = aref.channel(depth=2)
@@ -49,6 +49,24 @@ def row_sums(A, B, C, RS, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
     y = aref.where((rows[:, None] * 31 + cols[None, :] * 17) % 7 != 0, acc * (7.0 / 6.0), 0.0)
     aref.store(C, (pm, pn), y.to(C.dtype))
     aref.store(RS, (pm * 2 + pn,), y.sum(1))
+    aref.store(CS, (pm, pn), y.sum(0))
+
+
+@aref_kernel
+def row_normalized(A, B, C, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """Rows divided by their sum across the columns: every chunk would need the sum before the last chunk."""
+    pm, pn = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ch = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ch.put(aref.load(A, (pm, k), (BM, BK)), aref.load(B, (pn, k), (BN, BK)))
+        a, b = ch.get()
+        acc = aref.mma(a, b.T, acc)
+        ch.consumed()
+    rows = pm * BM + aref.arange(BM)
+    cols = pn * BN + aref.arange(BN)
+    y = aref.where((rows[:, None] * 31 + cols[None, :] * 17) % 7 != 0, aref.exp(acc), 0.0)
+    aref.store(C, (pm, pn), (y / y.sum(1)[:, None]).to(C.dtype))
     aref.store(CS, (pm, pn), y.sum(0))
 
 
@@ -84,8 +102,8 @@ def test_column_vectors_and_row_reductions_are_separable():
     args = _args(MX=torch.zeros(2, 256))
     ws = lower_to(bias_colmax.specialize(**args), "partitioned", CompileOptions(arch="sm_100a"))
     ops = _epilogue(ws).post.ops
-    shape, cols = _columns(ops)
-    assert shape == (128, 128)
+    shape, cols, after = _columns(ops)
+    assert shape == (128, 128) and not after                          # nothing waits for the last chunk
     vectors = {op.attrs.axis: op.operands[0] for op in ops if op.kind is OpKind.EXPAND_DIMS}
     assert id(vectors[1]) not in cols                                  # rows[:, None]: a row vector
     reduced = next(op.result for op in ops if op.kind is OpKind.REDUCE)
@@ -116,9 +134,31 @@ def test_chunked_column_max_matches_the_interpreter():
     assert torch.allclose(want["MX"], ref.reshape(2, 128, 256).amax(1), atol=1e-3)
 
 
-@pytest.mark.parametrize("kernel, outs", [(row_sums, {"RS": torch.zeros(512), "CS": torch.zeros(2, 256)}), (both_axes, {})])
+def test_row_sums_are_combined_over_the_chunks():
+    """A sum across the columns: each chunk reduces its columns, the partials are added in chunk order, and the
+    row sums are stored once, after the last chunk (the float sum is rounded in that order: within 1e-5 of the
+    interpreter's one sum over all columns; everything else is equal)."""
+    args = _args(RS=torch.zeros(512), CS=torch.zeros(2, 256))
+    tile_ir = row_sums.specialize(**args)
+    ws = lower_to(tile_ir, "barrier", CompileOptions(arch="sm_100a"))
+    ops = _epilogue(ws).post.ops
+    partials = [i for i, op in enumerate(ops) if op.kind is OpKind.REDUCE and op.attrs.axis == 1]
+    adds = [op for op in ops if op.kind is OpKind.BINARY and op.attrs.fn == "add"
+            and any(op.operands[1] is ops[i].result for i in partials)]
+    store = next(i for i, op in enumerate(ops) if op.kind is OpKind.STORE and op.attrs.tile_shape == (128,))
+    assert len(partials) > 1 and len(adds) == len(partials) - 1 and store > max(partials)
+    assert ops[store].operands[-1] is adds[-1].result
+    want = {k: v.clone() for k, v in args.items()}
+    run_kernel(tile_ir, want)
+    got = {k: v.clone() for k, v in args.items()}
+    assert not simulate(ws, got, seed=1).violations
+    assert torch.equal(got["C"], want["C"]) and torch.equal(got["CS"], want["CS"])
+    assert torch.allclose(got["RS"], want["RS"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel, outs", [(row_normalized, {"CS": torch.zeros(2, 256)}), (both_axes, {})])
 def test_not_separable_blocks_are_refused_by_the_register_rule(kernel, outs):
-    """A reduction across the columns, or a vector read along both axes: no chunking, and the block's 128
+    """A row sum read by the column math, or a vector read along both axes: no chunking, and the block's 128
     fp32 registers of y beside the mask (and the column sums) exceed the 256 a warp group can be given, refused
     at the user's line."""
     args = _args(**outs)
