@@ -168,3 +168,15 @@ def test_not_separable_blocks_are_refused_by_the_register_rule(kernel, outs):
     ws = lower_to(kernel.specialize(**args), "barrier", CompileOptions(arch="sm_100a"))
     with pytest.raises(ResourceError, match=r"\(at line \d+\).*more than the 256"):
         generate_source(ws)
+
+
+def test_row_and_column_sums_compile_for_sm100a(tmp_path):
+    """The chunked block through the CuTe DSL (PTX, no GPU needed): no spills, each chunk's column sums meet
+    across the warps by shuffles and shared memory, the row sums' partials are added in registers."""
+    from aref.backend.cute import compile_barrier
+    args = _args(RS=torch.zeros(512), CS=torch.zeros(2, 256))
+    ws = lower_to(row_sums.specialize(**args), "barrier", CompileOptions(arch="sm_100a"))
+    result = compile_barrier(ws, cache_dir=tmp_path)
+    assert result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
+    assert src.count("sm100.col_to_smem(") > 1 and src.count("sm100.row_to_smem(") == 1
