@@ -23,7 +23,7 @@ columns — is not separable, and the register rule refuses the block.
 """
 from __future__ import annotations
 
-from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, SliceAttrs,
+from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, SliceAttrs, Space,
                      StoreAttrs, TileType, Value)
 from aref.ws import GroupProgram, WSKernel
 
@@ -132,8 +132,10 @@ def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int], set[int]] | None
                 return None
             stored = True
         elif op.kind is OpKind.GET and col_out:
-            if len([r for r in op.results if isinstance(r.type, TileType)]) != 1 or not _wide(op.results[0]):
-                return None
+            tile = op.results[0]
+            if len([r for r in op.results if isinstance(r.type, TileType)]) != 1 or not _wide(tile) or \
+                    tile.type.space is Space.SMEM and tile.type.shape[0] != 1:
+                return None                          # shared (R, C) tiles are read whole (rows are threads)
         elif col_in or col_out:
             if op.kind not in CHUNKED or not all(id(r) in cols for r in op.results):
                 return None                          # a column value leaves the chunks (or comes from an

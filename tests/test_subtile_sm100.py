@@ -1,5 +1,7 @@
 """The column-separability rule of Blackwell epilogue subtiling (aref.subtile_sm100): which post-loop blocks
 run over column chunks, and which stay whole (and so are refused by the register rule when they do not fit)."""
+import re
+
 import pytest
 import torch
 
@@ -67,6 +69,27 @@ def row_normalized(A, B, C, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
     cols = pn * BN + aref.arange(BN)
     y = aref.where((rows[:, None] * 31 + cols[None, :] * 17) % 7 != 0, aref.exp(acc), 0.0)
     aref.store(C, (pm, pn), (y / y.sum(1)[:, None]).to(C.dtype))
+    aref.store(CS, (pm, pn), y.sum(0))
+
+
+@aref_kernel
+def slot_scales(A, B, SC, SR, C, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """A (1, BN) column scale and a (BM, 1) row scale loaded after the loop (shared-memory slots): the chunks
+    read the scale row's columns at their offset, the row scale whole."""
+    pm, pn = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ch = aref.channel(depth=2)
+    for k in aref.range(A.shape[1] // BK):
+        ch.put(aref.load(A, (pm, k), (BM, BK)), aref.load(B, (pn, k), (BN, BK)))
+        a, b = ch.get()
+        acc = aref.mma(a, b.T, acc)
+        ch.consumed()
+    sc = aref.load(SC, (0, pn), (1, BN))
+    sr = aref.load(SR, (pm, 0), (BM, 1))
+    rows = pm * BM + aref.arange(BM)
+    cols = pn * BN + aref.arange(BN)
+    y = aref.where((rows[:, None] * 31 + cols[None, :] * 17) % 7 != 0, acc * sc * sr, 0.0)
+    aref.store(C, (pm, pn), y.to(C.dtype))
     aref.store(CS, (pm, pn), y.sum(0))
 
 
@@ -170,13 +193,42 @@ def test_not_separable_blocks_are_refused_by_the_register_rule(kernel, outs):
         generate_source(ws)
 
 
-def test_row_and_column_sums_compile_for_sm100a(tmp_path):
-    """The chunked block through the CuTe DSL (PTX, no GPU needed): no spills, each chunk's column sums meet
-    across the warps by shuffles and shared memory, the row sums' partials are added in registers."""
+def _scales():
+    g = torch.Generator().manual_seed(1)
+    return dict(SC=torch.rand(1, 256, generator=g) + 0.5, SR=torch.rand(256, 1, generator=g) + 0.5,
+                CS=torch.zeros(2, 256))
+
+
+def test_slot_scale_row_is_read_by_column_blocks():
+    """The (1, C) scale taken from its slot is sliced per chunk, the (R, 1) one is not; the result is the
+    interpreter's."""
+    args = _args(**_scales())
+    tile_ir = slot_scales.specialize(**args)
+    ws = lower_to(tile_ir, "barrier", CompileOptions(arch="sm_100a"))
+    ops = _epilogue(ws).post.ops
+    sliced = [op.operands[0].type.shape for op in ops if op.kind is OpKind.SLICE]
+    assert (1, 128) in sliced and (128, 1) not in sliced
+    want = {k: v.clone() for k, v in args.items()}
+    run_kernel(tile_ir, want)
+    got = {k: v.clone() for k, v in args.items()}
+    assert not simulate(ws, got, seed=1).violations
+    assert torch.equal(got["C"], want["C"]) and torch.equal(got["CS"], want["CS"])
+
+
+@pytest.mark.parametrize("kernel, outs", [(row_sums, dict(RS=torch.zeros(512), CS=torch.zeros(2, 256))),
+                                          (slot_scales, None)])
+def test_chunked_blocks_compile_for_sm100a(tmp_path, kernel, outs):
+    """The chunked blocks through the CuTe DSL (PTX, no GPU needed): no spills, each chunk's column sums meet
+    across the warps by shuffles and shared memory; the row sums' partials are added in registers and stored
+    once; the second chunk reads the scale row from column 64 of its slot."""
     from aref.backend.cute import compile_barrier
-    args = _args(RS=torch.zeros(512), CS=torch.zeros(2, 256))
-    ws = lower_to(row_sums.specialize(**args), "barrier", CompileOptions(arch="sm_100a"))
+    args = _args(**(outs or _scales()))
+    ws = lower_to(kernel.specialize(**args), "barrier", CompileOptions(arch="sm_100a"))
     result = compile_barrier(ws, cache_dir=tmp_path)
     assert result.spill_bytes == 0, result.ptxas_log
     src = result.source_path.read_text()
-    assert src.count("sm100.col_to_smem(") > 1 and src.count("sm100.row_to_smem(") == 1
+    assert src.count("sm100.col_to_smem(") > 1
+    if kernel is row_sums:
+        assert src.count("sm100.row_to_smem(") == 1
+    else:
+        assert re.search(r"s_\w*SC\[0, sm100\.col_index\(128, 64, tidx, c\) \+ 64, 0\]", src)

@@ -10,7 +10,7 @@ the column of each element); row reductions are thread-local loops.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aref import ops
 from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
@@ -124,6 +124,17 @@ class RowLayout:
                                hint="slice the tile in tensor or shared memory before it reaches registers")
         return Ctx(ctx.r, ctx.c.shift(a.start) if ctx.c else ctx.c, ctx.orient)
 
+    def op_slice(self, op: Op) -> None:
+        """A column block of a (1, C) row or (C,) vector along the columns in a slot (an epilogue chunk's
+        columns, `aref.subtile_sm100`): a column offset into the slot; anything else as the common views."""
+        src = self.env[id(op.operands[0])]
+        t = op.operands[0].type
+        if isinstance(src, SmemTile) and not src.transposed and op.attrs.axis == len(t.shape) - 1 \
+                and self.layout_of(op.result) == COL:
+            self.env[id(op.result)] = replace(src, tile=op.result.type, col0=src.col0 + op.attrs.start)
+            return
+        super().op_slice(op)
+
     def transpose_registers(self, op: Op) -> None:
         raise BackendError("a transposed register tile read by register math; the Blackwell templates have no "
                            "exchange between rows and columns", op.loc,
@@ -211,10 +222,13 @@ class RowLayout:
             raise BackendError("register math on a transposed shared-memory tile", self.loc)
         ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
         slot = strip_parens(s.slot.expr)
+        if s.col0 and ctx.layout != COL:
+            raise BackendError(f"internal: a column block of the {s.tile} slot tile read in the {ctx.layout} "
+                               f"layout", self.loc)
         if ctx.layout == ACC:
             text = f"{self.smem_view(s)}[{ctx.c}]"
         elif ctx.layout == COL:        # a vector along the columns: rank 1, or a (1, C) row of a 2-D tile
-            col = self.column_of(s.tile.shape[-1], ctx)
+            col = self.column_of(s.tile.shape[-1], ctx) + (f" + {s.col0}" if s.col0 else "")
             text = f"{ring}[{col}, {slot}]" if len(s.tile.shape) == 1 else f"{ring}[{s.row0}, {col}, {slot}]"
         else:
             row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
