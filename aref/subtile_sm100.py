@@ -114,6 +114,13 @@ def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int], set[int]] | None
             if _vector(v) and id(v) in labels and v.type.shape[0] != shape[labels[id(v)] == COL]:
                 return None
     cols = {id(v) for op in ops for v in _tiles(op) if _wide(v) or labels.get(id(v)) == COL}
+    made = {id(r) for op in ops for r in op.results}
+    for op in ops:
+        for v in op.operands:
+            if id(v) in cols and id(v) not in made and (_vector(v) or v.type.shape[0] == 1):
+                # a (1, C) row or (C,) vector made before the loop is held in registers whole: the row layout
+                # slices the columns of 128-row register tiles only
+                return None
     stored = False
     late: set[int] = set()                           # values known only after the last chunk
     after: set[int] = set()
@@ -141,7 +148,7 @@ def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int], set[int]] | None
                 return None                          # a column value leaves the chunks (or comes from an
             if op.kind is OpKind.REDUCE and (op.attrs.axis != 0 or len(op.operands[0].type.shape) != 2):
                 return None                          # op that cannot make it column by column)
-    return (shape, cols, after) if stored else None
+    return (shape, cols, after) if stored or late else None      # else no chunk would do anything
 
 
 def _chunked(ops: list[Op], shape: tuple[int, int], cols: set[int], after: set[int], k: int) -> list[Op]:

@@ -94,6 +94,24 @@ def slot_scales(A, B, SC, SR, C, CS, *, BM: int = 128, BN: int = 128, BK: int = 
 
 
 @aref_kernel
+def pre_loop_columns(A, B, C, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """The (1, BN) index row made before the loop: held in registers whole, not sliced per chunk."""
+    pm, pn = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ch = aref.channel(depth=2)
+    rows = pm * BM + aref.arange(BM)
+    cols = ((pn * BN + aref.arange(BN)) * 17)[None, :]
+    for k in aref.range(A.shape[1] // BK):
+        ch.put(aref.load(A, (pm, k), (BM, BK)), aref.load(B, (pn, k), (BN, BK)))
+        a, b = ch.get()
+        acc = aref.mma(a, b.T, acc)
+        ch.consumed()
+    y = aref.where((rows[:, None] * 31 + cols) % 7 != 0, acc * (7.0 / 6.0), 0.0)
+    aref.store(C, (pm, pn), y.to(C.dtype))
+    aref.store(CS, (pm, pn), y.sum(0))
+
+
+@aref_kernel
 def both_axes(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
     """One index vector read along the rows and along the columns (a triangular mask)."""
     pm, pn = aref.program_id(0), aref.program_id(1)
@@ -179,9 +197,11 @@ def test_row_sums_are_combined_over_the_chunks():
     assert torch.allclose(got["RS"], want["RS"], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kernel, outs", [(row_normalized, {"CS": torch.zeros(2, 256)}), (both_axes, {})])
+@pytest.mark.parametrize("kernel, outs", [(row_normalized, {"CS": torch.zeros(2, 256)}), (both_axes, {}),
+                                          (pre_loop_columns, {"CS": torch.zeros(2, 256)})])
 def test_not_separable_blocks_are_refused_by_the_register_rule(kernel, outs):
-    """A row sum read by the column math, or a vector read along both axes: no chunking, and the block's 128
+    """A row sum read by the column math, a vector read along both axes, or an index row made before the loop
+    (a chunk would slice a register row, which the row layout cannot): no chunking, and the block's 128
     fp32 registers of y beside the mask (and the column sums) exceed the 256 a warp group can be given, refused
     at the user's line."""
     args = _args(**outs)
