@@ -8,8 +8,9 @@ logsumexp with rank-1 outputs and no MMA, a triangular product (run-time trip co
 registers), a GEMM + residual + LayerNorm over whole rows (ragged M and K, rank-1 loads after the
 loop), fp8 GEMMs scaled per block by (R, 1), (1, 1) and (1, C) tiles in the operands' channel (plain,
 unswizzled shared layouts), attention keeping its softmax state as (rows, 1) columns and a (rows, 1) row
-max stored from registers, and sliding-window attention (a mask of two conditions joined with `&`, windows
-that start before the sequence). Each has inputs and a plain torch reference."""
+max stored from registers, sliding-window attention (a mask of two conditions joined with `&`, windows
+that start before the sequence), and a GEMM with a hashed dropout mask and column sums (subtiled by columns
+on Blackwell). Each has inputs and a plain torch reference."""
 import torch
 
 import aref
@@ -473,6 +474,35 @@ def window_attention_reference(Q, K, V, O, BM=128, WB=3, scale=0.125, **_):
     return {"O": (p @ V.float()).to(O.dtype)}
 
 
+@aref_kernel
+def gemm_dropout_colsum(A, B, C, CS, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """A GEMM, a hashed dropout-style mask from row and column index tiles, and the column sums of each
+    128-row block of the result (a (BN,) vector store). On Blackwell the epilogue is subtiled by columns: the
+    (1, BN) index row and the column sums go chunk by chunk, the (BM, 1) row indices stay whole."""
+    pm, pn = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    ch = aref.channel(depth=4)
+    for k in aref.range(A.shape[1] // BK):
+        ch.put(aref.load(A, (pm, k), (BM, BK)), aref.load(B, (pn, k), (BN, BK)))
+        a, b = ch.get()
+        acc = aref.mma(a, b.T, acc)
+        ch.consumed()
+    rows = pm * BM + aref.arange(BM)
+    cols = pn * BN + aref.arange(BN)
+    keep = (rows[:, None] * 31 + cols[None, :] * 17) % 7 != 0
+    y = aref.where(keep, acc * (7.0 / 6.0), 0.0)
+    aref.store(C, (pm, pn), y.to(C.dtype))
+    aref.store(CS, (pm, pn), y.sum(0))
+
+
+def gemm_dropout_colsum_reference(A, B, C, CS, BM=128, **_):
+    acc = A.float() @ B.float().T
+    m, n = acc.shape
+    keep = (torch.arange(m)[:, None] * 31 + torch.arange(n)[None, :] * 17) % 7 != 0
+    y = torch.where(keep, acc * (7.0 / 6.0), torch.zeros(()))
+    return {"C": y.to(C.dtype), "CS": y.reshape(m // BM, BM, n).sum(1)}
+
+
 def _r(g, *shape, scale=1.0):
     return (torch.randn(*shape, generator=g) * scale).half()
 
@@ -515,6 +545,8 @@ def inputs(name: str, seed: int = 0) -> dict:
                                          O=torch.zeros(256, 64, dtype=h)),
         "linear_attention": lambda: dict(Q=_r(g, 256, 64, scale=0.2), K=_r(g, 256, 64, scale=0.2),
                                          V=_r(g, 256, 64, scale=0.2), O=torch.zeros(256, 64, dtype=h)),
+        "gemm_dropout_colsum": lambda: dict(A=_r(g, 256, 256, scale=0.3), B=_r(g, 256, 256, scale=0.3),
+                                            C=torch.zeros(256, 256, dtype=h), CS=torch.zeros(2, 256)),
         "gemm_epilogue_mix": lambda: dict(A=_r(g, 256, 128, scale=0.3), B=_r(g, 256, 128, scale=0.3),
                                           C=torch.zeros(256, 256, dtype=h)),
         "rowwise_softmax": lambda: dict(X=_r(g, 128, 256), Y=torch.zeros(128, 256, dtype=h)),
@@ -541,6 +573,7 @@ PROGRAMS = {
     "causal_attention": (causal_attention, causal_attention_reference),
     "linear_attention": (linear_attention, linear_attention_reference),
     "gemm_epilogue_mix": (gemm_epilogue_mix, gemm_epilogue_mix_reference),
+    "gemm_dropout_colsum": (gemm_dropout_colsum, gemm_dropout_colsum_reference),
     "rowwise_softmax": (rowwise_softmax, rowwise_softmax_reference),
     "transposed_output": (transposed_output, transposed_output_reference),
     "sliced_halves": (sliced_halves, sliced_halves_reference),

@@ -145,15 +145,18 @@ def test_runtime_selects_between_pipeline_states_compile(backend_cache):
 
 @pytest.mark.parametrize("partition", ["heuristic", "optimal"])
 @pytest.mark.parametrize("name", ["alibi_attention", "streamed_logsumexp", "triangular_product", "gemm_layernorm",
-                                  "blockscale_gemm", "colscale_gemm", "column_state_attention", "window_attention"])
+                                  "blockscale_gemm", "colscale_gemm", "column_state_attention", "window_attention",
+                                  "gemm_dropout_colsum"])
 def test_compiles_for_sm100a(backend_cache, name, partition):
     """On Blackwell, with the solver's own partition (timing guard off): ALiBi's one-element slope tile (2 bytes:
     below a TMA box) is loaded by the load warp with ordinary loads, and P and the rescaled O reach the MMA warp
     in two tensor-memory channels (one buffer each); the logsumexp's row vectors leave by TMA stores of rank-1
     slots; the triangular product's A, masked in registers, reaches an MMA warp of its own (tcgen05 reads A from
     shared or tensor memory only); the block-scaled GEMMs' (BM, 1), (1, 1) and (1, BN) scale tiles live in plain
-    shared rings, and the (64, 1) softmax state columns pass between warp groups through plain rings. The simulator
-    agrees with the interpreter bit for bit."""
+    shared rings, and the (64, 1) softmax state columns pass between the heuristic's warp groups through plain rings; the dropout
+    GEMM's epilogue (128 fp32 registers of y beside the mask) runs over column chunks, each summing its columns
+    across the group's rows (shuffles, then the 4 warps meet in shared memory) and storing its box of C and of
+    the column sums. The simulator agrees with the interpreter bit for bit."""
     from aref.backend.cute import compile_barrier
     kernel, _ = PROGRAMS[name]
     args = inputs(name)
@@ -179,8 +182,18 @@ def test_compiles_for_sm100a(backend_cache, name, partition):
     elif name == "column_state_attention":         # alpha handed between warp groups in plain (64, 1) rings
         src = result.source_path.read_text()
         assert result.instructions["tcgen05.mma"] > 0
+        if partition == "optimal":                 # the solver rescales O on the softmax groups: no hand-off
+            assert not any("alpha" in ch.name for ch in ws.channels)
+            return
         assert re.search(r"s_alpha\w*_layout = cute\.make_layout\(\(64, 1, \d\), stride=\(1, 1, 64\)\)", src)
         assert re.search(r"s_alpha\w*\[row64, 0, \w+\] = ", src) and re.search(r"= s_alpha\w*\[row64, 0, \w+\]", src)
+    elif name == "gemm_dropout_colsum":
+        epi = next(gp for gp in ws.groups if any(op.kind is OpKind.REDUCE for op in gp.all_ops()))
+        boxes = sorted(tuple(op.attrs.tile_shape) for op in epi.all_ops() if op.kind is OpKind.STORE)
+        width = boxes[0][0]
+        assert width < 128 and boxes == [(width,)] * (128 // width) + [(128, width)] * (128 // width)
+        src = result.source_path.read_text()
+        assert src.count("sm100.cols_to_smem(") == 128 // width and "shuffle_sync_bfly(x, offset=16)" in src
     elif name == "triangular_product":
         assert result.instructions["tcgen05.mma"] > 0
         assert [g.group.warps for g in ws.groups if g.group.role == "mma"] == [1]

@@ -103,3 +103,26 @@ def _blackwell_gemm(**overrides):
     ex = load_example("examples/gemm.py")
     return lower_to(ex.kernel.specialize(**ex.inputs("small", **overrides)), "barrier",
                     CompileOptions(arch="sm_100a"))
+
+
+@pytest.mark.parametrize("example", ["dual_gemm", "gemm_dropout_colsum"])
+def test_blackwell_subtiled_epilogue_reads_the_tiles_accumulator_stage(example, backend_cache):
+    """Persistent sm_100a: the accumulator has two tensor-memory stages, and the subtiled epilogue's column
+    chunks are read from this tile's stage (they used to stop at 'a column chunk of a multi-slot tile')."""
+    import re
+    from aref.compiler import CompileOptions, lower_to
+    if example == "dual_gemm":
+        from aref.harness import load_example
+        ex = load_example("examples/dual_gemm.py")
+        kernel = ex.kernel.specialize(**ex.inputs("small"))
+    else:
+        from tests.backend.general_programs import PROGRAMS, inputs
+        kernel = PROGRAMS[example][0].specialize(**inputs(example))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a"))
+    result = compile_barrier(ws, cache_dir=backend_cache, persistent=True, ctas=148)
+    assert result.spill_bytes == 0 and result.instructions["tcgen05.mma"] > 0, result.ptxas_log
+    source = result.source_path.read_text()
+    chunks = re.findall(r"= sm100\.tmem_tile\(tmem, (\d+) \+ (\d+) \* \(\((\w+) \+ 0\) % 2\), 128, (\d+)\)", source)
+    assert len(chunks) >= 2 and all(int(w) < 128 for *_, w in chunks)
+    from tests.backend.test_sm100_consistency import check as check_sm100
+    assert check_sm100(ws, source) == []

@@ -104,7 +104,8 @@ def strip_parens(expr: str) -> str:
 
 @dataclass(frozen=True)
 class SmemTile:
-    """A channel slot's tile (or a row block / transpose of it), as read after its `full` wait."""
+    """A channel slot's tile (or a row block / transpose of it, or on Blackwell a column block of a row or
+    vector along the columns, from `col0`), as read after its `full` wait."""
 
     channel: str
     index: int
@@ -113,6 +114,7 @@ class SmemTile:
     tile: TileType
     transposed: bool = False
     row0: int = 0
+    col0: int = 0
 
 
 @dataclass

@@ -92,6 +92,7 @@ def _buffers(plan: Sm100Plan):
     for cp in plan.channels:
         yield from cp.buffers
     yield from plan.staging.values()
+    yield from plan.scratch.values()
     if plan.zero_tile is not None:
         yield plan.zero_tile
 

@@ -182,7 +182,16 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
             mma_barriers.append(g.index)
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
+    scratch = {}
+    for g in groups:            # column reductions of register tiles: the 4 warps' partials meet in shared memory
+        n = max((4 * op.operands[0].type.shape[1] for op in g.gp.all_ops() if op.kind is OpKind.REDUCE
+                 and op.attrs.axis == 0 and len(op.operands[0].type.shape) == 2), default=0)
+        if n and g.gp.group.warps == 4:
+            scratch[(g.index, ("exchange",))] = BufferPlan(f"s_{ident(g.gp.group.name)}_xchg",
+                                                           TileType((n,), DType.float32, Space.SMEM), 1,
+                                                           f"{g.gp.group.name}'s exchange tile")
     smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in staging.values())
+    smem += sum(b.nbytes for b in scratch.values())
     smem += zero_tile.nbytes if zero_tile else 0
     smem += _align(16 * (sum(c.ch.depth for c in channels) + len(mma_barriers)) + 16, 16) + SWIZZLE_ALIGN
     if smem > SMEM_LIMIT:
@@ -196,7 +205,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
                      raster=raster, items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
                      zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
-                     copies=copies, doubled=doubled)
+                     copies=copies, doubled=doubled, scratch=scratch)
     plan.mmas = mmas
     return plan
 

@@ -445,11 +445,17 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
             return
         t = op.result.type
         b = self.tbuf(c.buffer)
-        if b.depth != 1 or t.dtype.bits != 32:
-            raise BackendError("a column chunk of a multi-slot or 16-bit tensor-memory tile", op.loc)
+        if t.dtype.bits != 32:
+            raise BackendError(f"a column chunk of a {t.dtype.value} tensor-memory tile; CUDA cores read 32-bit "
+                               f"tensor-memory tiles", op.loc)
         self.check_rows(t)
-        view = self.local(("tview", c.buffer, a.start), f"t_{ident(c.buffer)}_{a.start}",
-                          f"sm100.tmem_tile({self.tmem()}, {b.col + a.start}, {t.shape[0]}, {t.shape[1]})")
+        if c.slot == "0" or b.depth == 1:
+            view = self.local(("tview", c.buffer, a.start), f"t_{ident(c.buffer)}_{a.start}",
+                              f"sm100.tmem_tile({self.tmem()}, {b.col + a.start}, {t.shape[0]}, {t.shape[1]})")
+        else:                               # the chunk's columns in this item's slot (as `tmem_view`)
+            view = self.names(f"t_{ident(c.buffer)}_{a.start}")
+            self.out(f"{view} = sm100.tmem_tile({self.tmem()}, {b.col + a.start} + {b.cols // b.depth} * "
+                     f"({c.slot}), {t.shape[0]}, {t.shape[1]})")
         buf = self.new_buffer(op.result)
         self.env[id(op.result)] = Reg(buf)
         self.out(f"sm100.tmem_load({view}, {buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # columns "

@@ -10,13 +10,13 @@ the column of each element); row reductions are thread-local loops.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aref import ops
 from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
 from aref.backend.cute.render import NARROW, Ctx, Index, Nest
 from aref.backend.cute.values import Buffer, Reg, SmemTile, strip_parens
-from aref.ir import Op, OpKind, Space, TileType, Value
+from aref.ir import DType, Op, OpKind, Space, TileType, Value
 from aref.resources.layout import ACC, COL, ROW, SCALAR, extent
 
 ROWS = (64, 128)
@@ -124,6 +124,17 @@ class RowLayout:
                                hint="slice the tile in tensor or shared memory before it reaches registers")
         return Ctx(ctx.r, ctx.c.shift(a.start) if ctx.c else ctx.c, ctx.orient)
 
+    def op_slice(self, op: Op) -> None:
+        """A column block of a (1, C) row or (C,) vector along the columns in a slot (an epilogue chunk's
+        columns, `aref.subtile_sm100`): a column offset into the slot; anything else as the common views."""
+        src = self.env[id(op.operands[0])]
+        t = op.operands[0].type
+        if isinstance(src, SmemTile) and not src.transposed and op.attrs.axis == len(t.shape) - 1 \
+                and self.layout_of(op.result) == COL:
+            self.env[id(op.result)] = replace(src, tile=op.result.type, col0=src.col0 + op.attrs.start)
+            return
+        super().op_slice(op)
+
     def transpose_registers(self, op: Op) -> None:
         raise BackendError("a transposed register tile read by register math; the Blackwell templates have no "
                            "exchange between rows and columns", op.loc,
@@ -134,11 +145,14 @@ class RowLayout:
         and combination are the op's registry entry's."""
         src, res = op.operands[0], op.result
         s_layout, r_layout = self.layout_of(src), self.layout_of(res)
+        if s_layout == ACC and op.attrs.axis == 0 and src.type.shape[0] == 128:
+            self.reduce_columns(op)
+            return
         if not (s_layout == ACC and op.attrs.axis == 1):
             if s_layout == ACC or s_layout == ROW and r_layout == SCALAR:
                 raise BackendError(f"a {op.attrs.fn} reduction across rows (of {src.type}); in the Blackwell "
-                                   f"row layout each row is a thread, so only row reductions (axis 1) are "
-                                   f"thread-local and implemented", op.loc,
+                                   f"row layout each row is a thread, so only row reductions (axis 1) and "
+                                   f"column reductions (axis 0) of 128-row tiles are implemented", op.loc,
                                    hint="reduce along axis 1, or transpose the tile in shared memory first")
             super().reduce(op)                                 # along a unit axis: the value itself
             return
@@ -165,15 +179,56 @@ class RowLayout:
         self.emit_nest(nest)
         self.env[id(res)] = Reg(buf)
 
+    def reduce_columns(self, op: Op) -> None:
+        """Along the columns (axis 0) of a 128-row tile, a row per thread: per column, butterfly shuffles over
+        the warp's 32 rows, then the 4 warps' partials meet in the group's exchange tile and every thread
+        combines them in the same order (so all hold the same (C,) result, a vector along the columns)."""
+        src, res = op.operands[0], op.result
+        rows, cols = src.type.shape
+        self.nest_rows = rows
+        cls = ops.compute_class(src.type.dtype)
+        try:
+            spec = ops.cute_emission(ops.entry(op), self.role_key(), ACC, cls).reduce
+        except ops.NoEmission as err:
+            raise BackendError(str(err), op.loc) from None
+
+        def combine(a: str, b: str) -> str:
+            return strip_parens(spec.combine.format(a=a, b=b))
+        buf = self.new_buffer(res, hint=self.hint(res) or f"col_{op.attrs.fn}", layout=COL)
+        # element c of the thread's row and element c of the vector are the same column (the row layout of a
+        # 128-row tile is the same for every thread), so the exchange is indexed by c
+        xv = self.xvector(4 * cols, DType.float32 if res.type.dtype.is_float else res.type.dtype)
+        self.out(f"# {op.attrs.fn} over the rows: the warp's 32 rows by shuffles, then the 4 warps' partials meet "
+                 f"in the exchange tile")
+        self.group_sync("earlier readers of the exchange tile are done")
+        nest = Nest([("r", 1), ("c", cols)])
+        expr = strip_parens(self.render(src, Ctx(Index("r"), Index("c")), nest, top=False))
+        nest.levels[2].append(f"x = {expr}")
+        for lane in (1, 2, 4, 8, 16):
+            nest.levels[2].append(f"x = {combine('x', f'cute.arch.shuffle_sync_bfly(x, offset={lane})')}")
+        nest.levels[2].append("if tidx % 32 == 0:")
+        nest.levels[2].append(f"    {xv}[warp_in_group * {cols} + c] = x")
+        self.emit_nest(nest)
+        self.group_sync("every warp's partial is written")
+        with self.out.block(f"for c in cutlass.range_constexpr({cols}):"):
+            acc = f"{xv}[c]"
+            for w in range(1, 4):
+                acc = combine(acc, f"{xv}[{w * cols} + c]")
+            self.out(f"{buf.at(None, 'c')} = {self.convert_to(acc, res.type.dtype)}")
+        self.env[id(res)] = Reg(buf)
+
     def smem_element(self, s: SmemTile, v: Value, ctx: Ctx, nest: Nest) -> str:
         if s.transposed:
             raise BackendError("register math on a transposed shared-memory tile", self.loc)
         ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
         slot = strip_parens(s.slot.expr)
+        if s.col0 and ctx.layout != COL:
+            raise BackendError(f"internal: a column block of the {s.tile} slot tile read in the {ctx.layout} "
+                               f"layout", self.loc)
         if ctx.layout == ACC:
             text = f"{self.smem_view(s)}[{ctx.c}]"
         elif ctx.layout == COL:        # a vector along the columns: rank 1, or a (1, C) row of a 2-D tile
-            col = self.column_of(s.tile.shape[-1], ctx)
+            col = self.column_of(s.tile.shape[-1], ctx) + (f" + {s.col0}" if s.col0 else "")
             text = f"{ring}[{col}, {slot}]" if len(s.tile.shape) == 1 else f"{ring}[{s.row0}, {col}, {slot}]"
         else:
             row = self.my_row(self.rows_of(v)) + (f" + {s.row0}" if s.row0 else "") if ctx.layout == ROW \
