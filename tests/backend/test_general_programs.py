@@ -153,8 +153,8 @@ def test_compiles_for_sm100a(backend_cache, name, partition):
     in two tensor-memory channels (one buffer each); the logsumexp's row vectors leave by TMA stores of rank-1
     slots; the triangular product's A, masked in registers, reaches an MMA warp of its own (tcgen05 reads A from
     shared or tensor memory only); the block-scaled GEMMs' (BM, 1), (1, 1) and (1, BN) scale tiles live in plain
-    shared rings, and the (64, 1) softmax state columns pass between the heuristic's warp groups through plain rings; the dropout
-    GEMM's epilogue (128 fp32 registers of y beside the mask) runs over column chunks, each summing its columns
+    shared rings, and the (64, 1) softmax state columns pass between the heuristic's warp groups through plain
+    rings; the dropout GEMM's epilogue (128 fp32 registers of y beside the mask) runs over column chunks, each summing its columns
     across the group's rows (shuffles, then the 4 warps meet in shared memory) and storing its box of C and of
     the column sums. The simulator agrees with the interpreter bit for bit."""
     from aref.backend.cute import compile_barrier
