@@ -158,7 +158,7 @@ def analyse(kernel: Kernel, space, k: int) -> Split:
         if op.kind in (OpKind.SLICE, OpKind.ARANGE, OpKind.PUT):
             raise NotSplittable(f"a {op.kind.value} of a tile indexed by the split dimension", op.loc)
         if op.kind is OpKind.MMA:
-            a, bb, r = op.operands[0], op.operands[1], op.result
+            a, r = op.operands[0], op.result
             kstep = 32 if a.type.dtype.bits == 8 else 16
             if (id(r) in dims and 0 in dims[id(r)] and b % 64) or (id(r) in dims and 1 in dims[id(r)] and b % 8) \
                     or (id(a) in dims and 1 in dims[id(a)] and b % kstep):

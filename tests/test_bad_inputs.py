@@ -89,7 +89,7 @@ def test_command_line_mistake(capsys, argv, kind, file, text):
     if text is not None:
         lines = open(file).read().splitlines()
         line = next(i + 1 for i, s in enumerate(lines) if text in s)
-    obj = check_error(code, out, err, kind, line, file)
+    check_error(code, out, err, kind, line, file)
     assert "ok\": true" not in out
 
 

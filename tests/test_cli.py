@@ -96,7 +96,7 @@ def test_run_sim_exhaustive_and_blackwell():
 @pytest.mark.parametrize("stage", ["partitioned", "pipelined", "barrier"])
 def test_ir_stages(stage):
     text = aref("ir", example_path("gemm"), "--stage", stage, "--arch", "sm_100a").stdout
-    assert text.startswith(f"ws_kernel @gemm(") and f"level={stage}" in text
+    assert text.startswith("ws_kernel @gemm(") and f"level={stage}" in text
     if stage == "barrier":
         assert "mbarrier_wait" in text and "tma_load" in text and "parity" in text
 

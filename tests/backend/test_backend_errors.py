@@ -9,7 +9,6 @@ import aref
 from aref import aref_kernel
 from aref.backend.cute import BackendError, compile_barrier, generate_source
 from aref.compiler import CompileOptions, lower_to
-from aref.errors import ArefError
 from tests.backend.conftest import barrier_ir
 
 

@@ -6,7 +6,7 @@ import pytest
 from sim_kernels import gemm_ws
 
 from aref.errors import SrcInfo
-from aref.ir import DType, FnAttrs, MmaAttrs, NoAttrs, Op, OpKind, Space, TileType, Value
+from aref.ir import DType, FnAttrs, MmaAttrs, Op, OpKind, Space, TileType, Value
 from aref.machine import B200, CALIBRATION_DIR, H100, H100_DATASHEET, machine_for, op_cost, unit_busy
 from aref.sim.timing import simulate_timing
 
