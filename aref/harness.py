@@ -118,10 +118,13 @@ class Example:
         return None if table is None else _tolerances(table, "TOLERANCE", SrcInfo(str(self.path), 1))
 
 
-def _tolerances(table, what: str, where) -> dict:
+def _tolerances(table, what: str, where) -> dict | None:
     """{output: (atol, rtol[, scaled])} from what an example gives: per output a tuple of 2 or 3 numbers, or
-    one number standing for both atol and rtol (as `torch.testing.assert_close(atol=x, rtol=x)`)."""
+    one number standing for both atol and rtol (as `torch.testing.assert_close(atol=x, rtol=x)`); None keeps
+    the defaults by output dtype."""
     shape = "{output name: (atol, rtol)}, (atol, rtol, scaled) or one number for both"
+    if table is None:                       # the defaults by output dtype
+        return None
     if not isinstance(table, dict):
         raise ExampleError(f"{what} gives a {type(table).__name__}, not a dict of tolerances", where,
                            hint=f"return {shape}")

@@ -141,6 +141,7 @@ def test_a_tolerance_may_be_one_number_for_atol_and_rtol():
     # torch.testing.assert_close's habit: one figure per output; tuples keep their meaning
     from aref.harness import _tolerances
     from aref.errors import UNKNOWN_LOC, ExampleError
+    assert _tolerances(None, "tolerance()", UNKNOWN_LOC) is None       # defaults by dtype
     assert _tolerances({"C": 0.02, "D": (0.0, 1e-3, 2e-3)}, "tolerance()", UNKNOWN_LOC) == {
         "C": (0.02, 0.02), "D": (0.0, 1e-3, 2e-3)}
     with pytest.raises(ExampleError, match="not a tolerance"):
