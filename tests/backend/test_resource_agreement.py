@@ -16,7 +16,6 @@ from aref.backend.cute import compile_barrier, generate_source
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError
 from aref.harness import load_example
-from aref.ir import OpKind
 from aref.resources import register_demand
 from aref.resources.memory import smem_plan
 from example_paths import EXAMPLE_NAMES
@@ -240,8 +239,9 @@ def test_sm100_shared_memory_is_at_most_the_models(tmp_path, example, partition)
     column chunks of a subtiled epilogue's store share one staging tile (each chunk's TMA store waits for the
     previous one to have read it), a post-loop store reuses an idle ring or an earlier staging tile. So the
     backend's figure and its storage struct take at most what the model counted (dual_gemm's chunked epilogue
-    was planned 230,528 B against the model's 215,040 B, gemm_dropout_colsum 166,512 B against 150,784 B), and a
-    kernel the model fits is never refused by the backend for shared memory."""
+    was planned 230,528 B against the model's 215,040 B, gemm_dropout_colsum 166,512 B against 150,784 B; now
+    214,144 B and 149,872 B). Not modelled yet: the zero tile of the tensor core's zero fills and the MMA warp's
+    own barriers, which the backend adds (the check allows exactly those bytes)."""
     from aref.backend.cute.errors import BackendError
     from aref.backend.cute.sm100.plan import plan_kernel_sm100
     from aref.resources.memory import SWIZZLE_ALIGN
