@@ -15,6 +15,7 @@ from aref.backend.cute.module import (_fake_args, _roles, channel_line, constexp
                                       kernel_prologue, launch, layout_line, layout_param, slot_modes, stream_param,
                                       tile_fields, ring_fields)
 from aref.backend.cute.source import Lines
+from aref.resources.memory import SWIZZLE_ALIGN
 from aref.backend.cute.sm100.plan import Sm100Plan
 from aref.backend.cute.sm100.role import Sm100RoleEmitter
 
@@ -72,6 +73,9 @@ def _doc(plan: Sm100Plan, roles) -> str:
         lines.append(f"Tensor memory ({plan.tmem.used} of {plan.tmem.columns} allocated columns, by "
                      f"{names[plan.tmem.allocator]}):")
         lines += [f"  {line.strip()[5:]}" for line in plan.tmem.lines()[1:]]
+    for b in plan.aliased():
+        at = f" at byte {b.item.offset}" if b.item.offset else ""
+        lines.append(f"The store staged in {b.name} reuses {plan.host_of(b).name}{at}, idle by then.")
     lines.append("")
     lines.append("Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its")
     lines.append("group's role function and in the IR's order.")
@@ -88,10 +92,12 @@ def _constants(plan: Sm100Plan) -> str:
     return "\n".join(out)
 
 
-def _buffers(plan: Sm100Plan):
+def _buffers(plan: Sm100Plan, owned: bool = False):
+    """Every shared buffer (each with a layout); `owned`: only those with storage of their own (a staging tile
+    that reuses an idle buffer is a view of it, see `Sm100Plan.host_of`)."""
     for cp in plan.channels:
         yield from cp.buffers
-    yield from plan.staging.values()
+    yield from (b for b in plan.staging_buffers() if not (owned and plan.host_of(b) is not None))
     yield from plan.scratch.values()
     if plan.zero_tile is not None:
         yield plan.zero_tile
@@ -108,7 +114,9 @@ def _storage(plan: Sm100Plan) -> str:
             out(f"mma_done_{ident(plan.groups[i].gp.group.name)}: cute.struct.MemRange[cutlass.Int64, 1]")
         if plan.tmem is not None:
             out("tmem_holder: cutlass.Int32")
-        tile_fields(out, _buffers(plan))
+        # swizzled (1024-byte aligned) tiles first, then the plain ones: no padding between them (the resource
+        # model's layout order, `aref.resources.memory.smem_plan`)
+        tile_fields(out, sorted(_buffers(plan, owned=True), key=lambda b: b.align != SWIZZLE_ALIGN))
     return out.text()
 
 
@@ -133,7 +141,7 @@ def _kernel_params(plan: Sm100Plan) -> list[str]:
 def _kernel(plan: Sm100Plan, roles) -> str:
     out = Lines()
     kernel_prologue(out, plan, _kernel_params(plan), "warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())",
-                    _buffers(plan))
+                    _buffers(plan, owned=True))
     for i in plan.mma_barriers:
         name = f"mma_done_{ident(plan.groups[i].gp.group.name)}"
         out(f"{name} = storage.{name}.data_ptr()")
@@ -196,7 +204,7 @@ def _host(plan: Sm100Plan) -> str:
     for i, (m, n) in enumerate(plan.zero_mmas):
         out(f"zmma{i} = sm100_utils.make_trivial_tiled_mma(cutlass.Float16, cutlass.Float16, OperandMajorMode.K, "
             f"OperandMajorMode.K, cutlass.Float32, tcgen05.CtaGroup.ONE, ({m}, {n}))  # zero fills")
-    staging = {b.name for b in plan.staging.values()}
+    staging = {b.name for b in plan.staging_buffers()}
     for b in _buffers(plan):
         out(layout_line(b, b.name in staging))
     for t in plan.tmas:

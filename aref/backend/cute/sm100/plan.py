@@ -9,7 +9,11 @@
   * the warp layout: four-warp groups first, aligned so warp w of a group reads tensor-memory lanes
     32·(w mod 4)…, then the one-warp groups, padded to a whole warp group (setmaxnreg is warp-group wide);
   * shared memory: every ring of a shared-memory channel, the staging tiles of stores from registers,
-    and a zero tile when the MMA warp must publish a zero accumulator (written by a zero MMA);
+    and a zero tile when the MMA warp must publish a zero accumulator (written by a zero MMA). Which staging
+    tile has storage of its own and which reuses an idle buffer is the resource model's placement
+    (`aref.resources.memory.smem_plan`, as on Hopper): a chunked epilogue's column chunks of one store share
+    one staging tile (each chunk's TMA store waits until the previous one has read it), a post-loop store may
+    stage in a released hand-off ring or pack into an earlier staging tile of its group;
   * tensor memory: the kernel's `TmemPlan` (buffers and columns, from the aref lowering);
   * tcgen05 MMA configurations (dtypes, majors, M, N, A from shared or tensor memory) and TMA atoms.
 
@@ -28,7 +32,7 @@ from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, Kern
 from aref.backend.cute.errors import BackendError
 from aref.backend.cute.operands import check_mma_dtypes, check_operand_layouts, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
-from aref.resources.memory import SWIZZLE_ALIGN, _align
+from aref.resources.memory import SWIZZLE_ALIGN, SmemPlan, _align, smem_plan
 from aref.ws import WSKernel
 
 SMEM_LIMIT = 227 * 1024           # opt-in dynamic shared memory per CTA on sm_100a (as sm_90a)
@@ -66,9 +70,21 @@ class Sm100Plan(KernelPlan):
     mma_barriers: list = field(default_factory=list)      # groups that wait for their own MMAs
     exp2_fma: float = 0.0                                 # share of exp2 on the FMA units (software exp2)
     doubled: dict = field(default_factory=dict)           # persistent: tensor-memory buffer -> its 2-slot ring
+    hosts: dict = field(default_factory=dict)             # staging buffer name -> the buffer whose storage it reuses
 
     def group_of(self, gid: int) -> Sm100GroupPlan:
         return next(g for g in self.groups if g.gp.group.id == gid)
+
+    def staging_buffers(self) -> list[BufferPlan]:
+        """Every staging buffer once (the column chunks of one store share one)."""
+        return list({b.name: b for b in self.staging.values()}.values())
+
+    def host_of(self, b: BufferPlan) -> BufferPlan | None:
+        """The buffer whose storage staging buffer `b` reuses (None: its own)."""
+        return self.hosts.get(b.name)
+
+    def aliased(self) -> list[BufferPlan]:
+        return [b for b in self.staging_buffers() if b.name in self.hosts]
 
 
 def _role(gp) -> tuple[str, str, bool]:
@@ -132,7 +148,11 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     tmas: list[TmaPlan] = []
     copies: dict[tuple, str] = {}           # loads of tensors with no elements: the load warp zero-fills the slot
     staging: dict[int, BufferPlan] = {}
+    hosts: dict[str, BufferPlan] = {}
     direct: dict[int, str] = {}
+    # the resource model's layout: where each staging tile lives (a persistent CTA's next tile reloads the
+    # rings a store would reuse, so there no staging tile reuses a ring, as on Hopper)
+    smem = smem_plan(ws, reuse=not persistent)
     # tiles in tensor memory (ws.tmem) take no shared-memory buffer
     plan_channel_buffers(ws, channels, by_value, skip=lambda ch: any(t.space is Space.TMEM for t in ch.payload))
     mmas: list[Tcgen05Config] = []
@@ -145,7 +165,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
             if op.kind is OpKind.TMA_LOAD:
                 plan_tma_load(op, by_value, channels, tmas, copies)
             elif op.kind is OpKind.STORE:
-                _plan_store(op, g, by_value, channels, prod, tmas, staging, direct)
+                _plan_store(op, g, by_value, channels, prod, tmas, staging, direct, smem, hosts)
             elif op.kind is OpKind.MMA_ASYNC:
                 cfg = tcgen05_config(op, prod, ws)
                 if cfg not in mmas:
@@ -190,27 +210,29 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
             scratch[(g.index, ("exchange",))] = BufferPlan(f"s_{ident(g.gp.group.name)}_xchg",
                                                            TileType((n,), DType.float32, Space.SMEM), 1,
                                                            f"{g.gp.group.name}'s exchange tile")
-    smem = sum(b.nbytes for c in channels for b in c.buffers) + sum(b.nbytes for b in staging.values())
-    smem += sum(b.nbytes for b in scratch.values())
-    smem += zero_tile.nbytes if zero_tile else 0
-    smem += _align(16 * (sum(c.ch.depth for c in channels) + len(mma_barriers)) + 16, 16) + SWIZZLE_ALIGN
-    if smem > SMEM_LIMIT:
+    staged = sum(b.nbytes for b in {b.name: b for b in staging.values()}.values())   # reused storage: 0 B
+    smem_bytes = sum(b.nbytes for c in channels for b in c.buffers) + staged
+    smem_bytes += sum(b.nbytes for b in scratch.values())
+    smem_bytes += zero_tile.nbytes if zero_tile else 0
+    smem_bytes += _align(16 * (sum(c.ch.depth for c in channels) + len(mma_barriers)) + 16, 16) + SWIZZLE_ALIGN
+    if smem_bytes > SMEM_LIMIT:
         parts = ", ".join(f"{c.ch.name}: {c.ch.depth}×{c.ch.slot_bytes} B" for c in channels if c.buffers)
-        raise BackendError(f"shared memory {smem} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
-                           f"(rings {parts}; store staging {sum(b.nbytes for b in staging.values())} B)", ws.loc,
+        raise BackendError(f"shared memory {smem_bytes} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
+                           f"(rings {parts}; store staging {staged} B)", ws.loc,
                            hint="lower a channel depth or the tile sizes")
     items = _items_per_tile(ws) if persistent else {}
     tmem, doubled = (_double_accumulators(ws, channels, groups, items) if persistent and ws.tmem is not None
                      else (ws.tmem, {}))
-    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem, persistent=persistent, ctas=ctas,
+    plan = Sm100Plan(ws, tensors, channels, staging, tmas, [], {}, groups, smem_bytes, smem, persistent=persistent,
+                     ctas=ctas,
                      raster=raster, items_per_tile=items, tmem=tmem, warps=warps, zero_tile=zero_tile,
                      zero_mmas=zero_mmas, mma_of=mma_of, direct_stores=direct, mma_barriers=mma_barriers,
-                     copies=copies, doubled=doubled, scratch=scratch)
+                     copies=copies, doubled=doubled, scratch=scratch, hosts=hosts)
     plan.mmas = mmas
     return plan
 
 
-def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> None:
+def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct, smem: SmemPlan, hosts) -> None:
     t = by_value[id(op.operands[0])]
     box = tuple(op.attrs.tile_shape)
     value = op.operands[-1]
@@ -234,15 +256,48 @@ def _plan_store(op: Op, g, by_value, channels, prod, tmas, staging, direct) -> N
         if g.gp.group.warps != 4:
             raise BackendError(f"warp '{g.gp.group.name}' stores a register tile; tiles live in warp groups of "
                                f"four warps on sm_100a", op.loc)
-        name = f"s_{t.name}_{ident(g.gp.group.name)}"
-        if any(b.name.startswith(name) for b in staging.values()):
-            name += f"_{len(staging)}"
-        staging[id(op)] = BufferPlan(name, TileType(box, value.type.dtype, Space.SMEM), 1,
-                                     f"staging of {g.gp.group.name}'s store to {t.name}")
+        name = _plan_staging(op, g, t, box, value.type.dtype, channels, staging, smem, hosts)
     if not any(x.store and (x.tensor, x.box, x.reduce, x.buffer) == (t.name, box, op.attrs.reduce, name)
                for x in tmas):
         _add_tma(tmas, TmaPlan(f"tma_store_{t.name}" + ("_add" if op.attrs.reduce else ""), t.name, box, name,
                                store=True, reduce=op.attrs.reduce))
+
+
+def _plan_staging(op: Op, g, t: TensorPlan, box, dtype: DType, channels, staging, smem: SmemPlan, hosts) -> str:
+    """The staging buffer of a TMA store from registers, where the resource model places it (`smem`'s item): its
+    own storage; the buffer of an earlier store of the same tile when the model gives both one tile (the column
+    chunks of a chunked epilogue, pipeline copies of one store); or a view over an idle buffer (a released
+    hand-off ring, an earlier staging tile at an offset: `hosts`). Returns the buffer's name."""
+    tile = TileType(box, dtype, Space.SMEM)
+    item = smem.by_key.get(("staging", id(op)))
+    host = _host_buffer(item, channels, staging) if item is not None else None
+    if host is not None and item.alias_of[0] == "staging" and item.offset == 0 and host.tile == tile:
+        staging[id(op)] = host          # one staging tile: the role waits for the previous TMA store's read
+        return host.name
+    name = f"s_{t.name}_{ident(g.gp.group.name)}"
+    if any(b.name.startswith(name) for b in staging.values()):
+        name += f"_{len(staging)}"
+    # the model's item sizes the buffer (none of its own bytes when it reuses `host`); a tile the backend
+    # allocates where the model reuses storage the backend does not have keeps its own bytes
+    own = item is None or (item.alias_of is not None and host is None)
+    staging[id(op)] = BufferPlan(name, tile, 1, f"staging of {g.gp.group.name}'s store to {t.name}",
+                                 None if own else item)
+    if host is not None:
+        hosts[name] = host
+    return name
+
+
+def _host_buffer(item, channels, staging) -> BufferPlan | None:
+    """The backend's buffer of the storage the model's staging `item` reuses (None: its own, or storage the
+    backend does not allocate, such as the staging tile of a store it issues straight from a slot: the store
+    then takes a tile of its own, no larger than the storage the model counted for it)."""
+    key = item.alias_of
+    if key is None:
+        return None
+    if key[0] == "ring":
+        cp = next((c for c in channels if c.ch.name == key[1]), None)
+        return cp.buffers[key[2]] if cp is not None and len(cp.buffers) > key[2] else None
+    return next((b for i, b in staging.items() if ("staging", i) == key), None)
 
 
 def tmem_operand(v: Value, prod) -> Op | None:

@@ -402,25 +402,29 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
         stage = self.plan.staging[id(op)]
         tiled = len(op.attrs.tile_shape)
         tma = self.plan.tma(t.name, op.attrs.tile_shape, stage.name, store=True, reduce=op.attrs.reduce)
-        s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank)
+        s_tensor = self.staging_tensor(stage)        # its own tile, or a view over the idle buffer it reuses
+        s_part, g_part = self.tma_partition(tma, stage.name, tiled, rank, staging=s_tensor)
+        host = self.plan.host_of(stage)
         buf = self.materialize(value)
-        if stage.name in self.pending_store or self.in_loop or self.plan.persistent:
-            self.out("# the previous TMA store from this staging tile must have read it")
+        if {stage.name, host and host.name} & self.pending_store or self.in_loop or self.plan.persistent:
+            self.out("# the previous TMA store from this staging tile (an earlier one's) must have read it")
             self.out("aref.staging_free(warp_in_group)")
             self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, number_of_threads=aref.WARP_GROUP_THREADS)")
         if buf.layout == COL:          # a vector along the columns, (C,) or a (1, C) row: row 0's threads write it
-            self.out(f"sm100.cols_to_smem({buf.name}, {self.arg(stage.name)}, {buf.tile_rows}, "
+            self.out(f"sm100.cols_to_smem({buf.name}, {s_tensor}, {buf.tile_rows}, "
                      f"{value.type.shape[-1]}, {tiled}, tidx, barrier_id={self.g.group_barrier})")
         elif tiled == 1:               # a row vector: each thread writes its row's value (both halves at 64 rows)
             self.check_rows(TileType((value.type.shape[0], 1), value.type.dtype, Space.RMEM))
-            self.out(f"sm100.row_to_smem({buf.name}, {self.arg(stage.name)}, {self.my_row(value.type.shape[0])}, "
+            self.out(f"sm100.row_to_smem({buf.name}, {s_tensor}, {self.my_row(value.type.shape[0])}, "
                      f"barrier_id={self.g.group_barrier})")
         else:
             rows, cols = value.type.shape
-            self.out(f"sm100.rows_to_smem({buf.name}, {self.arg(stage.name)}, {rows}, {cols}, tidx, "
+            self.out(f"sm100.rows_to_smem({buf.name}, {s_tensor}, {rows}, {cols}, tidx, "
                      f"barrier_id={self.g.group_barrier})")
         self.out(f"aref.issue_store({self.arg(tma.name)}, {s_part}, {g_part}[None, {idx}], warp_in_group)")
         self.pending_store.add(stage.name)
+        if host is not None:
+            self.pending_store.add(host.name)
 
     def before_release(self, channel: str) -> None:
         if channel in self.pending_direct:
