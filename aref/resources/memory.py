@@ -137,9 +137,8 @@ def layout_bytes(items: list[SmemItem]) -> int:
 
 def smem_plan(ws, reuse: bool = True) -> SmemPlan:
     """The shared memory of barrier-level (or pipelined) kernel `ws`. A store stages through shared memory
-    when TMA can describe its box (`tma_problem`). `reuse=False`: no staging tile reuses a ring (a persistent
-    CTA's next tile reloads the rings a store would reuse); the stores of one group still share staging tiles
-    (each waits for the previous TMA store's read, persistent or not)."""
+    when TMA can describe its box (`tma_problem`). `reuse=False` gives every staging tile its own storage
+    (a persistent CTA's next tile reloads the rings a store would reuse)."""
     items: list[SmemItem] = []
     depth_sum = sum(ch.depth for ch in ws.channels)
     items.append(SmemItem("barriers", ("barriers",), "mbarriers", size=2 * MBARRIER_BYTES * depth_sum))
@@ -166,7 +165,8 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
             if op.kind is OpKind.STORE and store_tma_problem(op) is None:
                 staging.append(SmemItem("staging", ("staging", id(op)), f"staging of {gp.group.name}'s store to "
                                         f"{_tensor_name(ws, op)}", staging_tile(op)))
-    _place_staging(ws, rings if reuse else [], staging)
+    if reuse:
+        _place_staging(ws, rings, staging)
     # 1024-aligned tiles first, then the 128-aligned ones: no padding between them
     buffers = sorted(rings + scratch + staging, key=lambda i: i.align != SWIZZLE_ALIGN)
     items += buffers
