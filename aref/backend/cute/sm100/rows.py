@@ -159,11 +159,7 @@ class RowLayout:
         self.check_rows(src.type)
         rows, cols = src.type.shape
         self.nest_rows = rows
-        cls = ops.compute_class(src.type.dtype)
-        try:
-            spec = ops.cute_emission(ops.entry(op), self.role_key(), s_layout, cls).reduce
-        except ops.NoEmission as err:
-            raise BackendError(str(err), op.loc) from None
+        spec = self.reduce_spec(op, s_layout)
         buf = self.new_buffer(res, hint=self.hint(res) or f"row_{op.attrs.fn}", layout=r_layout)
         nest = Nest([("r", 1), ("c", per_thread_cols(rows, cols))])
         expr = strip_parens(self.render(src, Ctx(Index("r"), Index("c")), nest, top=False))
@@ -179,6 +175,14 @@ class RowLayout:
         self.emit_nest(nest)
         self.env[id(res)] = Reg(buf)
 
+    def reduce_spec(self, op: Op, layout):
+        """The op registry's reduction emission for `op`'s source in `layout` (identity and combine)."""
+        try:
+            return ops.cute_emission(ops.entry(op), self.role_key(), layout,
+                                     ops.compute_class(op.operands[0].type.dtype)).reduce
+        except ops.NoEmission as err:
+            raise BackendError(str(err), op.loc) from None
+
     def reduce_columns(self, op: Op) -> None:
         """Along the columns (axis 0) of a 128-row tile, a row per thread: per column, butterfly shuffles over
         the warp's 32 rows, then the 4 warps' partials meet in the group's exchange tile and every thread
@@ -186,11 +190,7 @@ class RowLayout:
         src, res = op.operands[0], op.result
         rows, cols = src.type.shape
         self.nest_rows = rows
-        cls = ops.compute_class(src.type.dtype)
-        try:
-            spec = ops.cute_emission(ops.entry(op), self.role_key(), ACC, cls).reduce
-        except ops.NoEmission as err:
-            raise BackendError(str(err), op.loc) from None
+        spec = self.reduce_spec(op, ACC)
 
         def combine(a: str, b: str) -> str:
             return strip_parens(spec.combine.format(a=a, b=b))
