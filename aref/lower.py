@@ -412,8 +412,9 @@ def _pingpong(kernel: WSKernel) -> None:
 
 def _shared_memory(kernel: WSKernel) -> None:
     """The resource model's shared-memory layout (`aref.resources.memory`, the one the backend allocates) fits
-    the SM: if not, the refusal is recorded in `kernel.resource_error`, as a register refusal is."""
-    if kernel.arch != "sm_90a" or kernel.resource_error is not None:
+    the SM: if not, the refusal is recorded in `kernel.resource_error`, as a register refusal is (on both
+    architectures: Blackwell's zero tile, MMA barriers and tensor-memory address slot are in the model)."""
+    if kernel.resource_error is not None:
         return
     from aref.resources.memory import smem_plan
     plan = smem_plan(kernel)

@@ -1,7 +1,8 @@
 """Shared memory and tensor memory of a warp-specialized kernel, and what a TMA descriptor can describe.
 
 Shared memory holds, in this order (the CuTe backend lays its storage struct out exactly so):
-  * two mbarriers (full, empty) per slot of every channel;
+  * two mbarriers (full, empty) per slot of every channel (on Blackwell also one per group that waits for its
+    MMAs and the tensor-memory address slot: `aref.resources.tensor_core`);
   * every channel's ring: `depth` slots of each payload tile (tensor-memory payloads keep only barriers);
   * a scratch tile per staged register operand of a wgmma (wgmma reads B, a transposed or an fp8 A from
     shared memory only; the group stages it there);
@@ -10,7 +11,8 @@ Shared memory holds, in this order (the CuTe backend lays its storage struct out
   * a staging tile per TMA store (registers → shared memory → TMA), unless the store reuses an idle buffer:
     a single-item channel its group has released and nobody else reads, or the staging tile of one of its
     own earlier stores (TMA stores of one group never overlap their staging: each waits for the previous
-    bulk read first).
+    bulk read first);
+  * on Blackwell, the tile of zeros the tensor core's zero fills read (`aref.resources.tensor_core`).
 A 2-D tile of whole 8-row × 16-byte swizzle atoms (`swizzled`) is stored with the widest swizzle its rows take
 (128 bytes where they are a multiple of 128 bytes) and starts on a 1024-byte boundary (the swizzle's period);
 every other tile — rank 1, or 2-D with rows not a multiple of 8 or a row not a multiple of 16 bytes, such as an
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType
 from aref.resources.layout import exchange_elements
+from aref.resources.tensor_core import MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups, zero_tile
 
 SMEM_PER_CTA = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}   # opt-in dynamic shared memory per CTA
 TMEM_COLUMNS = {"sm_90a": 0, "sm_100a": 512}                   # 32-bit columns per lane (128 lanes)
@@ -141,7 +144,16 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
     (a persistent CTA's next tile reloads the rings a store would reuse)."""
     items: list[SmemItem] = []
     depth_sum = sum(ch.depth for ch in ws.channels)
-    items.append(SmemItem("barriers", ("barriers",), "mbarriers", size=2 * MBARRIER_BYTES * depth_sum))
+    barrier_bytes = 2 * MBARRIER_BYTES * depth_sum
+    zeros = None
+    if ws.arch == "sm_100a":
+        # Blackwell's tensor core: its MMA barriers, the tensor-memory address slot and the tile of zeros its
+        # zero fills read, as the sm_100a backend lays them out
+        barrier_bytes += MMA_BARRIER_BYTES * len(mma_barrier_groups(ws)) + TMEM_ADDRESS_BYTES
+        tile = zero_tile(ws)
+        if tile is not None:
+            zeros = SmemItem("zero", ("zero",), "zeros of the tensor core's zero fills", tile)
+    items.append(SmemItem("barriers", ("barriers",), "mbarriers", size=barrier_bytes))
     rings = []
     for ch in ws.channels:
         for j, t in enumerate(ch.payload):
@@ -162,13 +174,15 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
     staging = []
     for gp in ws.groups:
         for op in gp.all_ops():
-            if op.kind is OpKind.STORE and store_tma_problem(op) is None:
+            # on Blackwell a tile read from a ring slot is TMA-stored straight from that slot (no staging)
+            direct = ws.arch == "sm_100a" and op.kind is OpKind.STORE and op.operands[-1].type.space is Space.SMEM
+            if op.kind is OpKind.STORE and store_tma_problem(op) is None and not direct:
                 staging.append(SmemItem("staging", ("staging", id(op)), f"staging of {gp.group.name}'s store to "
                                         f"{_tensor_name(ws, op)}", staging_tile(op)))
     if reuse:
         _place_staging(ws, rings, staging)
     # 1024-aligned tiles first, then the 128-aligned ones: no padding between them
-    buffers = sorted(rings + scratch + staging, key=lambda i: i.align != SWIZZLE_ALIGN)
+    buffers = sorted(rings + scratch + staging + ([zeros] if zeros else []), key=lambda i: i.align != SWIZZLE_ALIGN)
     items += buffers
     limit = SMEM_PER_CTA.get(ws.arch, SMEM_PER_CTA["sm_90a"])
     plan = SmemPlan(items, layout_bytes(items), limit)

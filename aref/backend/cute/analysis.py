@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
 from aref.resources.layout import exchange_elements
+from aref.resources.tensor_core import loop_trip_value
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
                                         mma_config,
                                         producers_of, register_a, scratch_key, smem_operand, staged_source)
@@ -487,17 +488,7 @@ class RuntimeItems:
 
 def trip_value(gp: GroupProgram) -> Value | None:
     """The Tile IR loop's trip count N in a group program: the pipelined loop runs max(N − S, 0) steady steps."""
-    lp = gp.loop
-    if lp is None:
-        return None
-    if not gp.stages:
-        return lp.trip_count
-    prod = {id(r): op for op in gp.all_ops() for r in op.results}
-    steady = prod.get(id(lp.trip_count))
-    sub = prod.get(id(steady.operands[0])) if steady is not None else None
-    if sub is None or sub.kind is not OpKind.SCALAR_BINARY or sub.attrs.fn != "sub":
-        raise BackendError("internal: the pipelined loop's trip count is not max(N - stages, 0)", lp.loc)
-    return sub.operands[0]
+    return loop_trip_value(gp)
 
 
 def _items_per_tile(ws: WSKernel) -> dict[str, object]:

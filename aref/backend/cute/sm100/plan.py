@@ -33,6 +33,9 @@ from aref.backend.cute.errors import BackendError
 from aref.backend.cute.operands import check_mma_dtypes, check_operand_layouts, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import SWIZZLE_ALIGN, SmemPlan, _align, smem_plan
+from aref.resources.tensor_core import (MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups,
+                                        zero_fill_shapes)
+from aref.resources.tensor_core import zero_tile as zero_tile_of
 from aref.ws import WSKernel
 
 SMEM_LIMIT = 227 * 1024           # opt-in dynamic shared memory per CTA on sm_100a (as sm_90a)
@@ -157,7 +160,6 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     plan_channel_buffers(ws, channels, by_value, skip=lambda ch: any(t.space is Space.TMEM for t in ch.payload))
     mmas: list[Tcgen05Config] = []
     mma_of: dict[int, int] = {}
-    zero_mmas: list[tuple[int, int]] = []
     for g in groups:
         gp = g.gp
         prod = producers_of(gp)
@@ -177,29 +179,22 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
                     raise BackendError(f"the MMA warp publishes a tile filled with {v.attrs.value} in tensor "
                                        f"memory; the tensor core writes zero fills only", op.loc,
                                        hint="start the accumulator at zero")
-                if v is not None and v.kind is OpKind.FULL or unwritten_when(gp, op.operands[3]) is not None:
-                    shape = tuple(op.operands[3].type.shape)
-                    if shape not in zero_mmas:
-                        zero_mmas.append(shape)
+    # the zero fills and their tile of zeros, as the resource model counts them (`aref.resources.tensor_core`)
+    zero_mmas = zero_fill_shapes(ws)
     for g in groups:            # slots whose tiles CUDA cores of a warp group read (a barrier before the release)
         if g.gp.group.warps == 4:
             for op in g.gp.all_ops():
                 if op.kind is OpKind.SLOT_READ and _cuda_core_read(g.gp, op.result):
                     next(c for c in channels if c.ch.name == op.attrs.channel).cuda_core_readers.add(g.index)
-    zero_tile = None
-    if zero_mmas:
-        rows = max(max(m, n) for m, n in zero_mmas)
-        zero_tile = BufferPlan("s_zero", TileType((rows, 16), DType.float16, Space.SMEM), 1,
-                               "zeros: A and B of the tensor core's zero fills")
+    zt = zero_tile_of(ws)
+    zero_tile = BufferPlan("s_zero", zt, 1, "zeros: A and B of the tensor core's zero fills") if zt else None
     used = {nb.id for nb in ws.named_barriers}
     next_id = max(used, default=0) + 1
-    mma_barriers = []
+    mma_barriers = mma_barrier_groups(ws)
     for g in groups:
         if g.gp.group.warps == 4:
             g.group_barrier = next_id
             next_id += 1
-        if g.issues_mma and any(op.kind is OpKind.MMA_WAIT for op in g.gp.all_ops()):
-            mma_barriers.append(g.index)
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
     scratch = {}
@@ -214,7 +209,8 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     smem_bytes = sum(b.nbytes for c in channels for b in c.buffers) + staged
     smem_bytes += sum(b.nbytes for b in scratch.values())
     smem_bytes += zero_tile.nbytes if zero_tile else 0
-    smem_bytes += _align(16 * (sum(c.ch.depth for c in channels) + len(mma_barriers)) + 16, 16) + SWIZZLE_ALIGN
+    smem_bytes += _align(16 * sum(c.ch.depth for c in channels) + MMA_BARRIER_BYTES * len(mma_barriers)
+                         + TMEM_ADDRESS_BYTES, 16) + SWIZZLE_ALIGN
     if smem_bytes > SMEM_LIMIT:
         parts = ", ".join(f"{c.ch.name}: {c.ch.depth}×{c.ch.slot_bytes} B" for c in channels if c.buffers)
         raise BackendError(f"shared memory {smem_bytes} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
@@ -335,35 +331,6 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     if fp8 and (a_major != "K" or b_major != "K"):
         raise BackendError("fp8 tcgen05 MMAs need both operands K-major (A: M×K, B: N×K row-major tiles)", op.loc)
     return Tcgen05Config(a.type.dtype, b.type.dtype, a_major, b_major, m, n, "SMEM")
-
-
-def unwritten_when(gp, v: Value) -> Value | None:
-    """The Tile IR trip count N of `gp`'s loop when `v` is the accumulator that loop carries from an initial zero
-    and N may be 0 (run-time, or 0 in this specialization): no MMA has written its tensor memory when N = 0,
-    where the interpreter's value is the initial zeros. None when an MMA always writes `v` first.
-
-    With N = 0 every guarded pipeline step is skipped, so `v` is followed through each `select(ran, new, old)`
-    to `old`, and from a loop's result to its initial value."""
-    from aref.backend.cute.analysis import trip_value
-    lp = gp.loop
-    n = trip_value(gp)
-    if lp is None or n is None:
-        return None
-    prod = {id(r): op for op in gp.all_ops() for r in op.results}
-    count = prod.get(id(n))
-    if count is not None and count.kind is OpKind.CONST and count.attrs.value > 0:
-        return None
-    results = {id(r): init for r, init in zip(lp.results, lp.inits)}
-    for _ in range(64):
-        if id(v) in results:
-            v = results[id(v)]
-            continue
-        op = prod.get(id(v))
-        if op is not None and op.kind is OpKind.SELECT:
-            v = op.operands[2]
-            continue
-        return n if op is not None and op.kind is OpKind.FULL and op.attrs.value == 0.0 else None
-    return None
 
 
 def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, items_per_tile: dict):

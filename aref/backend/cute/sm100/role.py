@@ -26,7 +26,7 @@ from aref.backend.cute.analysis import CUTLASS_DTYPE, BackendError, ident
 from aref.backend.cute.render import Ctx, Nest
 from aref.backend.cute.role import TAGGED, RoleEmitter
 from aref.backend.cute.sm100.persistent import PersistentRole
-from aref.backend.cute.sm100.plan import unwritten_when
+from aref.resources.tensor_core import unwritten_when
 from aref.backend.cute.sm100.rows import RowLayout
 from aref.backend.cute.source import Lines
 from aref.backend.cute.values import Buffer, Reg, SmemTile, Zero, coordinate, paren, strip_parens
