@@ -3,6 +3,7 @@ group take a CTA's alternate tiles, main loops serialized in tile order, each ep
 copy's main loop. The generated kernel compiles without spills at the budgets of three groups; the turn
 protocol (`overlap.TURNS`) runs as a model of the rings' mbarrier phases and the named barriers over many tiles
 and interleavings; kernels it cannot hold for are refused at the user's line."""
+import os
 import random
 import re
 
@@ -17,7 +18,8 @@ from tests.backend.test_consistency import check
 
 
 # ------------------------------------------------------------------------------------------- compile
-@pytest.mark.parametrize("example, size", [("gemm", "small"), ("gemm", "large"), ("gemm_epilogue", "small")])
+@pytest.mark.parametrize("example, size", [("gemm", "small"), ("gemm", "large"), ("gemm_epilogue", "small"),
+                                           ("gemm_reduce", "small"), ("batched_gemm", "small")])
 def test_overlapped_kernel_compiles_without_spills(example, size, backend_cache):
     ws = barrier_ir(example, "heuristic", "plain", size)
     result = compile_barrier(ws, cache_dir=backend_cache, persistent=True, ctas=132, epilogue_overlap=True)
@@ -251,3 +253,26 @@ def test_launch_overlapped_gemm_matches_torch(ctas):
     report = compare({k: v.cpu() for k, v in cuda.items() if isinstance(v, torch.Tensor)},
                      ex.reference_fn(**inputs), ex.tolerance(inputs))
     assert report.ok, report.to_json()
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def test_compile_command_takes_the_option(capsys, tmp_path):
+    """`aref compile --persistent --epilogue-overlap`: the generated source has the consumer's two copies; without
+    --persistent the command fails with the backend's rule at the kernel's line, never a traceback."""
+    import json
+
+    from aref.cli import main
+    from example_paths import example_path
+    gemm = example_path("gemm")
+    code = main(["compile", gemm, "--consumers", "plain", "--persistent", "--epilogue-overlap", "--emit", "cute",
+                 "--out", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and out["register_budgets"] == {"producer": 40, "consumer": 232, "consumer_1": 232}
+    assert "COPY=1" in open(out["source_path"]).read()
+    code = main(["compile", gemm, "--consumers", "plain", "--epilogue-overlap", "--emit", "cute",
+                 "--out", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    err = json.loads(captured.out.strip().splitlines()[-1])
+    assert code == 1 and "Traceback" not in captured.err
+    assert err["ok"] is False and "not persistent" in err["error"] and "persistent=True" in err["hint"]
+    assert os.path.samefile(err["file"], gemm) and err["line"] > 0

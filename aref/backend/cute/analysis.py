@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute import overlap
 from aref.resources.layout import exchange_elements
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
                                         mma_config,
@@ -156,8 +157,7 @@ class KernelPlan:
     overlap: object | None = None            # epilogue overlap: the second consumer copy (`overlap.OverlapPlan`)
 
     @property
-    def threads(self) -> int:
-        """Threads of a CTA: the IR's groups and, with epilogue overlap, the consumer's second copy."""
+    def threads(self) -> int:        # the IR's groups and, with epilogue overlap, the consumer's second copy
         return self.ws.total_threads + (128 if self.overlap is not None else 0)
 
     @property
@@ -344,11 +344,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
     if ws.resource_error is not None:
         raise ws.resource_error           # the resource model refused the groups' register budgets
     check_launch(ws, persistent, ctas, raster)
-    overlapped = None
-    if epilogue_overlap:
-        from aref.backend.cute import overlap
-        overlapped = overlap.check(ws, persistent)
-        ws = overlap.with_budgets(ws, overlapped)
+    ws, overlapped = overlap.prepare(ws, persistent) if epilogue_overlap else (ws, None)
     for gp in ws.groups:
         if gp.group.warps != 4:
             raise BackendError(f"warp group '{gp.group.name}' has {gp.group.warps} warps; the Hopper templates "
@@ -449,8 +445,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
                            hint="lower a channel depth or the tile sizes")
     plan = KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem.total, smem, copies,
                       direct, scratch, persistent, ctas, raster, _items_per_tile(ws) if persistent else {})
-    if overlapped is not None:
-        plan.overlap = overlap.plan_overlap(plan, overlapped)
+    plan.overlap = overlap.plan_overlap(plan, overlapped) if overlapped is not None else None
     return plan
 
 

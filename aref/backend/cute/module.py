@@ -102,13 +102,11 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
         loop = ["    # persistent: this CTA walks the tiles round-robin, every ring continuing across tiles",
                 "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]"]
         loop += ["    " + line for line in em.base_inits.values()]
+        # epilogue overlap: copy COPY of the consumer takes the CTA's tiles with tile_count % 2 == COPY
         copied = plan.overlap is not None and em.g.index == plan.overlap.group
-        if copied:
-            # epilogue overlap: copy COPY of the consumer takes the CTA's tiles with tile_count % 2 == COPY
-            loop += ["    for tile in cutlass.range(first_tile + COPY * num_ctas, NUM_TILES, 2 * num_ctas, unroll=1):"]
-        else:
-            loop += ["    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):"]
-        loop += ["        tile_count = (tile - first_tile) // num_ctas",
+        start, step = ("first_tile + COPY * num_ctas", "2 * num_ctas") if copied else ("first_tile", "num_ctas")
+        loop += [f"    for tile in cutlass.range({start}, NUM_TILES, {step}, unroll=1):",
+                 "        tile_count = (tile - first_tile) // num_ctas",
                  f"        block = {tile_coords_source('tile', plan.ws.grid, plan.raster)}"]
         loop += ["        " + line for line in em.bases.values()]
         advance = em.advance_bases()
@@ -317,12 +315,9 @@ def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
         args = [f["renames"].get(p, {}).get(g.index, p) for p in params]
         args += [f"{n}={pq[0] if k == 0 else pq[1]}" for n, pq in numbers.items()]
         args += [f"GROUP={g.index}"] if f.get("guarded") else []
-        if copied and g.index == ov.group:
-            for c in (0, 1):
-                call = f"{f['name']}({', '.join(args + [f'COPY={c}', f'GROUP_BARRIER={ov.group_barriers[c]}'])})"
-                f["calls"][g.index if c == 0 else ov.copy_index] = call
-            continue
-        f["calls"][g.index] = f"{f['name']}({', '.join(args)})"
+        for c, index in enumerate((g.index, ov.copy_index) if copied and g.index == ov.group else (g.index,)):
+            more = [f"COPY={c}", f"GROUP_BARRIER={ov.group_barriers[c]}"] if copied else []
+            f["calls"][index] = f"{f['name']}({', '.join(args + more)})"
     return out.text()
 
 
@@ -340,11 +335,8 @@ def _docstring(plan: KernelPlan, roles) -> str:
         extra += f", wgmma depth {gp.mma_depth}" if gp.mma_depth else ""
         lines.append(f"  {g.index} {gp.group.name:<10} {g.description}; {gp.group.regs} registers{extra}")
     if plan.overlap is not None:
-        ov = plan.overlap
-        name = plan.groups[ov.group].gp.group.name
-        lines.append(f"  {ov.copy_index} {name + '_1':<10} the second copy of {name}: the two take alternate tiles, "
-                     f"main loops in tile order (named barriers {ov.order_barriers[0]}, {ov.order_barriers[1]}), "
-                     f"each epilogue overlapping the other copy's main loop")
+        from aref.backend.cute.overlap import describe
+        lines.append(describe(plan))
     lines.append("Channels (mbarrier rings; full/empty arrival counts):")
     for cp in plan.channels:
         ch = cp.ch
@@ -534,11 +526,11 @@ def _kernel(plan: KernelPlan, roles) -> str:
             first = False
             with out.block(f"{kw} warp_group == {g.index}:  # {g.gp.group.name}"):
                 out(f["calls"][g.index])
-    if plan.overlap is not None:
+    if plan.overlap is not None:      # the consumer's second copy: its own branch, the role function's call
         ov = plan.overlap
-        f = next(f for f in roles["functions"] if ov.copy_index in f["calls"])
+        call = next(f["calls"][ov.copy_index] for f in roles["functions"] if ov.copy_index in f["calls"])
         with out.block(f"elif warp_group == {ov.copy_index}:  # {plan.groups[ov.group].gp.group.name}, copy 1"):
-            out(f["calls"][ov.copy_index])
+            out(call)
     return out.text()
 
 

@@ -97,6 +97,13 @@ def check(ws, persistent: bool) -> int:
     return consumers[0]
 
 
+def prepare(ws, persistent: bool):
+    """(`ws` with the budgets of the producer and two consumer copies, the consumer's group index), or a
+    `BackendError` naming the rule the kernel breaks (`check`, `with_budgets`)."""
+    group = check(ws, persistent)
+    return with_budgets(ws, group), group
+
+
 def check_items(plan) -> None:
     """Every ring's items per tile a compile-time constant (each copy finds a tile's ring position from its
     tile count alone; a running sum would miss the other copy's tiles)."""
@@ -217,6 +224,15 @@ def wrap_tile_body(plan, ov: OverlapPlan, body: list[str], pad: str) -> list[str
             + [f"{pad}# the other copy stages its tile next: these stores must have read the staging tiles",
                f"{pad}aref.staging_free(warp_in_group)"]
             + turn_lines(ov, "epilogue", "pass", pad))
+
+
+def describe(plan) -> str:
+    """The module docstring's line of the second copy."""
+    ov = plan.overlap
+    name = plan.groups[ov.group].gp.group.name
+    return (f"  {ov.copy_index} {name + '_1':<10} the second copy of {name}: the two take alternate tiles, "
+            f"main loops in tile order (named barriers {ov.order_barriers[0]}, {ov.order_barriers[1]}), "
+            f"each epilogue overlapping the other copy's main loop")
 
 
 def check_sm100(plan) -> None:
