@@ -276,3 +276,26 @@ def test_compile_command_takes_the_option(capsys, tmp_path):
     assert code == 1 and "Traceback" not in captured.err
     assert err["ok"] is False and "not persistent" in err["error"] and "persistent=True" in err["hint"]
     assert os.path.samefile(err["file"], gemm) and err["line"] > 0
+
+
+def test_copies_walk_the_plain_tile_order_between_them():
+    """The copies' tile loops (evaluated from the source) split the plain persistent walk of every CTA: each
+    tile once, copy c on the tiles with tile_count % 2 == c, and `has_next` true exactly before the CTA's last."""
+    ws = barrier_ir("gemm", "heuristic", "plain", "large")
+    consumer = generate_source(ws, persistent=True, epilogue_overlap=True).split("def consumer")[1]
+    loop = re.search(r"for tile in cutlass\.range\((.*), unroll=1\):", consumer).group(1)
+    count = re.search(r"tile_count = (.*)", consumer).group(1)
+    has_next = re.search(r"has_next = (.*?)  #", consumer).group(1)
+    rng = {"cutlass": type("C", (), {"range": staticmethod(range)})}
+    for tiles, ctas in [(1, 3), (7, 3), (24, 5), (24, 24), (1024, 132)]:
+        for first in range(min(ctas, tiles)):
+            walk = list(range(first, tiles, ctas))
+            got = {}
+            for c in (0, 1):
+                env = {"first_tile": first, "num_ctas": ctas, "NUM_TILES": tiles, "COPY": c}
+                for tile in eval(f"cutlass.range({loop})", rng, env):
+                    n = eval(count, {}, {**env, "tile": tile})
+                    assert n % 2 == c and tile not in got
+                    got[tile] = n
+                    assert eval(has_next, {}, {**env, "tile": tile}) == (tile != walk[-1])
+            assert sorted(got) == walk and [got[t] for t in walk] == list(range(len(walk)))
