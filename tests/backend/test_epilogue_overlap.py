@@ -299,3 +299,48 @@ def test_copies_walk_the_plain_tile_order_between_them():
                     got[tile] = n
                     assert eval(has_next, {}, {**env, "tile": tile}) == (tile != walk[-1])
             assert sorted(got) == walk and [got[t] for t in walk] == list(range(len(walk)))
+
+
+def turns_of_source(consumer: str) -> dict:
+    """The turn table the generated consumer implements, read back from its four hand-over blocks (in order:
+    main wait, main pass, epilogue wait, epilogue pass), each `if cutlass.const_expr(COPY == 0): ... else: ...`
+    with an optional `if <condition>:` around the named-barrier call; checks that a copy waits on its own turn
+    barrier and passes on the other's."""
+    lines = consumer.splitlines()
+    starts = [i for i, x in enumerate(lines) if x.strip() == "if cutlass.const_expr(COPY == 0):"]
+    assert len(starts) == 4
+    table, order = {}, None
+    for (point, action), i in zip([("main", "wait"), ("main", "pass"), ("epilogue", "wait"), ("epilogue", "pass")],
+                                  starts):
+        pad = len(lines[i]) - len(lines[i].lstrip())
+        j = i + 1
+        for c in (0, 1):
+            body = []
+            while j < len(lines) and (len(lines[j]) - len(lines[j].lstrip()) > pad):
+                body.append(lines[j].strip())
+                j += 1
+            if c == 0:
+                assert lines[j].strip() == "else:"
+                j += 1
+            cond = body[0][3:-1] if body[0].startswith("if ") else "True"
+            call = re.match(r"cute\.arch\.(barrier|barrier_arrive)\(barrier_id=(\d+), number_of_threads=2 \* "
+                            r"aref\.WARP_GROUP_THREADS\)", body[-1])
+            assert call and call.group(1) == ("barrier" if action == "wait" else "barrier_arrive")
+            bar = int(call.group(2))
+            order = order or {}
+            key = c if action == "wait" else 1 - c            # whose turn barrier this is
+            assert order.setdefault(key, bar) == bar
+            table[(c, point, action)] = cond
+    assert order[0] != order[1]
+    return table
+
+
+def test_generated_turns_are_the_modelled_protocol():
+    """The protocol the model checks is the one the kernel runs: read back from the generated source, the turn
+    table equals `overlap.TURNS`, and it keeps every ring wait exact in the model."""
+    ws = barrier_ir("gemm", "heuristic", "plain", "large")
+    consumer = generate_source(ws, persistent=True, epilogue_overlap=True).split("def consumer")[1]
+    table = turns_of_source(consumer)
+    assert table == overlap.TURNS
+    for seed in range(20):
+        run_protocol(5, 64, 5, seed, turns=table)
