@@ -120,8 +120,10 @@ def check_scratch(plan, group: int) -> None:
     for (g, _), b in plan.scratch.items():
         if g == group:
             raise BackendError(f"the consumer keeps {b.purpose} in shared memory ({b.name}); with epilogue "
-                               f"overlap one copy's epilogue would write it while the other's main loop uses it",
-                               plan.ws.loc, hint=HINT_OFF)
+                               f"overlap both copies would use that one tile, one copy's epilogue running during "
+                               f"the other's main loop", plan.ws.loc,
+                               hint="keep the operand in shared memory as loaded (no transpose or staging of a "
+                                    "register tile), or " + HINT_OFF)
 
 
 def with_budgets(ws, group: int):
