@@ -292,6 +292,9 @@ def _compile_args(p):
                    help="persistent CTAs to launch, ≥ 1 (default: the SMs of an H100, 132, or a B200, 148)")
     p.add_argument("--raster", type=int_at_least(0), default=0,
                    help="walk output tiles in groups of N rows of grid axis 0 (L2-friendly order; 0: none)")
+    p.add_argument("--epilogue-overlap", action="store_true",
+                   help="with --persistent: overlap one tile's epilogue with the next tile's main loop (sm_90a: "
+                        "two consumer copies on alternate tiles; sm_100a: the doubled accumulator)")
 
 
 @command("compile", "generate CuTe DSL code for a kernel and compile it (no GPU needed)", _compile_args)
@@ -310,7 +313,8 @@ def cmd_compile(args, console: Console) -> int:
                          hint="give a directory that exists or can be created") from None
     with progress(args, f"generating CuTe DSL and compiling for {args.arch} (cute.compile, ptxas)…"):
         result = compile_barrier(ws, out_dir=out_dir, emit=args.emit, persistent=args.persistent,
-                                 ctas=args.ctas or machine_for(args.arch).sms, raster=args.raster)
+                                 ctas=args.ctas or machine_for(args.arch).sms, raster=args.raster,
+                                 epilogue_overlap=args.epilogue_overlap)
     data = result.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "partition": args.partition, "fallback": ws.fallback,

@@ -126,13 +126,23 @@ def occupancy(ws, machine: Machine) -> int:
                       2 * MAX_THREADS_PER_BLOCK // threads))
 
 
+def epilogue_cycles(ws, report) -> int:
+    """Cycles of one tile after its consumers' last ring release (the epilogue an overlap can hide)."""
+    name = {gp.group.id: gp.group.name for gp in ws.groups}
+    consumers = {name[c] for ch in ws.channels for c in ch.consumers}
+    last = max((e.end for e in report.timeline if e.group in consumers and e.op.startswith("mbarrier_arrive")),
+               default=report.total_cycles)
+    return max(0, report.total_cycles - last)
+
+
 def predict(ws, machine: Machine, *, flops: int | None = None, persistent: bool = False,
-            ctas: int | None = None, raster: int = 0, seed: int = 0) -> Prediction:
+            ctas: int | None = None, raster: int = 0, seed: int = 0, epilogue_overlap: bool = False) -> Prediction:
     """Predicted time of launching Barrier IR `ws` on the whole GPU of `machine` (see the module docstring).
 
     `flops`: the launch's tensor-core FLOP (`kernel_flops` of its Tile IR) for the TFLOP/s figure;
     `persistent`/`ctas`: a persistent launch of min(`ctas` (default: one per SM), tiles) CTAs; `raster`: the
-    tile order (`aref.tile_order`), which decides what one wave reads.
+    tile order (`aref.tile_order`), which decides what one wave reads. `epilogue_overlap` (persistent, sm_90a):
+    two consumer copies on alternate tiles hide each tile's epilogue but the CTA's last behind the next main loop.
     """
     from aref.sim.timing import simulate_timing
     tiles = math.prod(ws.grid)
@@ -142,10 +152,14 @@ def predict(ws, machine: Machine, *, flops: int | None = None, persistent: bool 
     # CTAs sharing an SM share its units: a wave lasts at least the busiest unit's work of all of them
     busiest = max(report.utilization.values(), default=0.0) * report.total_cycles
     cta_cycles = max(report.total_cycles, math.ceil(per_sm * busiest))
-    # The backend's persistent loop runs every tile's fill, drain and epilogue as a fresh CTA would (no
-    # epilogue overlap yet), so a tile costs the same either way; only how tiles spread over CTAs differs.
+    # The backend's persistent loop runs every tile's fill, drain and epilogue as a fresh CTA would, so a
+    # tile costs the same either way; only how tiles spread over CTAs differs — unless the epilogue overlaps.
     waves = math.ceil(tiles / workers)
     cycles = waves * (machine.cta_overhead_cycles + cta_cycles)
+    if epilogue_overlap and persistent and ws.arch == "sm_90a" and waves > 1:
+        # each tile's epilogue runs during the other consumer copy's next main loop, as far as that lasts
+        epilogue = epilogue_cycles(ws, report)
+        cycles -= (waves - 1) * min(epilogue, cta_cycles - epilogue)
     problem = "; ".join(v.message for v in report.violations)
     return Prediction(cycles / (machine.clock_ghz * 1e9), report.total_cycles, report.cycles_per_iter,
                       report.utilization.get("tc", 0.0), waves, per_sm, flops, report.ok, problem)

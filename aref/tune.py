@@ -124,11 +124,11 @@ def _prepare(kfn, tensors: dict, consts: dict, cfg: Config, arch: str, machine) 
         ws = lower_to(kernel, "barrier", cfg.compile_options(arch))
     except ArefError as err:
         return replace(cand, status="pruned", stage="compiler", reason=f"{err.kind}: {err.message}")
-    problems = candidate_problems(ws, machine, cfg.persistent, cfg.ctas, cfg.raster)
+    problems = candidate_problems(ws, machine, cfg.persistent, cfg.ctas, cfg.raster, cfg.epilogue_overlap)
     if problems:
         return replace(cand, status="pruned", stage="resources", reason="; ".join(problems))
     pred = predict(ws, machine, flops=kernel_flops(kernel), persistent=cfg.persistent, ctas=cfg.ctas,
-                   raster=cfg.raster)
+                   raster=cfg.raster, epilogue_overlap=cfg.epilogue_overlap)
     if not pred.ok:
         return replace(cand, status="failed", stage="timing", reason=pred.problem, prediction=pred)
     return replace(cand, prediction=pred, ws=ws, kernel=kernel)

@@ -22,7 +22,7 @@ from pathlib import Path
 from aref.machine import Machine, with_parameters
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
-BACKEND_OPTIONS = ("persistent", "ctas", "raster")          # record options that steer the launch, not the compiler
+BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap")          # record options that steer the launch, not the compiler
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Sample:
     ctas: int | None = None
     problem: str = ""        # the example and its shapes: configurations are ranked within one problem
     raster: int = 0
+    epilogue_overlap: bool = False
 
     @property
     def measured_ms(self) -> float:
@@ -77,7 +78,7 @@ def rebuild(record: dict, examples_dir: str | os.PathLike = EXAMPLES_DIR) -> Sam
     shape = " ".join(f"{k}={v}" for k, v in sorted(record.get("overrides", {}).items()) if k not in consts)
     problem = f"{record['example']} {record.get('size', 'large')} {shape}".strip()
     return Sample(record, ws, kernel_flops(kernel), bool(launch.get("persistent", False)), launch.get("ctas"),
-                  problem, int(launch.get("raster", 0)))
+                  problem, int(launch.get("raster", 0)), bool(launch.get("epilogue_overlap", False)))
 
 
 def measured_samples(records: list[dict], examples_dir=EXAMPLES_DIR) -> tuple[list[Sample], list[str]]:
@@ -185,7 +186,8 @@ def evaluate(samples: list[Sample], machine: Machine) -> Evaluation:
     ev = Evaluation()
     by_problem: dict[str, list] = {}
     for s in samples:
-        p = predict(s.ws, machine, flops=s.flops, persistent=s.persistent, ctas=s.ctas, raster=s.raster)
+        p = predict(s.ws, machine, flops=s.flops, persistent=s.persistent, ctas=s.ctas, raster=s.raster,
+                    epilogue_overlap=s.epilogue_overlap)
         ms = p.seconds * 1e3
         ev.rows.append({"label": s.label(), "problem": s.problem, "measured_ms": s.measured_ms, "predicted_ms": ms,
                         "error": ms / s.measured_ms - 1, "cycles_per_iter": p.cycles_per_iter,

@@ -17,7 +17,6 @@ from aref.errors import ArefError
 # Feature options the Hopper backend does not generate yet: option -> what it means (issue 10's kernel features).
 UNSUPPORTED_FEATURES = {
     "cluster": "TMA multicast of shared operand tiles over a CTA cluster",
-    "epilogue_overlap": "the epilogue of one tile overlapped with the next tile's main loop",
 }
 
 
@@ -32,7 +31,8 @@ class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
     compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
     `raster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps: `aref.promote`), and the
-    feature options of `UNSUPPORTED_FEATURES` (`cluster`, `epilogue_overlap`); `softmax_overlap` (on by
+    feature options of `UNSUPPORTED_FEATURES` (`cluster`); `epilogue_overlap` (persistent launches: one tile's
+    epilogue overlapped with the next tile's main loop, `aref.backend.cute.overlap`); `softmax_overlap` (on by
     default) is FA3's intra-warpgroup overlap of softmax with the next MMA (the pipeline's T/C/U stages,
     `CompileOptions.coarse`), off to compare;
     `split_keys` asks for cooperative consumers splitting attention backward's key block (FA3)."""
@@ -106,11 +106,12 @@ class Config:
         """The launch options of this candidate on `arch` as `launch` / `launcher_for` take them (persistent
         CTAs: one per SM of the arch's machine unless the candidate says)."""
         from aref.machine import machine_for
-        return {"persistent": self.persistent, "ctas": self.ctas or machine_for(arch).sms, "raster": self.raster}
+        return {"persistent": self.persistent, "ctas": self.ctas or machine_for(arch).sms, "raster": self.raster,
+                "epilogue_overlap": self.epilogue_overlap}
 
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""
-        asked = {"cluster": self.cluster != (1, 1), "epilogue_overlap": self.epilogue_overlap}
+        asked = {"cluster": self.cluster != (1, 1)}
         return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
 
     def check_supported(self) -> None:

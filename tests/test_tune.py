@@ -43,11 +43,13 @@ def test_unsupported_features_are_refused_by_name():
     cfg = Config.of({}, cluster=(2, 1), epilogue_overlap=True, promote_every=4)
     with pytest.raises(UnsupportedFeature, match="not yet supported by the backend: TMA multicast"):
         cfg.check_supported()
-    assert len(cfg.unsupported()) == 2                   # promote_every is generated (aref.promote)
+    assert len(cfg.unsupported()) == 1                   # promote_every and epilogue_overlap are generated
     Config.of({}, promote_every=4).check_supported()
+    Config.of({}, persistent=True, epilogue_overlap=True).check_supported()     # aref.backend.cute.overlap
     Config.of({"BN": 128}).check_supported()
     Config.of({"BN": 128}, persistent=True, raster=8).check_supported()     # generated: aref.tile_order
-    assert Config.of({}, raster=8).launch_kwargs("sm_90a") == {"persistent": False, "ctas": 132, "raster": 8}
+    assert Config.of({}, raster=8).launch_kwargs("sm_90a") == {"persistent": False, "ctas": 132, "raster": 8,
+                                                               "epilogue_overlap": False}
     assert Config.of({}, persistent=True).launch_kwargs("sm_100a")["ctas"] == 148
 
 
@@ -70,6 +72,26 @@ def test_gemm_ranking_prunes_by_resources_and_features(tmp_path):
     assert js["best"] == space[0].to_json() and js["pruned"] == 3
     assert {"label", "status", "stage", "reason", "rank", "predicted_ms", "predicted_tflops", "cycles_per_iter",
             "tc_utilization", "measured_ms"} <= set(js["candidates"][0])
+
+
+def test_epilogue_overlap_candidates_are_ranked_not_pruned(tmp_path):
+    """A persistent plain-consumer GEMM with its epilogue overlapped is generated (aref.backend.cute.overlap):
+    the tuner ranks it, and the timing model hides each tile's epilogue but the last behind the next main loop;
+    the candidates the backend refuses are pruned with its rule (no persistent launch, two consumer groups)."""
+    ex, tensors = meta_inputs("gemm")
+    base = {"BN": 128, "BK": 64, "STAGES": 4}
+    space = [Config.of(base, consumers="plain", persistent=True),
+             Config.of(base, consumers="plain", persistent=True, epilogue_overlap=True),
+             Config.of(base, consumers="plain", epilogue_overlap=True),
+             Config.of(base, consumers="cooperative", persistent=True, epilogue_overlap=True)]
+    r = tune(ex.kernel, tensors, {}, space, TuneOptions(arch="sm_90a", cache_dir=tmp_path))
+    by = {c.config: c for c in r.candidates}
+    assert by[space[0]].status == "ok" and by[space[1]].status == "ok"
+    assert by[space[1]].predicted_ms < by[space[0]].predicted_ms
+    assert r.best == space[1]
+    assert by[space[2]].stage == "resources" and "not persistent" in by[space[2]].reason
+    assert by[space[3]].stage == "resources" and "one consumer warp group" in by[space[3]].reason
+    assert all(c.stage != "unsupported" for c in r.candidates)
 
 
 def test_the_winner_is_cached_per_shapes_and_space(tmp_path):

@@ -67,7 +67,8 @@ class CompileResult:
         }
 
 
-def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0) -> str:
+def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0,
+                    epilogue_overlap: bool = False) -> str:
     """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express).
 
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
@@ -76,13 +77,29 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
     order), persistent or not (a launch that is not persistent then has one CTA per tile along x).
     `exp2_fma` (sm_100a): the share of a tile's exp2 computed on the FMA units instead of the MUFU (FA4's
     software exp2, which offloads the special-function unit), 0 to 1 in sixteenths.
+    `epilogue_overlap` (persistent): one tile's epilogue runs while the next tile's main loop computes — on
+    sm_90a two copies of the consumer warp group take alternate tiles (CUTLASS's ping-pong schedule,
+    `aref.backend.cute.overlap`); on sm_100a the doubled tensor-memory accumulator of persistent kernels
+    already does this, and the option only checks that the accumulator was doubled.
     """
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import generate_source_sm100
-        return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster)
+        return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
     if exp2_fma:
         raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
-    return emit_module(plan_kernel(ws, persistent, ctas, raster))
+    return emit_module(plan_kernel(ws, persistent, ctas, raster, epilogue_overlap))
+
+
+def register_budgets(ws, persistent: bool = False, ctas: int = 132, raster: int = 0,
+                     epilogue_overlap: bool = False) -> dict[str, int]:
+    """Warp group name -> setmaxnreg budget of the generated kernel (with a Hopper epilogue overlap, the
+    budgets of the producer and the consumer's two copies, the copy named `<consumer>_1`)."""
+    budgets = {g.group.name: g.group.regs for g in ws.groups}
+    if epilogue_overlap and ws.arch == "sm_90a":
+        plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
+        budgets = {g.group.name: g.group.regs for g in plan.ws.groups}
+        budgets[plan.groups[plan.overlap.group].gp.group.name + "_1"] = plan.overlap.regs
+    return budgets
 
 
 def _library_fingerprint() -> str:
@@ -102,7 +119,7 @@ _MEMORY: dict[str, CompileResult] = {}
 
 
 def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0,
-              raster: int = 0) -> str:
+              raster: int = 0, epilogue_overlap: bool = False) -> str:
     """`cute<DSL version>_<hash>`: the version in clear (so a cache directory says which DSL built it; dots
     become underscores, as the key is part of a module name) and a hash of everything that decides the code."""
     global _FINGERPRINT
@@ -114,7 +131,8 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
     h.update(print_ws(ws).encode())
     h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
                    emit != "cute", persistent, ctas if persistent else 0) + ((exp2_fma,) if exp2_fma else ())
-                  + (("raster", raster) if raster > 1 else ())).encode())
+                  + (("raster", raster) if raster > 1 else ())
+                  + (("epilogue_overlap",) if epilogue_overlap else ())).encode())
     h.update(_FINGERPRINT.encode())
     version = re.sub(r"\W", "_", dsl_version())
     return f"cute{version}_{h.hexdigest()[:20]}"
@@ -122,26 +140,27 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
 
 def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
                     cache_dir: str | os.PathLike | None = None, persistent: bool = False,
-                    ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0) -> CompileResult:
+                    ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0,
+                    epilogue_overlap: bool = False) -> CompileResult:
     """Generate (and unless `emit="cute"`, compile) the CuTe DSL kernel of Barrier IR `ws`.
 
     `out_dir` receives the source (and PTX / cubin); without it files stay in the cache directory.
-    `persistent` / `ctas` / `exp2_fma` / `raster`: see `generate_source`.
+    `persistent` / `ctas` / `exp2_fma` / `raster` / `epilogue_overlap`: see `generate_source`.
     """
     if emit not in EMITS:
         raise BackendError(f"unknown emit {emit!r}", hint=f"choose one of {', '.join(EMITS)}")
     from aref.backend.cute import toolchain
 
-    key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster)
+    key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster, epilogue_overlap)
     cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
-        source = generate_source(ws, persistent, ctas, exp2_fma, raster)
+        source = generate_source(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
         cache.mkdir(parents=True, exist_ok=True)
         src = cache / f"{ws.name}_{key}.py"
         src.write_text(source)
         result = CompileResult(ws.name, ws.arch, src, cache_key=key, dsl_version=toolchain.dsl_version(),
-                               register_budgets={g.group.name: g.group.regs for g in ws.groups})
+                               register_budgets=register_budgets(ws, persistent, ctas, raster, epilogue_overlap))
         if emit != "cute":
             start = time.perf_counter()
             report = toolchain.compile_source_file(src, ws.arch, cache)

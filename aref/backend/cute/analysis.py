@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute import overlap
 from aref.resources.layout import exchange_elements
 from aref.resources.tensor_core import loop_trip_value
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
@@ -154,6 +155,11 @@ class KernelPlan:
     ctas: int = 0                            # CTAs of a persistent launch
     raster: int = 0                          # tile order: groups of this many axis-0 rows (aref.tile_order)
     items_per_tile: dict[str, object] = field(default_factory=dict)  # channel -> items one tile puts
+    overlap: object | None = None            # epilogue overlap: the second consumer copy (`overlap.OverlapPlan`)
+
+    @property
+    def threads(self) -> int:        # the IR's groups and, with epilogue overlap, the consumer's second copy
+        return self.ws.total_threads + (128 if self.overlap is not None else 0)
 
     @property
     def tiles(self) -> int:
@@ -322,11 +328,14 @@ def check_launch(ws: WSKernel, persistent: bool, ctas: int, raster: int) -> None
         raise BackendError(f"raster must be 0 (no rasterization) or a group size ≥ 1, got {raster}", ws.loc)
 
 
-def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster: int = 0) -> KernelPlan:
+def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster: int = 0,
+                epilogue_overlap: bool = False) -> KernelPlan:
     """Check `ws` against what the Hopper templates support and lay out its resources.
 
     `persistent`: launch min(`ctas`, tiles) CTAs that each walk tiles round-robin (132 = H100 SXM SMs).
     `raster`: walk the tiles in groups of that many rows of grid axis 0 (`aref.tile_order`); 0: x fastest.
+    `epilogue_overlap` (persistent): two copies of the consumer take alternate tiles (`overlap`); the plan's
+    `ws` is then a copy of `ws` with the register budgets of three groups.
     """
     if ws.level != "barrier":
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
@@ -336,6 +345,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
     if ws.resource_error is not None:
         raise ws.resource_error           # the resource model refused the groups' register budgets
     check_launch(ws, persistent, ctas, raster)
+    ws, overlapped = overlap.prepare(ws, persistent) if epilogue_overlap else (ws, None)
     for gp in ws.groups:
         if gp.group.warps != 4:
             raise BackendError(f"warp group '{gp.group.name}' has {gp.group.warps} warps; the Hopper templates "
@@ -436,6 +446,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
                            hint="lower a channel depth or the tile sizes")
     plan = KernelPlan(ws, tensors, channels, staging, tmas, mmas, layout_n, groups, smem.total, smem, copies,
                       direct, scratch, persistent, ctas, raster, _items_per_tile(ws) if persistent else {})
+    plan.overlap = overlap.plan_overlap(plan, overlapped) if overlapped is not None else None
     return plan
 
 

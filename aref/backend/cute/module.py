@@ -102,14 +102,21 @@ def _function_lines(em: RoleEmitter, setup: Lines, body: Lines) -> list[str]:
         loop = ["    # persistent: this CTA walks the tiles round-robin, every ring continuing across tiles",
                 "    first_tile, num_ctas = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]"]
         loop += ["    " + line for line in em.base_inits.values()]
-        loop += ["    for tile in cutlass.range(first_tile, NUM_TILES, num_ctas, unroll=1):",
+        # epilogue overlap: copy COPY of the consumer takes the CTA's tiles with tile_count % 2 == COPY
+        copied = plan.overlap is not None and em.g.index == plan.overlap.group
+        start, step = ("first_tile + COPY * num_ctas", "2 * num_ctas") if copied else ("first_tile", "num_ctas")
+        loop += [f"    for tile in cutlass.range({start}, NUM_TILES, {step}, unroll=1):",
                  "        tile_count = (tile - first_tile) // num_ctas",
                  f"        block = {tile_coords_source('tile', plan.ws.grid, plan.raster)}"]
         loop += ["        " + line for line in em.bases.values()]
         advance = em.advance_bases()
         if advance:
             advance = ["        # this tile's items advance the rings it used"] + ["        " + x for x in advance]
-        lines = loop + ["    " + line if line else line for line in lines] + advance
+        lines = ["    " + line if line else line for line in lines]
+        if copied:
+            from aref.backend.cute.overlap import wrap_tile_body
+            lines = wrap_tile_body(plan, plan.overlap, lines, " " * 8)
+        lines = loop + lines + advance
     if em.producer:
         # the whole group reallocates registers; one warp waits, arms the barriers and issues the copies
         lines = ["    # one warp of the group issues every TMA load", "    if warp_in_group == 0:"] + \
@@ -285,11 +292,17 @@ def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
     params = list(f["args"])
     numbers = f.get("numbers", {})
     sig = params + [f"{n}: cutlass.Constexpr" for n in numbers] + (["GROUP: cutlass.Constexpr"] if f.get("guarded") else [])
+    ov = plan.overlap
+    copied = ov is not None and any(g.index == ov.group for g in f["groups"])
+    if copied:     # epilogue overlap: which copy runs the role, and its own named barrier
+        sig += ["COPY: cutlass.Constexpr", "GROUP_BARRIER: cutlass.Constexpr"]
     out = Lines()
     out("@cute.jit")
     out(f"def {f['name']}({', '.join(sig)}):")
     out.depth += 1
     who = ", ".join(f"group {g.index} '{g.gp.group.name}' ({g.gp.group.regs} registers)" for g in f["groups"])
+    if copied:
+        who += f" and its copy, group {ov.copy_index}: copy COPY takes the CTA's tiles with tile_count % 2 == COPY"
     doc = f'"""{g0.description}: {who}.'
     if numbers:
         doc += "\n\n    Per-group constants: " + ", ".join(numbers) + "."
@@ -302,7 +315,9 @@ def _function_source(plan: KernelPlan, f: dict, reserved=frozenset()) -> str:
         args = [f["renames"].get(p, {}).get(g.index, p) for p in params]
         args += [f"{n}={pq[0] if k == 0 else pq[1]}" for n, pq in numbers.items()]
         args += [f"GROUP={g.index}"] if f.get("guarded") else []
-        f["calls"][g.index] = f"{f['name']}({', '.join(args)})"
+        for c, index in enumerate((g.index, ov.copy_index) if copied and g.index == ov.group else (g.index,)):
+            more = [f"COPY={c}", f"GROUP_BARRIER={ov.group_barriers[c]}"] if copied else []
+            f["calls"][index] = f"{f['name']}({', '.join(args + more)})"
     return out.text()
 
 
@@ -311,7 +326,7 @@ def _docstring(plan: KernelPlan, roles) -> str:
     ws = plan.ws
     lines = [f'"""aref kernel `{ws.name}` for {ws.arch}, generated from its Barrier IR by aref.backend.cute.', ""]
     shapes = ", ".join(f"{t.name} {'×'.join(map(str, t.shape))} {t.dtype.value}" for t in plan.tensors)
-    lines.append(f"Problem: {shapes}; grid {tuple(ws.grid)}, {ws.total_threads} threads, "
+    lines.append(f"Problem: {shapes}; grid {tuple(ws.grid)}, {plan.threads} threads, "
                  f"{plan.smem_bytes} bytes of shared memory.")
     lines.append("Warp groups:")
     for g in plan.groups:
@@ -319,6 +334,9 @@ def _docstring(plan: KernelPlan, roles) -> str:
         extra = f", {gp.stages + 1} pipeline stages" if gp.stages else ""
         extra += f", wgmma depth {gp.mma_depth}" if gp.mma_depth else ""
         lines.append(f"  {g.index} {gp.group.name:<10} {g.description}; {gp.group.regs} registers{extra}")
+    if plan.overlap is not None:
+        from aref.backend.cute.overlap import describe
+        lines.append(describe(plan))
     lines.append("Channels (mbarrier rings; full/empty arrival counts):")
     for cp in plan.channels:
         ch = cp.ch
@@ -391,7 +409,7 @@ def grid_lines(plan: KernelPlan) -> list[str]:
 def _constants(plan: KernelPlan) -> str:
     ws = plan.ws
     out = grid_lines(plan)
-    out.append(f"THREADS = {ws.total_threads}  # {len(ws.groups)} warp groups")
+    out.append(f"THREADS = {plan.threads}  # {len(ws.groups) + (plan.overlap is not None)} warp groups")
     return "\n".join(out + constexpr_lines(ws))
 
 
@@ -508,6 +526,11 @@ def _kernel(plan: KernelPlan, roles) -> str:
             first = False
             with out.block(f"{kw} warp_group == {g.index}:  # {g.gp.group.name}"):
                 out(f["calls"][g.index])
+    if plan.overlap is not None:      # the consumer's second copy: its own branch, the role function's call
+        ov = plan.overlap
+        call = next(f["calls"][ov.copy_index] for f in roles["functions"] if ov.copy_index in f["calls"])
+        with out.block(f"elif warp_group == {ov.copy_index}:  # {plan.groups[ov.group].gp.group.name}, copy 1"):
+            out(call)
     return out.text()
 
 

@@ -13,10 +13,15 @@ from aref.backend.cute.sm100.plan import Sm100Plan, plan_kernel_sm100
 
 
 def generate_source_sm100(ws, persistent: bool = False, ctas: int = 148, exp2_fma: float = 0.0,
-                          raster: int = 0) -> str:
+                          raster: int = 0, epilogue_overlap: bool = False) -> str:
     """The CuTe DSL module of an sm_100a Barrier IR kernel (a `BackendError` for what it cannot express);
-    `exp2_fma`: the share of exp2 computed on the FMA units (see `aref.backend.cute.generate_source`)."""
+    `exp2_fma`: the share of exp2 computed on the FMA units (see `aref.backend.cute.generate_source`).
+    `epilogue_overlap`: a persistent kernel's doubled tensor-memory accumulator already overlaps one tile's
+    epilogue with the next tile's MMAs; the option refuses a kernel where it could not be doubled."""
     plan = plan_kernel_sm100(ws, persistent, ctas, raster)
+    if epilogue_overlap:
+        from aref.backend.cute.overlap import check_sm100
+        check_sm100(plan)
     plan.exp2_fma = exp2_fma
     return emit_module_sm100(plan)
 
