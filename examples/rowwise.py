@@ -18,8 +18,11 @@ LOG2E = math.log2(math.e)
 def layer_norm(X, W, B, Y, *, BM: int = 64, ROWS: int = 256, eps: float = 1e-5):
     pid = aref.program_id(0)
     N = X.shape[1]
-    w = aref.load(W, (0,), (N,)).to(aref.float32)
-    b = aref.load(B, (0,), (N,)).to(aref.float32)
+    # weight and bias stay 16-bit rows (1, N), widened where they are used: held as float32 column vectors
+    # they took a quarter of their columns per thread (64 registers each at N = 256), and beside the block's
+    # float32 x (128) and its float16 store tile they overflowed a warp group's 256 registers
+    w = aref.load(W, (0,), (N,))[None, :]
+    b = aref.load(B, (0,), (N,))[None, :]
     per = ROWS // BM
     xs = aref.channel(depth=2)
     for i in aref.range(aref.minimum(per, -(-X.shape[0] // BM) - pid * per)):
@@ -29,7 +32,7 @@ def layer_norm(X, W, B, Y, *, BM: int = 64, ROWS: int = 256, eps: float = 1e-5):
         mean = aref.rowsum(x) * (1.0 / N)
         xc = x - mean[:, None]
         rstd = aref.rsqrt(aref.rowsum(xc * xc) * (1.0 / N) + eps)
-        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        y = xc * rstd[:, None] * w.to(aref.float32) + b.to(aref.float32)
         aref.store(Y, (pid * per + i, 0), y.to(Y.dtype))
 
 

@@ -80,7 +80,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     waits for each MMA; S and O copies, see tests/test_cli_compare.py KNOWN_GAPS), and with the costs the
     attention-forward model takes minutes instead of seconds to solve; there the graph is the occupancy-free
     one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
-    lowerings were tuned against.
+    lowerings were tuned against — except for a loop with no MMA, which has no MMA warp: on Blackwell too
+    its graph states the streams.
     `register_cap`: the most registers per thread a group may use (default: what a group can be given).
     `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
@@ -100,7 +101,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
                                "partition")
     m = machine_for(arch)
-    occ = occupancy if occupancy is not None else not m.tmem_columns
+    # Blackwell's occupancy-free graph answers its MMA lowerings (above); a loop with no MMA has none of
+    # them: its groups run their CUDA-core streams (a tile's stores staged by the group itself) exactly as
+    # on Hopper, and without the streams the graph's II missed them (rowwise: II 1168, the group ran 1489)
+    occ = occupancy if occupancy is not None else not m.tmem_columns or not any(
+        op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in kernel.loop.body.ops)
     costs = occ or group_costs
     # one resource model: a tile handed to an MMA takes tensor-memory columns where the lowering puts it
     # there (`streams.tmem_operand`: a 64-row P goes through shared memory), as many as the lowering's plan
