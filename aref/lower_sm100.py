@@ -13,6 +13,8 @@ On top of the common lowering (`aref.lower`: slots, parities, TMA rings, registe
   groups also read the MMA result held in those columns (a promoted fp8 GEMM's `part`: one group adds it
   into `acc`, another zeroes it), the writer first waits on that result's `empty` barrier, as the MMA warp
   does before it accumulates there: its own program order only puts its own read first.
+* Where the solver's graph stated the groups' streams (`WSKernel.streams`), a group that loads a tensor-memory
+  tile whole into registers (`loaded_to_registers`) releases its slot right after the load.
 * Tensor memory is planned (`aref.tmem.plan_tensor_memory`), allocated by the first MMA-issuing group before
   the others start, and freed once every group using it has arrived at its named barrier.
 """
