@@ -116,6 +116,7 @@ def _partition(kernel: Kernel, options: CompileOptions):
     with compiler_pass("loop distribution", kernel.loc):
         ws = distribute(kernel, part, options.arch)
     ws.anchors = anchors
+    ws.streams = anchors is not None and part.streams
     from aref.promote import promote_note
     ws.notes = list(part.notes) + promote_note(options.arch, options.promote_every)
     return _checked(ws, options, "loop distribution")

@@ -13,6 +13,8 @@ On top of the common lowering (`aref.lower`: slots, parities, TMA rings, registe
   groups also read the MMA result held in those columns (a promoted fp8 GEMM's `part`: one group adds it
   into `acc`, another zeroes it), the writer first waits on that result's `empty` barrier, as the MMA warp
   does before it accumulates there: its own program order only puts its own read first.
+* Where the solver's graph stated the groups' streams (`WSKernel.streams`), a group that loads a tensor-memory
+  tile whole into registers (`loaded_to_registers`) releases its slot right after the load.
 * Tensor memory is planned (`aref.tmem.plan_tensor_memory`), allocated by the first MMA-issuing group before
   the others start, and freed once every group using it has arrived at its named barrier.
 """
@@ -43,6 +45,8 @@ def lower_blackwell(ws: WSKernel) -> None:
     # before any group is lowered (its gets, puts and MMAs are still channel ops)
     successors = {ch.name: _in_place_successors(ws, ch) for ch in ws.channels if _in_tmem(ch)}
     for gp in ws.groups:
+        if ws.streams:
+            _release_after_load(gp, ws)
         _release_before_publish(gp, ws)
         _BlackwellLowering(ws, gp, successors).run()
         for _, block in gp.regions():
@@ -194,6 +198,48 @@ def _release_before_publish(gp: GroupProgram, ws: WSKernel) -> None:
                         seen.update(id(r) for r in ops[j].results)
             if last + 1 < i and all(o.stage == op.stage for o in ops[last + 1:i]):
                 ops.insert(last + 1, ops.pop(i))
+
+
+def _release_after_load(gp: GroupProgram, ws: WSKernel) -> None:
+    """In each block, move the release of a tensor-memory slot whose tile is loaded into registers
+    (`loaded_to_registers`) up to just after its get: the columns are free once `tcgen05.ld` has returned, not
+    after the last use of the register copy, so the MMA that rewrites them (the next iteration's S or hidden
+    slice) runs while the group still computes on the copy. Only across ops of the release's own pipeline
+    stage, and only where every use of the tile follows in the block.
+    Applied where the solver's graph stated the groups' streams (`WSKernel.streams`): its reader node takes
+    the tile at its start (mlp: II 992, simulated 1007 with the rule, 1121 without). The occupancy-free graph
+    states no such order, and the programs lowered from it run slower with the rule (attention_bwd: 1248
+    cycles per iteration instead of 1002; attention_fwd's own program 1681 instead of 1647: there the MMA
+    warp's order, tuned against the late releases, then waits elsewhere — not analysed further)."""
+    chans = {id(c.value): c for c in ws.channels}
+    for _, block in gp.regions():
+        ops = block.ops
+        for i in range(len(ops)):
+            op = ops[i]
+            if op.kind is not OpKind.CONSUMED or not _in_tmem(chans[id(op.operands[0])]):
+                continue
+            got = next((j for j in range(i - 1, -1, -1) if ops[j].kind is OpKind.GET
+                        and ops[j].operands[0] is op.operands[0] and ops[j].operands[1] is op.operands[1]), None)
+            if got is None or got + 1 >= i or any(o.stage != op.stage for o in ops[got:i]):
+                continue
+            between = {id(o) for o in ops[got + 1:i]}
+            if all(loaded_to_registers(r, gp) and all(id(u) in between for u in _users(r, gp))
+                   for r in ops[got].results):
+                ops.insert(got + 1, ops.pop(i))
+
+
+def loaded_to_registers(v, gp: GroupProgram) -> bool:
+    """Is the tensor-memory tile `v` (a get's item or a slot_read) used by CUDA-core ops only? The sm100 backend
+    then loads it whole into registers where it is read (`tcgen05.ld` + `wait::ld`, its role's `op_slot_read`)
+    and the ops compute on that copy; the simulator reads it the same way (`aref.sim.program`)."""
+    from aref import ops as ops_registry
+    cuda_core = ops_registry.kinds_with(ops_registry.CUDA_CORE)
+    users = _users(v, gp)
+    return bool(users) and all(u.kind in cuda_core for u in users)
+
+
+def _users(v, gp: GroupProgram) -> list[Op]:
+    return [u for u in gp.all_ops() if any(o is v for o in u.operands)]
 
 
 def _wait_before_writing(ops: list[Op]) -> None:

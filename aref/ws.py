@@ -167,6 +167,8 @@ class WSKernel:
     loc: SrcInfo = UNKNOWN_LOC
     # a solver's modulo schedule: Tile IR op index -> (stage, residue); None for the heuristic pipeline
     anchors: dict | None = None
+    # that schedule's graph stated each group's instruction stream (`partition.model.Partition.streams`)
+    streams: bool = False
     # the resource model's refusal of the groups' register budgets (Barrier IR): the backend raises it, the
     # simulator and the timing model still run the kernel (registers do not change what it computes)
     resource_error: Exception | None = None

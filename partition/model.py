@@ -74,6 +74,9 @@ class Partition:
     mode: str = "plain"                 # plain | cooperative | pingpong | blackwell | optimal | custom
     pingpong: tuple[int, ...] = ()      # groups that take turns on the tensor core
     notes: list[str] = field(default_factory=list)
+    # the optimal partitioner's graph stated each group's instruction stream (`partition.streams`): its reader
+    # of a tensor-memory tile takes the tile at its start, which the Blackwell lowering then realizes
+    streams: bool = False
 
     def group_of(self, op: Op) -> int | None:
         return self.assign.get(op)

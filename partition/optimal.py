@@ -543,6 +543,7 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
             anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
     if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
         anchors.update(streams.release_anchors(kernel, ex, result, index))
+    part.streams = ex.occupancy
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
     if proof:

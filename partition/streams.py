@@ -51,9 +51,10 @@ def send_cycles(nbytes: int, m: Machine, *, async_reader: bool, mma_result: bool
 
     Registers go through a shared-memory slot: wait for it, store, fence for an MMA reader, arrive; an MMA
     result in registers is waited for first. A tensor-memory value (Blackwell) only signals: the MMA
-    result by a commit, a CUDA-core value after its stores' fence."""
+    result by a commit, a CUDA-core value after it waited for a free slot and fenced its stores (the
+    lowering's `mbarrier_wait empty`, `tmem_store_fence`, `mbarrier_arrive full`)."""
     if in_tmem:
-        return m.async_issue_cycles + (0 if mma_result else m.sync_cycles)
+        return m.async_issue_cycles + (0 if mma_result else 2 * m.sync_cycles)
     cost = m.sync_cycles + store_cycles(nbytes, m) + m.async_issue_cycles
     if async_reader:
         cost += m.sync_cycles

@@ -359,8 +359,16 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
             r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
         return (r, stage[op], index[op])
 
-    if sm100.is_blackwell_mma_group(gp, kernel):
-        # the stages are the solver's; within a step FA4's order lets S be written over P (see pipeline.sm100)
+    # a loaded ring the group holds across steps with no slot to spare: the producer refills a slot only once
+    # the previous step's U has released it, so U must not wait behind T for the next item
+    starved = any(held and slack_steps(ch) == held for ch, held in span)
+    if sm100.is_blackwell_mma_group(gp, kernel) and not (
+            starved and not sm100.operand_from_tensor_memory(gp, kernel, ops, stage)):
+        # the stages are the solver's; within a step FA4's order lets S be written over P (see pipeline.sm100).
+        # Where P comes through shared memory nothing lies over S and the order only decides who waits: with a
+        # starved ring the solver's own order stands, which issues the previous step's U first (it releases
+        # the loaded slot before the MMA warp waits for the next item: linear_attention's depth-2 ring, whose
+        # V the late U holds, ran at 2475 cycles per iteration behind T's wait for the copies, 1627 so)
         priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
     order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)

@@ -106,12 +106,12 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
         ranks = [shared(s, seen + (op,)) for s in succ.get(op, []) if s not in seen]
         return min(ranks, default=len(ops))
 
-    if not _operand_from_tensor_memory(gp, kernel, ops, stage):
+    if not operand_from_tensor_memory(gp, kernel, ops, stage):
         return lambda op: (stage[op], shared(op), index[op])
     return lambda op: (shared(op), -stage[op], index[op])
 
 
-def _operand_from_tensor_memory(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int]) -> bool:
+def operand_from_tensor_memory(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int]) -> bool:
     """Does an MMA of the group's latest stage read its A operand (through views) from a tensor-memory channel
     that another group fills?"""
     computed = {id(c.value) for c in kernel.channels

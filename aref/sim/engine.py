@@ -502,7 +502,8 @@ class Engine:
             tensor_memory.check_read(self, st, gi, ins, c, slot, item, "reads")
         d = st.sdata[si]
         st.sdata[si] = d._replace(last_read=(ins.op, gi))
-        g.env[ins.res[0]] = SlotView(c, slot, item, r, d.data[r])
+        # a tensor-memory tile loaded into registers: its uses read the copy, not the slot
+        g.env[ins.res[0]] = d.data[r] if ins.to_registers else SlotView(c, slot, item, r, d.data[r])
 
     def _mma_issue(self, st, gi, g, ins) -> None:
         vals, keys, opaque = [], set(), False

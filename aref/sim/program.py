@@ -42,7 +42,7 @@ class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
-                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes")
+                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -60,6 +60,8 @@ class Instr:
         #                            slot_read that only MMAs use (the tensor core reads the slot)
         self.tmem_ld_bytes = 0     # Blackwell: the group's own MMA results this op reads (tcgen05.ld first)
         self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
+        self.to_registers = False  # Blackwell: a slot_read of tensor memory loaded whole into registers
+        #                            (`aref.lower_sm100.loaded_to_registers`): its uses read the copy
 
 
 class Prog:
@@ -247,12 +249,13 @@ def _mark_tensor_pipe(gp, prog: list) -> None:
     """A slot_store into a tensor-memory ring of an MMA result (or a constant) by the group that issues the
     MMAs is written by the tensor core in place (`aref.ws`), not by tcgen05.st: no data moves, and only an
     mma_commit publishes it. A slot_read of tensor memory that only the group's MMAs use moves no data either
-    (the timing model charges it nothing)."""
-    from aref.lower_sm100 import from_mma, read_by_tensor_core, tensor_core_group
-    if not tensor_core_group(gp):
-        return
+    (the timing model charges it nothing). A slot_read of tensor memory that only CUDA cores use is a register
+    copy (`Instr.to_registers`)."""
+    from aref.lower_sm100 import from_mma, loaded_to_registers, read_by_tensor_core, tensor_core_group
+    mma_group = tensor_core_group(gp)
     for ins in prog:
-        if ins.kind is OpKind.SLOT_STORE and ins.op.operands[0].type.tile.space.value == "tmem":
+        if ins.kind is OpKind.SLOT_STORE and mma_group and ins.op.operands[0].type.tile.space.value == "tmem":
             ins.tensor_pipe = from_mma(ins.op.operands[3], gp)
         elif ins.kind is OpKind.SLOT_READ and ins.op.operands[0].type.tile.space.value == "tmem":
-            ins.tensor_pipe = read_by_tensor_core(ins.op.result, gp)
+            ins.tensor_pipe = mma_group and read_by_tensor_core(ins.op.result, gp)
+            ins.to_registers = loaded_to_registers(ins.op.result, gp)     # any group: tcgen05.ld
