@@ -361,7 +361,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
 
     if sm100.is_blackwell_mma_group(gp, kernel):
         # the stages are the solver's; within a step FA4's order lets S be written over P (see pipeline.sm100)
-        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
+        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges, residue)
     order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
