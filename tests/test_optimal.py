@@ -232,3 +232,37 @@ def test_cuda_core_work_on_both_sides_of_an_mma_is_two_nodes(arch):
     got = {k: v.clone() for k, v in args.items()}
     assert not sim.simulate(ws, got, seed=2).violations
     assert torch.equal(got["C"], want["C"])
+
+
+def test_blackwell_graph_states_each_nodes_own_stream():
+    """On Blackwell a CUDA-core node's ops run one after another in its group, once per iteration: its
+    duration is that stream (reservations) and a recurrence of the node bounds the II by it, with the mask
+    its group recomputes (causal attention's 128×128 compare) and its waits and hand-offs. attention_causal's
+    softmax: not the MUFU's 1040 cycles but more than its ops' 2000, and its rescale on another group."""
+    ex0 = load_example(example_path("attention_causal"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    free = extract_graph(kernel, "sm_100a", reservations=False)
+    ex = extract_graph(kernel, "sm_100a")
+    exp = next(n for n in ex.graph.ops if ex.kind[n] == "exp")
+    own = [e for e in ex.graph.edges if e.src == exp and e.dst == exp and e.distance == 1 and not e.data]
+    ops = sum(ex.graph.ops[exp].usage.values())
+    assert own and own[0].delay > ops + 128
+    assert not any(e.src == e.dst == exp and not e.data for e in free.graph.edges)
+    r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
+    plain = S.solve(free.graph, S.SolveOptions(time_limit=60))
+    assert r.proven_optimal and r.ii >= own[0].delay > 2 * plain.ii
+    assert r.assignment[exp] != r.assignment[next(n for n in ex.graph.ops if ex.kind[n] == "rescale")]
+
+
+def test_in_place_accumulator_is_read_before_its_mma_on_blackwell():
+    """linear attention's state accumulates in place in tensor memory (S += kᵀ·v): the node reading the
+    state for q·S must end before that MMA of the same iteration starts."""
+    ex0 = load_example(example_path("linear_attention"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    ex = extract_graph(kernel, "sm_100a")
+    state = next(n for n, ops in ex.members.items() if ex.kind[n] == "gemm" and ops[0].operands[2:]
+                 and ops[0].operands[2] in kernel.loop.carried)
+    readers = [e for e in ex.graph.edges if e.dst == state and e.distance == 0 and not e.data]
+    assert readers and all(e.delay >= ex.graph.ops[e.src].duration for e in readers)
+    r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
+    assert all(r.schedule[e.src] + ex.graph.ops[e.src].duration <= r.schedule[state] for e in readers)
