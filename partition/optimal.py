@@ -78,9 +78,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     groups run exactly those streams (attention backward's softmax/dS group was over its II without the
     rule). On Blackwell the lowering still differs from the graph where it matters more (the MMA warp
     waits for each MMA; S and O copies, see tests/test_cli_compare.py KNOWN_GAPS), and with the costs the
-    attention-forward model takes minutes instead of seconds to solve; there the graph is the occupancy-free
-    one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
-    lowerings were tuned against.
+    attention-forward model takes minutes instead of seconds to solve; there the graph has no group
+    occupancy, load latencies, whole-put barriers or release latencies, but states each CUDA-core node's
+    own stream (`reservations`).
     `register_cap`: the most registers per thread a group may use (default: what a group can be given).
     `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
@@ -324,9 +324,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     # MMA results it reads and its hand-offs run one after another in one group, once per
                     # iteration: the node's next instance starts no sooner (a recurrence of the node)
                     mma_reads = {s for o in ops for v in o.operands for s, d in sources(v) if s.kind is OpKind.MMA}
-                    own_stream[n] = (streams.cluster_stream_cycles(ops + _recomputed(ops, prod, rep, body), m,
-                                                                   tmem_traffic)
-                                     + send + streams.receive_cycles(m) * len(mma_reads))
+                    own = ops + streams.recomputed(ops, prod, rep, body)
+                    own_stream[n] = (streams.cluster_stream_cycles(own, m, tmem_traffic) + send
+                                     + streams.receive_cycles(m) * len(mma_reads))
                 g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES,
                          **issue_costs)
@@ -401,7 +401,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             streams.add_post_handoffs(kernel, ex, rep)
     _ring_reuse(ex, body, m, occ)
     if m.tmem_columns:
-        _in_place_readers(ex, body, sources)
+        streams.in_place_readers(ex, sources)
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy = occ
@@ -480,39 +480,6 @@ def _ring_reuse(ex: Extraction, body: list[Op], m, occupancy: bool = False) -> N
                 trips[(r, depth)] = trip
     for (r, depth), trip in sorted(trips.items()):
         g.add_edge(r, r, trip, depth, data=False)
-
-
-def _in_place_readers(ex: Extraction, body: list[Op], sources) -> None:
-    """Blackwell: an MMA accumulating on its own previous result does so in place in tensor memory, so every
-    other node reading that previous result (linear attention's state, read for q·S) must have read it before
-    the MMA of the same iteration overwrites it: an ordering edge from each such reader to the MMA."""
-    g = ex.graph
-    for n, ops in ex.members.items():
-        mma = ops[0]
-        if ex.kind[n] != "gemm" or len(mma.operands) < 3:
-            continue
-        if (mma, 1) not in sources(mma.operands[2]):
-            continue
-        carried = mma.operands[2]
-        for r, rops in ex.members.items():
-            if r == n:
-                continue
-            if any(v is carried for o in rops for v in o.operands):
-                g.add_edge(r, n, g.ops[r].duration, 0, data=False)
-
-
-def _recomputed(ops: list[Op], prod: dict, rep, body: list[Op]) -> list[Op]:
-    """The loop body's replicated ops (index math, masks: `partition.model.replicated_ops`) that `ops` read,
-    directly or through each other: the group running `ops` recomputes them every iteration."""
-    out: list[Op] = []
-    stack = [v for o in ops for v in o.operands]
-    while stack:
-        p = prod.get(id(stack.pop()))
-        if p is None or p not in rep or p not in body or p in out or p in ops:
-            continue
-        out.append(p)
-        stack.extend(p.operands)
-    return out
 
 
 def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:
