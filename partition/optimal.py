@@ -519,7 +519,8 @@ def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = 
     `extract_graph`'s (False on Blackwell: the occupancy-free graph)."""
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                           channel_memory=channel_memory, operands=operands, reservations=reservations)
+                           channel_memory=channel_memory, operands=operands,
+                           **({} if reservations is None else {"reservations": reservations}))
         return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
                                                        explain_found=explain_found))
     ex, result = run(channel_memory)

@@ -83,7 +83,8 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
     `residue` (a solver's schedule: each anchored op's start cycle modulo II): a sub-tile whose U is one stage
     after its T and starts later in the step than T goes T first, as the solver has it: the schedule writes
     the next S while P waits for its MMA, which FA4's order would hold back until P was read — with one
-    sub-tile that runs the tensor core and the softmax one after the other (then P takes columns of its own)."""
+    sub-tile that runs the tensor core and the softmax one after the other. P then takes columns of its own:
+    only where every tensor-memory ring fits the columns in its own place."""
     comp = subtiles(kernel)
     index = {op: i for i, op in enumerate(ops)}
     members: dict[object, int] = {}
@@ -121,8 +122,14 @@ def _t_first_subtiles(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int],
     """Ranks of the sub-tiles whose U (an MMA reading its A operand from a tensor-memory channel another group
     fills) the solver starts one stage after, and later in the step than, a T (an MMA of the sub-tile that
     does not)."""
-    computed = {id(c.value) for c in kernel.channels
-                if c.producer != gp.group.id and any(t.space is Space.TMEM for t in c.payload)}
+    from aref.machine import tmem_tile_columns
+    from aref.tmem import COLUMNS
+    rings = [c for c in kernel.channels if any(t.space is Space.TMEM for t in c.payload)]
+    # each loop ring in its own columns, but a tile an MMA accumulates on in place shares its MMA's result's
+    homes = [c for c in rings if c.region == "loop" and not _accumulates_on(gp, c)]
+    if sum(tmem_tile_columns(t) * c.depth for c in homes for t in c.payload if t.space is Space.TMEM) > COLUMNS:
+        return set()                # P must lie over S
+    computed = {id(c.value) for c in rings if c.producer != gp.group.id}
     from_tmem = _taken_from(ops, computed)
     mmas = [op for op in ops if op.kind is OpKind.MMA and op in rank and residue.get(op) is not None]
     us = [op for op in mmas if id(op.operands[0]) in from_tmem]
