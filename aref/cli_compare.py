@@ -368,7 +368,8 @@ def draw_gantt(name, arch, out, reports, lowered, path) -> str:
         labels = [(g.group.name, f"{g.group.name} ({g.group.warps}w)") for g in ws.groups]
         title = f"{mode} ({len(ws.groups)} warp groups)"
         if ws.fallback:
-            title += ", the heuristic's program (timing guard)"
+            title += (", the heuristic's program (timing guard)" if "heuristic's program" in ws.fallback
+                      else ", the occupancy-free graph's schedule (timing guard)")
         panels.append(gantt.Panel(title, reports[mode], labels, out[mode].get("ii") if mode == "optimal" else None))
     speed = f"(optimal: {out['speedup']:.2f}× the heuristic's speed)" if "speedup" in out else ""
     gantt.draw(panels, path, f"{name} on {arch}: steady state, two iterations    {speed}")

@@ -47,6 +47,9 @@ class CompileOptions:
     solver_operands: bool = False     # the solver counts the register tiles a node reads in its group while it
                                       # runs (on by `lower_to` after a register refusal: solving with it can
                                       # take longer, e.g. attention_causal at head dim 128)
+    solver_occupancy_free: bool = False   # Blackwell: solve the occupancy-free graph (each node costs its busiest
+                                      # unit) instead of the nodes' instruction streams (`extract_graph`'s
+                                      # `reservations`); the timing guard lowers both
     timing_guard: bool = False        # optimal: keep the heuristic's program where the timing model finds it
                                       # faster or where no solver partition fits (the command line turns it
                                       # on; off: the solver's own program, or its refusal)
@@ -227,6 +230,8 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
         except ArefError:
             return None
 
+    if ws.resource_error is not None and machine_for(options.arch).tmem_columns and not options.solver_occupancy_free:
+        ws = _free_graph_program(kernel, options) or ws
     if ws.resource_error is not None:
         other = heuristic()
         if other is None or other.resource_error is not None:
@@ -238,21 +243,41 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
     cta = longest_cta(kernel)
     if kernel.loop is None or trip_counts(kernel).get(cta, 0) > GUARD_MAX_TRIPS:
         return ws
+    machine = machine_for(options.arch)
+    own = simulate_timing(ws, None, machine, cta=cta)
+    if machine.tmem_columns and not options.solver_occupancy_free:
+        # Blackwell: the schedule of the occupancy-free graph too (`partition.optimal.extract_graph`'s
+        # `reservations`), where it lowers to a faster program than the stream graph's or where that one
+        # does not run in the timing model
+        free = _free_graph_program(kernel, options)
+        if free is not None:
+            report = simulate_timing(free, None, machine, cta=cta)
+            if not report.violations and (own.violations or report.cycles_per_iter < own.cycles_per_iter):
+                free.fallback = (f"the schedule of the solver's stream graph ran {own.cycles_per_iter:.0f} "
+                                 f"cycles/iteration in the timing model, the occupancy-free graph's "
+                                 f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
+                ws, own = free, report
+    if own.violations:
+        return ws
     other = heuristic()
     if other is None or other.resource_error is not None:
         return ws                            # never trade a program that fits for one that does not
-    machine = machine_for(options.arch)
-    cycles = []
-    for w in (ws, other):
-        report = simulate_timing(w, None, machine, cta=cta)
-        if report.violations:
-            return ws
-        cycles.append(report.cycles_per_iter)
-    if cycles[1] >= cycles[0]:
+    report = simulate_timing(other, None, machine, cta=cta)
+    if report.violations or report.cycles_per_iter >= own.cycles_per_iter:
         return ws
-    other.fallback = (f"the solver's schedule ran {cycles[0]:.0f} cycles/iteration in the timing model, the "
-                      f"heuristic's {cycles[1]:.0f}: the optimal partitioner keeps the heuristic's program")
+    other.fallback = (f"the solver's schedule ran {own.cycles_per_iter:.0f} cycles/iteration in the timing model, "
+                      f"the heuristic's {report.cycles_per_iter:.0f}: the optimal partitioner keeps the "
+                      f"heuristic's program")
     return other
+
+
+def _free_graph_program(kernel: Kernel, options: CompileOptions):
+    """The Barrier IR of the occupancy-free graph's schedule (Blackwell), or None where it does not fit."""
+    try:
+        free = _fitting(kernel, "barrier", replace(options, solver_occupancy_free=True))
+    except ArefError:
+        return None
+    return free if free.resource_error is None else None
 
 
 def _first_sentence(text: str) -> str:

@@ -68,7 +68,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
                   channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
-                  reservations: bool = False, detached_stores: bool = False) -> Extraction:
+                  reservations: bool | None = None, detached_stores: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -78,10 +78,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     groups run exactly those streams (attention backward's softmax/dS group was over its II without the
     rule). On Blackwell the lowering still differs from the graph where it matters more (the MMA warp
     waits for each MMA; S and O copies, see tests/test_cli_compare.py KNOWN_GAPS), and with the costs the
-    attention-forward model takes minutes instead of seconds to solve; there the graph is the occupancy-free
-    one (no stream costs, load latencies, whole-put barriers or release latencies), which the sm_100a
-    lowerings were tuned against — except for a loop with no MMA, which has no MMA warp: on Blackwell too
-    its graph states the streams.
+    attention-forward model takes minutes instead of seconds to solve; there the graph has no group
+    occupancy, load latencies, whole-put barriers or release latencies, but states each CUDA-core node's
+    own stream (`reservations`) — except for a loop with no MMA, which has no MMA warp: on Blackwell too
+    its graph states the streams (occupancy).
     `register_cap`: the most registers per thread a group may use (default: what a group can be given).
     `channel_memory`: the occupancy graph states the shared memory of its hand-off channels (`solve.graph`).
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
@@ -91,7 +91,13 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
     (`solve.Edge.operand_registers`).
     `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
-    (`partition.clusters.reservation_table`: `solve.Op.segments`), not all its units from its start.
+    (`partition.clusters.reservation_table`: `solve.Op.segments`), not all its units from its start. By
+    default on Blackwell (None): there it makes the graph a model of each node's own instruction stream —
+    its duration is its ops' cycles one after another, and a recurrence of the node bounds the II by that
+    stream plus the masks it recomputes, its waits for MMA results and its hand-offs (attention_causal's
+    softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322). Off, the occupancy-free graph of
+    before: `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention
+    backward's schedule at the stream graph's II lowers to a slower one, see tests/test_cli_compare.py).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
     run it (no wait of its group waits for the copy), so a blocking op of its group may start while the copy
     runs (`solve.Op.detached`: only the staging holds the group). Off by default: the partitions it admits
@@ -107,6 +113,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     occ = occupancy if occupancy is not None else not m.tmem_columns or not any(
         op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in kernel.loop.body.ops)
     costs = occ or group_costs
+    if reservations is None:
+        reservations = bool(m.tmem_columns) and not occ
+    own_streams = reservations and bool(m.tmem_columns) and not occ
     # one resource model: a tile handed to an MMA takes tensor-memory columns where the lowering puts it
     # there (`streams.tmem_operand`: a 64-row P goes through shared memory), as many as the lowering's plan
     # gives it (`aref.machine.tmem_tile_columns`: a 64-row tile takes a 128-row tile's columns)
@@ -176,6 +185,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         counts[stem] = counts.get(stem, 0) + 1
         return stem if counts[stem] == 1 else f"{stem}{counts[stem]}"
 
+    own_stream: dict[str, int] = {}           # Blackwell: a CUDA-core node's own instruction stream
     clusters: dict[Op, list[Op]] = {}
     for op in cuda:
         clusters.setdefault(sets.find(op), []).append(op)
@@ -314,6 +324,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             else:
                 issue_costs = (dict(issue=streams.cluster_stream_cycles(ops, m, tmem_traffic), send_cost=send,
                                     receive_cost=streams.receive_cycles(m)) if costs else {})
+                if own_streams:
+                    # its ops, the index math and masks its group recomputes for them, the waits for the
+                    # MMA results it reads and its hand-offs run one after another in one group, once per
+                    # iteration: the node's next instance starts no sooner (a recurrence of the node)
+                    mma_reads = {s for o in ops for v in o.operands for s, d in sources(v) if s.kind is OpKind.MMA}
+                    own = ops + streams.recomputed(ops, prod, rep, body)
+                    own_stream[n] = (streams.cluster_stream_cycles(own, m, tmem_traffic) + send
+                                     + streams.receive_cycles(m) * len(mma_reads))
                 g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES,
                          **issue_costs)
@@ -387,6 +405,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if slots:
             streams.add_post_handoffs(kernel, ex, rep)
     _ring_reuse(ex, body, m, occ)
+    if m.tmem_columns:
+        streams.in_place_readers(ex, sources)
+    for n, cycles in own_stream.items():
+        g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy = occ
     _round_up(g, quantum)
     try:
@@ -493,15 +515,17 @@ _users = streams.users
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
                register_cap: int | None = None, allow_transfers: bool = True, progress=None,
                explain_found: bool = True, operands: bool = False, unmetered: bool = True,
-               channel_memory: bool = True):
+               channel_memory: bool = True, reservations: bool | None = None):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
     them is solved instead (`unmetered`; off: that proven infeasible result is returned with its proof): the
     lowering's resource model then refuses the kernel by that rule, recorded on its Barrier IR (which the
-    simulator still runs). `channel_memory=False` solves the graph without them at once."""
+    simulator still runs). `channel_memory=False` solves the graph without them at once. `reservations`:
+    `extract_graph`'s (False on Blackwell: the occupancy-free graph)."""
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                           channel_memory=channel_memory, operands=operands)
+                           channel_memory=channel_memory, operands=operands,
+                           **({} if reservations is None else {"reservations": reservations}))
         return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
                                                        explain_found=explain_found))
     ex, result = run(channel_memory)
@@ -518,7 +542,8 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
     def solve(k: Kernel, **how):
         return solve_loop(k, options.arch, time_limit=options.solver_time_limit,
                           register_cap=options.solver_register_cap, allow_transfers=options.solver_transfers,
-                          explain_found=False, operands=options.solver_operands, **how)
+                          explain_found=False, operands=options.solver_operands,
+                          reservations=False if options.solver_occupancy_free else None, **how)
     # the graph without its hand-off channels' memory is solved only where the row split does not answer
     ex, result, proof = solve(kernel, unmetered=False)
     split = _row_split_fallback(kernel, result, proof, options, solve)

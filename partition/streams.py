@@ -167,6 +167,40 @@ def users(v: Value, kernel: Kernel) -> list[Op | None]:
         [None] if kernel.loop is not None and any(y is v for y in kernel.loop.yields) else [])
 
 
+# ------------------------------------------------------------------ Blackwell's occupancy-free graph
+def in_place_readers(ex, sources) -> None:
+    """Blackwell: an MMA accumulating on its own previous result does so in place in tensor memory, so every
+    other node reading that previous result (linear attention's state, read for q·S) must have read it before
+    the MMA of the same iteration overwrites it: an ordering edge from each such reader to the MMA."""
+    g = ex.graph
+    for n, ops in ex.members.items():
+        mma = ops[0]
+        if ex.kind[n] != "gemm" or len(mma.operands) < 3:
+            continue
+        if (mma, 1) not in sources(mma.operands[2]):
+            continue
+        carried = mma.operands[2]
+        for r, rops in ex.members.items():
+            if r == n:
+                continue
+            if any(v is carried for o in rops for v in o.operands):
+                g.add_edge(r, n, g.ops[r].duration, 0, data=False)
+
+
+def recomputed(ops: list[Op], prod: dict, rep, body: list[Op]) -> list[Op]:
+    """The loop body's replicated ops (index math, masks: `partition.model.replicated_ops`) that `ops` read,
+    directly or through each other: the group running `ops` recomputes them every iteration."""
+    out: list[Op] = []
+    stack = [v for o in ops for v in o.operands]
+    while stack:
+        p = prod.get(id(stack.pop()))
+        if p is None or p not in rep or p not in body or p in out or p in ops:
+            continue
+        out.append(p)
+        stack.extend(p.operands)
+    return out
+
+
 # ------------------------------------------------------------------------ user channels in the graph
 def put_of(load: Op, body: list[Op]) -> Op | None:
     """The user channel `put` that publishes `load`'s tile, if any."""

@@ -369,7 +369,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
         # starved ring the solver's own order stands, which issues the previous step's U first (it releases
         # the loaded slot before the MMA warp waits for the next item: linear_attention's depth-2 ring, whose
         # V the late U holds, ran at 2475 cycles per iteration behind T's wait for the copies, 1627 so)
-        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
+        priority = sm100.subtile_priority(gp, kernel, ops, stage, edges, residue)
     order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)

@@ -71,14 +71,20 @@ def tensor_core_stages(gp, kernel: WSKernel, ops: list[Op], edges) -> dict[Op, i
     return stage
 
 
-def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], edges):
+def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], edges,
+                     residue: dict[Op, int | None] | None = None):
     """Step-order key of the MMA group. When a later-stage MMA takes its A operand from tensor memory that
     another group wrote (P, which may then lie over S): the independent sub-tile an op works for (in order of
     first appearance), then the later stage first (U before T), then program order — FA4's order, in which
     P is consumed before S is written over it. Otherwise (P in shared memory) nothing lies over S, and every
     sub-tile's T goes first: each softmax group has its next S while the MMA warp waits for P. Ops shared by
     the sub-tiles (a loaded K or V tile, its release) go with the first sub-tile that uses them, and a release
-    with the last sub-tile that read the slot."""
+    with the last sub-tile that read the slot.
+    `residue` (a solver's schedule: each anchored op's start cycle modulo II): a sub-tile whose U is one stage
+    after its T and starts later in the step than T goes T first, as the solver has it: the schedule writes
+    the next S while P waits for its MMA, which FA4's order would hold back until P was read — with one
+    sub-tile that runs the tensor core and the softmax one after the other. P then takes columns of its own:
+    only where every tensor-memory ring fits the columns in its own place."""
     comp = subtiles(kernel)
     index = {op: i for i, op in enumerate(ops)}
     members: dict[object, int] = {}
@@ -108,7 +114,28 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
 
     if not operand_from_tensor_memory(gp, kernel, ops, stage):
         return lambda op: (stage[op], shared(op), index[op])
-    return lambda op: (shared(op), -stage[op], index[op])
+    t_first = _t_first_subtiles(gp, kernel, ops, stage, residue, rank) if residue else set()
+    return lambda op: (shared(op), stage[op] if shared(op) in t_first else -stage[op], index[op])
+
+
+def _t_first_subtiles(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], residue: dict, rank: dict) -> set:
+    """Ranks of the sub-tiles whose U (an MMA reading its A operand from a tensor-memory channel another group
+    fills) the solver starts one stage after, and later in the step than, a T (an MMA of the sub-tile that
+    does not)."""
+    from aref.machine import tmem_tile_columns
+    from aref.tmem import COLUMNS
+    rings = [c for c in kernel.channels if any(t.space is Space.TMEM for t in c.payload)]
+    # each loop ring in its own columns, but a tile an MMA accumulates on in place shares its MMA's result's
+    homes = [c for c in rings if c.region == "loop" and not _accumulates_on(gp, c)]
+    if sum(tmem_tile_columns(t) * c.depth for c in homes for t in c.payload if t.space is Space.TMEM) > COLUMNS:
+        return set()                # P must lie over S
+    computed = {id(c.value) for c in rings if c.producer != gp.group.id}
+    from_tmem = _taken_from(ops, computed)
+    mmas = [op for op in ops if op.kind is OpKind.MMA and op in rank and residue.get(op) is not None]
+    us = [op for op in mmas if id(op.operands[0]) in from_tmem]
+    ts = [op for op in mmas if id(op.operands[0]) not in from_tmem]
+    return {rank[u] for u in us for t in ts
+            if rank[t] == rank[u] and stage[u] == stage[t] + 1 and residue[t] < residue[u]}
 
 
 def operand_from_tensor_memory(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int]) -> bool:

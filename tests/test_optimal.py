@@ -15,10 +15,10 @@ from example_paths import EXAMPLE_NAMES, ROOT, example_path
 from partition.optimal import CYCLE_QUANTUM, extract_graph
 
 
-def solved(name, arch, time_limit=120, **dims):
+def solved(name, arch, time_limit=120, graph=None, **dims):
     ex = load_example(example_path(name))
     kernel = ex.kernel.specialize(**ex.inputs(**dims))
-    extraction = extract_graph(kernel, arch)
+    extraction = extract_graph(kernel, arch, **(graph or {}))
     return extraction, S.solve(extraction.graph, S.SolveOptions(time_limit=time_limit))
 
 
@@ -80,8 +80,10 @@ def test_hopper_attention_is_fa3_ping_pong():
 
 def test_blackwell_attention_is_fa4():
     """256 query rows in two 128-row sub-tiles: TMA alone, every MMA from one group with no softmax work, the
-    two sub-tiles' exponentials on two different groups, the O rescaling on a third group apart from both."""
-    ex, r = solved("attention_fwd", "sm_100a", D=128, BM=256, Sq=512)
+    two sub-tiles' exponentials on two different groups, the O rescaling on a third group apart from both.
+    The occupancy-free graph (each node costs its busiest unit: the MUFU bound); the stream graph, the
+    default, bounds the II by each softmax group's own stream instead."""
+    ex, r = solved("attention_fwd", "sm_100a", D=128, BM=256, Sq=512, graph={"reservations": False})
     assert r.proven_optimal and r.ii == r.lower_bound
     groups = kinds(ex, r)
     mma_groups = [g for g, k in groups.items() if "gemm" in k]
@@ -100,8 +102,8 @@ def test_group_costs_bound_each_softmax_group_on_blackwell():
     the time limit (a solve time belongs in bench/, not in a unit test)."""
     ex0 = load_example(example_path("attention_fwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large"))
-    plain = S.solve(extract_graph(kernel, "sm_100a").graph, S.SolveOptions(time_limit=60))
-    ex = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False)
+    plain = S.solve(extract_graph(kernel, "sm_100a", reservations=False).graph, S.SolveOptions(time_limit=60))
+    ex = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False, reservations=False)
     g = ex.graph
     assert not g.machine.stream_order and all(g.ops[n].issue for n in g.ops if ex.kind[n] != "tma")
     r = S.solve(g, S.SolveOptions(time_limit=60))
@@ -119,7 +121,7 @@ def test_reservation_tables_see_the_softmax_groups_collide_on_blackwell():
     stall): the reservation graph rejects it and proves a larger II."""
     ex0 = load_example(example_path("attention_fwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large"))
-    plain = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False)
+    plain = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False, reservations=False)
     ex = extract_graph(kernel, "sm_100a", group_costs=True, allow_transfers=False, reservations=True)
     g = ex.graph
     exp = next(n for n in g.ops if ex.kind[n] == "exp")
@@ -230,3 +232,37 @@ def test_cuda_core_work_on_both_sides_of_an_mma_is_two_nodes(arch):
     got = {k: v.clone() for k, v in args.items()}
     assert not sim.simulate(ws, got, seed=2).violations
     assert torch.equal(got["C"], want["C"])
+
+
+def test_blackwell_graph_states_each_nodes_own_stream():
+    """On Blackwell a CUDA-core node's ops run one after another in its group, once per iteration: its
+    duration is that stream (reservations) and a recurrence of the node bounds the II by it, with the mask
+    its group recomputes (causal attention's 128×128 compare) and its waits and hand-offs. attention_causal's
+    softmax: not the MUFU's 1040 cycles but more than its ops' 2000, and its rescale on another group."""
+    ex0 = load_example(example_path("attention_causal"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    free = extract_graph(kernel, "sm_100a", reservations=False)
+    ex = extract_graph(kernel, "sm_100a")
+    exp = next(n for n in ex.graph.ops if ex.kind[n] == "exp")
+    own = [e for e in ex.graph.edges if e.src == exp and e.dst == exp and e.distance == 1 and not e.data]
+    ops = sum(ex.graph.ops[exp].usage.values())
+    assert own and own[0].delay > ops + 128
+    assert not any(e.src == e.dst == exp and not e.data for e in free.graph.edges)
+    r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
+    plain = S.solve(free.graph, S.SolveOptions(time_limit=60))
+    assert r.proven_optimal and r.ii >= own[0].delay > 2 * plain.ii
+    assert r.assignment[exp] != r.assignment[next(n for n in ex.graph.ops if ex.kind[n] == "rescale")]
+
+
+def test_in_place_accumulator_is_read_before_its_mma_on_blackwell():
+    """linear attention's state accumulates in place in tensor memory (S += kᵀ·v): the node reading the
+    state for q·S must end before that MMA of the same iteration starts."""
+    ex0 = load_example(example_path("linear_attention"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    ex = extract_graph(kernel, "sm_100a")
+    state = next(n for n, ops in ex.members.items() if ex.kind[n] == "gemm" and ops[0].operands[2:]
+                 and ops[0].operands[2] in kernel.loop.carried)
+    readers = [e for e in ex.graph.edges if e.dst == state and e.distance == 0 and not e.data]
+    assert readers and all(e.delay >= ex.graph.ops[e.src].duration for e in readers)
+    r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
+    assert all(r.schedule[e.src] + ex.graph.ops[e.src].duration <= r.schedule[state] for e in readers)

@@ -153,7 +153,8 @@ def test_blackwell_group_reads_its_own_accumulator_through_tcgen05(monkeypatch):
     from aref.compiler import CompileOptions, lower_to
     from aref.harness import load_example
     from aref.sim.program import Prog
-    monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True))
+    monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True,
+                                                                   reservations=False))
     # the timing model's charges for such a group, on the Barrier IR of the solver's own assignment: the
     # partition now hands P·V to an MMA warp (P is computed in registers), which the code generator needs
     import partition.assignment as pa
