@@ -15,9 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from aref.errors import ArefError
 
 # Feature options the Hopper backend does not generate yet: option -> what it means (issue 10's kernel features).
-UNSUPPORTED_FEATURES = {
-    "cluster": "TMA multicast of shared operand tiles over a CTA cluster",
-}
+UNSUPPORTED_FEATURES: dict[str, str] = {}     # empty: `cluster` (TMA multicast) is generated since issue 10
 
 
 class UnsupportedFeature(ArefError):
@@ -30,8 +28,9 @@ class UnsupportedFeature(ArefError):
 class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
     compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
-    `raster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps: `aref.promote`), and the
-    feature options of `UNSUPPORTED_FEATURES` (`cluster`); `epilogue_overlap` (persistent launches: one tile's
+    `raster`, `cluster`: (2, 1) / (1, 2) TMA-multicasts shared tiles over 2-CTA clusters,
+    `aref.backend.cute.cluster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps:
+    `aref.promote`), and the feature options of `UNSUPPORTED_FEATURES` (none left); `epilogue_overlap` (persistent launches: one tile's
     epilogue overlapped with the next tile's main loop, `aref.backend.cute.overlap`); `softmax_overlap` (on by
     default) is FA3's intra-warpgroup overlap of softmax with the next MMA (the pipeline's T/C/U stages,
     `CompileOptions.coarse`), off to compare;
@@ -107,12 +106,11 @@ class Config:
         CTAs: one per SM of the arch's machine unless the candidate says)."""
         from aref.machine import machine_for
         return {"persistent": self.persistent, "ctas": self.ctas or machine_for(arch).sms, "raster": self.raster,
-                "epilogue_overlap": self.epilogue_overlap}
+                "epilogue_overlap": self.epilogue_overlap, "cluster": self.cluster}
 
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""
-        asked = {"cluster": self.cluster != (1, 1)}
-        return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
+        return [what for k, what in UNSUPPORTED_FEATURES.items() if getattr(self, k) != getattr(Config(), k)]
 
     def check_supported(self) -> None:
         """Raise `UnsupportedFeature` naming what the backend cannot generate yet (see the report of issue 10
