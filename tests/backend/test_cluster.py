@@ -225,6 +225,7 @@ def test_refusals_name_the_kernel_line_and_what_to_change():
     assert e.loc.file.endswith("gemm.py") and "cluster=(2, 1) or (1, 2)" in e.hint
     _refused(gemm, r"clusters of 2 CTAs", line=12, cluster=(4, 1))
     _refused(gemm, r"not persistent", line=12, cluster=(2, 1), persistent=True)
+    _refused(gemm, r"raster=4", line=12, cluster=(2, 1), raster=4)
     odd = barrier_ir("gemm", "heuristic", "plain", "small", M=384)
     e = _refused(odd, r"grid \(3, 2\) has 3 CTAs along axis 0, not a multiple", line=12, cluster=(2, 1))
     assert "other axis" in e.hint

@@ -19,7 +19,7 @@ The ring protocol across the two CTAs (`tests/backend/test_cluster.py` runs it a
   ends the kernel.
 
 What is refused (`BackendError` at the kernel's line, saying what to change): another cluster shape, an
-architecture other than sm_90a, a persistent launch, a grid extent along the axis that is not even, a kernel
+architecture other than sm_90a, a persistent launch, a rasterized tile order, a grid extent along the axis that is not even, a kernel
 with no shared tile, a shared tile loaded by a group that also computes, a ring access whose count depends on
 `program_id(axis)`, and a TMA atom used by shared and unshared loads at once.
 """
@@ -108,6 +108,10 @@ def plan_cluster(plan, cluster, persistent: bool = False) -> ClusterPlan | None:
         raise BackendError("a cluster launch is not persistent: the two CTAs of a cluster must walk tiles that "
                            "share their loads in lockstep, which the round-robin scheduler does not",
                            ws.loc, hint="launch with persistent=False, or " + HINT_OFF)
+    if plan.raster > 1:
+        raise BackendError(f"a cluster launch walks tiles in grid order: with raster={plan.raster} the two CTAs of a "
+                           f"cluster (neighbours in the launch grid) may take tiles of different rows and columns",
+                           ws.loc, hint="launch with raster=0, or " + HINT_OFF)
     grid = tuple(ws.grid) + (1,) * (3 - len(ws.grid))
     if grid[axis] % SIZE:
         raise BackendError(f"grid {tuple(ws.grid)} has {grid[axis]} CTAs along axis {axis}, not a multiple of the "
