@@ -10,6 +10,8 @@ import re
 import pytest
 import torch
 
+import aref
+from aref import aref_kernel
 from aref.backend.cute import compile_barrier, generate_source
 from aref.backend.cute.analysis import BackendError, plan_kernel
 from aref.compiler import CompileOptions, lower_to
@@ -71,6 +73,39 @@ def test_other_kernels_share_what_does_not_depend_on_the_cluster_axis(backend_ca
     src = result.source_path.read_text()
     assert result.spill_bytes == 0
     assert re.search(r"tma_W, .*G2SMulticastOp", src) and re.search(r"tma_X, .*G2SOp\(\)", src)
+
+
+@aref_kernel
+def gram(A, C, *, BM: int = 128, BK: int = 64):
+    """C = A·Aᵀ: both operands are boxes of A, one at the CTA's rows and one at its columns."""
+    pid_m, pid_n = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BM), aref.float32)
+    ab = aref.channel(depth=4)
+    for k in aref.range(aref.cdiv(A.shape[1], BK)):
+        ab.put(aref.load(A, (pid_m, k), (BM, BK)), aref.load(A, (pid_n, k), (BM, BK)))
+        a, b = ab.get()
+        acc = aref.mma(a, b.T, acc)
+        ab.consumed()
+    aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
+
+
+def gram_inputs():
+    g = torch.Generator().manual_seed(0)
+    return {"A": (torch.randn(256, 192, generator=g) * 0.5).half(), "C": torch.zeros(256, 256).half()}
+
+
+@pytest.mark.parametrize("cluster, shared", [((2, 1), "pid_n"), ((1, 2), "pid_m")])
+def test_a_box_loaded_shared_and_not_gets_a_multicast_atom_of_its_own(cluster, shared, backend_cache):
+    ws = lower_to(gram.specialize(**gram_inputs()), "barrier", CompileOptions(arch="sm_90a", consumers="plain"))
+    result = compile_barrier(ws, cache_dir=backend_cache, cluster=cluster)
+    assert result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
+    assert re.search(r"tma_A, tma_A_gmem = .*\(cpasync.CopyBulkTensorTileG2SOp\(\), A,", src)
+    assert re.search(r"tma_A_mc, tma_A_mc_gmem = .*G2SMulticastOp\(\), A, .*num_multicast=2\)", src)
+    assert re.search(rf"cute.copy\(tma_A_mc, A_tiles_?\d*\[None, {shared}, k\], .*mcast_mask=cutlass.Int16\(3\)\)",
+                     src), src[src.index("def producer"):src.index("def consumer")]
+    assert len(re.findall(r"mcast_mask", src)) == 1
+    assert check(ws, src) == []
 
 
 # --------------------------------------------------------------------------------------------- model
@@ -272,3 +307,16 @@ def test_clustered_kernel_matches_torch(case):
     torch.cuda.synchronize()
     report = compare({k: v.cpu() for k, v in tensors.items()}, ex.reference(**inputs), ex.tolerance(inputs))
     assert report.ok, report.to_json()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("cluster", [(2, 1), (1, 2)])
+def test_clustered_gram_matches_torch(cluster):
+    """One box of A multicast, the other loaded by each CTA alone, through two atoms of the same box."""
+    from aref.backend.cute.launch import launch
+    inputs = gram_inputs()
+    cuda = {k: v.cuda() for k, v in inputs.items()}
+    launch(gram.specialize(**inputs), cuda, cluster=cluster)
+    torch.cuda.synchronize()
+    want = (inputs["A"].float() @ inputs["A"].float().T).half()
+    torch.testing.assert_close(cuda["C"].cpu(), want, rtol=2e-3, atol=2e-2)

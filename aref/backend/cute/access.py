@@ -122,7 +122,7 @@ class AccessEmitter:
         coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
         slot = self.scalar(op.operands[2 + rank])
         buf = self.plan.channel(a.channel).buffers[a.index]
-        tma = self.plan.tma(t.name, a.tile_shape, buf.name)
+        tma = cluster.atom_of(self.plan, op, self.plan.tma(t.name, a.tile_shape, buf.name))
         s_part, g_part = self.tma_partition(tma, buf.name, len(a.tile_shape), rank)
         slot = self.slot_of(a.channel, slot)
         lead = rank - len(a.tile_shape)

@@ -20,11 +20,13 @@ The ring protocol across the two CTAs (`tests/backend/test_cluster.py` runs it a
 
 What is refused (`BackendError` at the kernel's line, saying what to change): another cluster shape, an
 architecture other than sm_90a, a persistent launch, a rasterized tile order, a grid extent along the axis that is not even, a kernel
-with no shared tile, a shared tile loaded by a group that also computes, a ring access whose count depends on
-`program_id(axis)`, and a TMA atom used by shared and unshared loads at once.
+with no shared tile, a ring access whose count depends on
+`program_id(axis)`. A box that a kernel loads both shared and not (a Gram matrix's A·Aᵀ) gets a second,
+multicast TMA atom for the shared loads.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
@@ -45,6 +47,7 @@ class ClusterPlan:
     shared: set = field(default_factory=set)          # id(tma_load op)
     rings: set = field(default_factory=set)           # channel names
     tmas: set = field(default_factory=set)            # TmaPlan names of multicast atoms
+    atoms: dict = field(default_factory=dict)         # id(shared tma_load op) -> its multicast TmaPlan
 
 
 def normalize(cluster) -> tuple[int, int]:
@@ -135,18 +138,19 @@ def plan_cluster(plan, cluster, persistent: bool = False) -> ClusterPlan | None:
             if any(id(v) in vary for v in coords) or not _runs_alike(gp, op, vary):
                 unshared_tmas.add(tma.name)
                 continue
-            if g.role != "tma_producer":
-                raise BackendError(f"the load of {t.name} is the same tile in both CTAs of the cluster, but warp "
-                                   f"group '{gp.group.name}' that loads it also computes: its multicast would wait "
-                                   f"on the peer's consumers", op.loc,
-                                   hint="move the load into a producer (aref.channel put) or " + HINT_OFF)
+            # (a group that loads with TMA is a pure producer: `analysis.classify` refuses one that also computes,
+            # which could otherwise wait on its peer's consumers while they wait on it)
             cp.shared.add(id(op))
             cp.rings.add(op.attrs.channel)
-            cp.tmas.add(tma.name)
-    both = cp.tmas & unshared_tmas
-    if both:
-        raise BackendError(f"TMA atom {sorted(both)[0]} loads tiles shared by the cluster's CTAs and tiles that "
-                           f"are not", ws.loc, hint=HINT_OFF)
+            cp.atoms[id(op)] = tma
+    for op_id, tma in list(cp.atoms.items()):
+        if tma.name in unshared_tmas:     # one atom for shared and own tiles (a Gram matrix's A·Aᵀ): a second,
+            name = f"{tma.name}_mc"       # multicast atom of the same box for the shared loads
+            if not any(x.name == name for x in plan.tmas):
+                plan.tmas.append(dataclasses.replace(tma, name=name))
+            tma = next(x for x in plan.tmas if x.name == name)
+        cp.atoms[op_id] = tma
+        cp.tmas.add(tma.name)
     if not cp.shared:
         raise BackendError(f"no loaded tile is the same in both CTAs of a cluster along grid axis {axis}: every "
                            f"TMA load's coordinates (or trip count) depend on program_id({axis})", ws.loc,
@@ -167,6 +171,12 @@ def empty_count(plan, channel) -> int:
     n = channel.ch.empty_count
     cp = getattr(plan, "cluster", None)      # (the sm_100a plans have no cluster launch)
     return n * SIZE if cp is not None and channel.ch.name in cp.rings else n
+
+
+def atom_of(plan, op, tma):
+    """The TMA atom that issues load `op`: its multicast one when the tile is shared, else `tma`."""
+    cp = plan.cluster
+    return cp.atoms.get(id(op), tma) if cp is not None else tma
 
 
 def partition_coord(plan, tma_name: str) -> str:
