@@ -3,9 +3,10 @@
 A candidate fixes a kernel's compile-time constants (tile sizes, channel depths written as constexprs, sub-tile
 counts, …) and the compiler's and launch's choices: consumer organisation, MMA issue depth, partitioner,
 persistent launch, cluster shape, fp8 accumulator promotion (`promote_every`, a compiler option:
-`aref.promote`), and the kernel features the Hopper code generator does not emit yet. Those
-features are part of the space so that a tuning run lists them: a candidate that asks for one is refused with
-`UnsupportedFeature` and recorded as pruned, and the tuner ranks it as soon as the backend learns it.
+`aref.promote`), and the kernel features the Hopper code generator does not emit yet (none at present:
+`UNSUPPORTED_FEATURES`). Such features are part of the space so that a tuning run lists them: a candidate that
+asks for one is refused with `UnsupportedFeature` and recorded as pruned, and the tuner ranks it as soon as the
+backend learns it.
 """
 from __future__ import annotations
 
