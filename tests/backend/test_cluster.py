@@ -63,7 +63,10 @@ def test_clustered_gemm_compiles_with_multicast_and_no_spills(example, size, clu
 def test_other_kernels_share_what_does_not_depend_on_the_cluster_axis(backend_cache):
     """Attention forward clustered along the query axis shares its K and V tiles; layer norm its weight and
     bias (loaded once), not the rows each CTA owns (a trip count that depends on program_id(0))."""
-    src = generate_source(barrier_ir("attention_fwd", "heuristic", "auto", "small"), cluster=(2, 1))
+    result = compile_barrier(barrier_ir("attention_fwd", "heuristic", "auto", "small"), cache_dir=backend_cache,
+                             cluster=(2, 1))
+    assert result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
     assert "mcast_mask" not in src[src.index("tma_Q"):src.index("tma_Q") + 300].split("\n")[0]
     assert re.search(r"tma_K, tma_K_gmem = .*G2SMulticastOp", src) and re.search(r"tma_V, tma_V_gmem = .*G2SMulticastOp",
                                                                                     src)
