@@ -248,6 +248,15 @@ def test_ring_protocol_fails_without_the_remote_release():
 
 
 # ------------------------------------------------------------------------------------------ refusals
+def test_a_box_is_shared_only_when_it_splits_into_two_tma_boxes():
+    from aref.backend.cute.cluster import halvable
+    from aref.ir import DType
+    assert halvable((128, 64), DType.float16) and halvable((16, 64), DType.float16)
+    assert not halvable((8, 64), DType.float16) and not halvable((24, 64), DType.float16)
+    assert halvable((64,), DType.float16) and halvable((16,), DType.float16)
+    assert not halvable((24,), DType.float16) and not halvable((8,), DType.float16)
+
+
 def _refused(ws, match, line=None, **kw):
     with pytest.raises(BackendError, match=match) as err:
         generate_source(ws, **kw)
@@ -270,6 +279,8 @@ def test_refusals_name_the_kernel_line_and_what_to_change():
     generate_source(odd, cluster=(1, 2))                      # along N the grid is even: A is shared
     _refused(barrier_ir("attention_causal", "heuristic", "auto", "small"), r"no loaded tile is the same",
              line=19, cluster=(2, 1))
+    # layer norm at N=24: its weight's box of 48 bytes cannot be split into two 16-byte-granular TMA boxes
+    _refused(barrier_ir("rowwise", "heuristic", "auto", "small", N=24), r"cannot be split", cluster=(2, 1))
     ex = load_example("examples/gemm.py")
     sm100 = lower_to(ex.kernel.specialize(**ex.inputs("small")), "barrier", CompileOptions(arch="sm_100a"))
     _refused(sm100, r"sm_90a only, not sm_100a", line=12, cluster=(2, 1))

@@ -62,6 +62,15 @@ def active(cluster) -> bool:
     return normalize(cluster) != (1, 1)
 
 
+def halvable(box: tuple[int, ...], dtype) -> bool:
+    """Whether each CTA can multicast half of `box`: the atom splits its outermost mode in two, which must leave
+    whole 16-byte rows of a 1-D box (TMA's box granule) and whole 8-row swizzle atoms of a 2-D one; a box
+    that cannot be split is loaded by each CTA on its own."""
+    if len(box) == 1:
+        return box[0] * dtype.nbytes % (2 * 16) == 0
+    return box[0] % (2 * 8) == 0
+
+
 def _varying(gp, axis: int) -> set:
     """Ids of the values of group `gp` that depend on `program_id(axis)` (transitively, through loop-carried
     values and a loop whose trip count depends on it)."""
@@ -135,7 +144,8 @@ def plan_cluster(plan, cluster, persistent: bool = False) -> ClusterPlan | None:
                 continue                       # loaded with ordinary loads: each CTA its own
             tma = plan.tma(t.name, op.attrs.tile_shape, plan.channel(op.attrs.channel).buffers[op.attrs.index].name)
             coords = op.operands[1:1 + len(t.shape)]
-            if any(id(v) in vary for v in coords) or not _runs_alike(gp, op, vary):
+            if any(id(v) in vary for v in coords) or not _runs_alike(gp, op, vary) or \
+                    not halvable(tuple(op.attrs.tile_shape), t.dtype):
                 unshared_tmas.add(tma.name)
                 continue
             # (a group that loads with TMA is a pure producer: `analysis.classify` refuses one that also computes,
@@ -153,7 +163,8 @@ def plan_cluster(plan, cluster, persistent: bool = False) -> ClusterPlan | None:
         cp.tmas.add(tma.name)
     if not cp.shared:
         raise BackendError(f"no loaded tile is the same in both CTAs of a cluster along grid axis {axis}: every "
-                           f"TMA load's coordinates (or trip count) depend on program_id({axis})", ws.loc,
+                           f"TMA load's coordinates (or trip count) depend on program_id({axis}), or its box "
+                           f"cannot be split in two TMA boxes (`halvable`)", ws.loc,
                            hint="cluster along the other axis, or " + HINT_OFF)
     for g in plan.groups:                  # every access of a shared ring runs alike in both CTAs
         vary = _varying(g.gp, axis)
