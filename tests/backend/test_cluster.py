@@ -295,6 +295,14 @@ def test_cli_compile_takes_a_cluster(tmp_path, capsys):
     assert main(["compile", gemm, "--emit", "cute", "--cluster", "2x1", "--out", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert "G2SMulticastOp" in open(out["source_path"]).read()
+    # a refused launch fails with the backend's rule at the kernel's line, never a traceback
+    code = main(["compile", gemm, "--emit", "cute", "--cluster", "2x1", "--persistent", "--out", str(tmp_path),
+                 "--json"])
+    captured = capsys.readouterr()
+    err = json.loads(captured.out.strip().splitlines()[-1])
+    assert code == 1 and "Traceback" not in captured.err
+    assert err["ok"] is False and "not persistent" in err["error"] and "persistent=False" in err["hint"]
+    assert os.path.samefile(err["file"], gemm) and err["line"] == 12
 
 
 # ---------------------------------------------------------------------------------------------- GPU
