@@ -295,6 +295,9 @@ def _compile_args(p):
     p.add_argument("--epilogue-overlap", action="store_true",
                    help="with --persistent: overlap one tile's epilogue with the next tile's main loop (sm_90a: "
                         "two consumer copies on alternate tiles; sm_100a: the doubled accumulator)")
+    p.add_argument("--cluster", default="1x1", choices=("1x1", "2x1", "1x2"),
+                   help="sm_90a: clusters of 2 CTAs along grid axis 0 (2x1) or 1 (1x2) that TMA-multicast the "
+                        "tiles both load (1x1: no cluster)")
 
 
 @command("compile", "generate CuTe DSL code for a kernel and compile it (no GPU needed)", _compile_args)
@@ -314,7 +317,8 @@ def cmd_compile(args, console: Console) -> int:
     with progress(args, f"generating CuTe DSL and compiling for {args.arch} (cute.compile, ptxas)…"):
         result = compile_barrier(ws, out_dir=out_dir, emit=args.emit, persistent=args.persistent,
                                  ctas=args.ctas or machine_for(args.arch).sms, raster=args.raster,
-                                 epilogue_overlap=args.epilogue_overlap)
+                                 epilogue_overlap=args.epilogue_overlap,
+                                 cluster=tuple(int(x) for x in args.cluster.split("x")))
     data = result.to_json()
     if args.json:
         print(json.dumps({"kernel": example.name, "partition": args.partition, "fallback": ws.fallback,

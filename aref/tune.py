@@ -124,7 +124,8 @@ def _prepare(kfn, tensors: dict, consts: dict, cfg: Config, arch: str, machine) 
         ws = lower_to(kernel, "barrier", cfg.compile_options(arch))
     except ArefError as err:
         return replace(cand, status="pruned", stage="compiler", reason=f"{err.kind}: {err.message}")
-    problems = candidate_problems(ws, machine, cfg.persistent, cfg.ctas, cfg.raster, cfg.epilogue_overlap)
+    problems = candidate_problems(ws, machine, cfg.persistent, cfg.ctas, cfg.raster, cfg.epilogue_overlap,
+                                  cfg.cluster)
     if problems:
         return replace(cand, status="pruned", stage="resources", reason="; ".join(problems))
     pred = predict(ws, machine, flops=kernel_flops(kernel), persistent=cfg.persistent, ctas=cfg.ctas,

@@ -22,7 +22,8 @@ from pathlib import Path
 from aref.machine import Machine, with_parameters
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
-BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap")          # record options that steer the launch, not the compiler
+# record options that steer the launch, not the compiler (the timing model does not price a cluster's multicast)
+BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap", "cluster")
 
 
 @dataclass

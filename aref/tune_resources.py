@@ -13,17 +13,18 @@ from aref.machine import Machine
 
 
 def candidate_problems(ws, machine: Machine, persistent: bool = False, ctas: int | None = None,
-                       raster: int = 0, epilogue_overlap: bool = False) -> list[str]:
+                       raster: int = 0, epilogue_overlap: bool = False, cluster=(1, 1)) -> list[str]:
     """Why Barrier IR `ws` cannot run on `machine` as launched (empty: it fits)."""
     from aref.sim.resources import check_resources
     if ws.resource_error is not None:
         return [f"{ws.resource_error.kind}: {ws.resource_error.message}"]
     problems = list(check_resources(ws, machine))
-    if problems or ws.arch != "sm_90a" and not epilogue_overlap:
+    if problems or ws.arch != "sm_90a" and not epilogue_overlap and tuple(cluster) == (1, 1):
         return problems     # (an sm_100a epilogue overlap is checked by its plan: the doubled accumulator)
     from aref.backend.cute import generate_source
     try:
-        generate_source(ws, persistent, ctas or machine.sms, raster=raster, epilogue_overlap=epilogue_overlap)
+        generate_source(ws, persistent, ctas or machine.sms, raster=raster, epilogue_overlap=epilogue_overlap,
+                        cluster=cluster)
     except ArefError as err:
         problems.append(f"{err.kind}: {err.message}")
     return problems

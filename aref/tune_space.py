@@ -3,9 +3,10 @@
 A candidate fixes a kernel's compile-time constants (tile sizes, channel depths written as constexprs, sub-tile
 counts, …) and the compiler's and launch's choices: consumer organisation, MMA issue depth, partitioner,
 persistent launch, cluster shape, fp8 accumulator promotion (`promote_every`, a compiler option:
-`aref.promote`), and the kernel features the Hopper code generator does not emit yet. Those
-features are part of the space so that a tuning run lists them: a candidate that asks for one is refused with
-`UnsupportedFeature` and recorded as pruned, and the tuner ranks it as soon as the backend learns it.
+`aref.promote`), and the kernel features the Hopper code generator does not emit yet (none at present:
+`UNSUPPORTED_FEATURES`). Such features are part of the space so that a tuning run lists them: a candidate that
+asks for one is refused with `UnsupportedFeature` and recorded as pruned, and the tuner ranks it as soon as the
+backend learns it.
 """
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from aref.errors import ArefError
 
 # Feature options the Hopper backend does not generate yet: option -> what it means (issue 10's kernel features).
-UNSUPPORTED_FEATURES = {
-    "cluster": "TMA multicast of shared operand tiles over a CTA cluster",
-}
+UNSUPPORTED_FEATURES: dict[str, str] = {}     # empty: `cluster` (TMA multicast) is generated since issue 10
 
 
 class UnsupportedFeature(ArefError):
@@ -30,8 +29,9 @@ class UnsupportedFeature(ArefError):
 class Config:
     """One tuning candidate. `constexprs` are the kernel's keyword-only parameters; the rest steer the
     compiler (`consumers`, `num_consumers`, `mma_depth`, `partition`) and the launch (`persistent`, `ctas`,
-    `raster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps: `aref.promote`), and the
-    feature options of `UNSUPPORTED_FEATURES` (`cluster`); `epilogue_overlap` (persistent launches: one tile's
+    `raster`, `cluster`: (2, 1) / (1, 2) TMA-multicasts shared tiles over 2-CTA clusters,
+    `aref.backend.cute.cluster`), `promote_every` (fp8 partial sums promoted to fp32 every N K-steps:
+    `aref.promote`), and the feature options of `UNSUPPORTED_FEATURES` (none left); `epilogue_overlap` (persistent launches: one tile's
     epilogue overlapped with the next tile's main loop, `aref.backend.cute.overlap`); `softmax_overlap` (on by
     default) is FA3's intra-warpgroup overlap of softmax with the next MMA (the pipeline's T/C/U stages,
     `CompileOptions.coarse`), off to compare;
@@ -107,12 +107,11 @@ class Config:
         CTAs: one per SM of the arch's machine unless the candidate says)."""
         from aref.machine import machine_for
         return {"persistent": self.persistent, "ctas": self.ctas or machine_for(arch).sms, "raster": self.raster,
-                "epilogue_overlap": self.epilogue_overlap}
+                "epilogue_overlap": self.epilogue_overlap, "cluster": self.cluster}
 
     def unsupported(self) -> list[str]:
         """The feature options this candidate asks for that the backend cannot generate yet."""
-        asked = {"cluster": self.cluster != (1, 1)}
-        return [UNSUPPORTED_FEATURES[k] for k, on in asked.items() if on]
+        return [what for k, what in UNSUPPORTED_FEATURES.items() if getattr(self, k) != getattr(Config(), k)]
 
     def check_supported(self) -> None:
         """Raise `UnsupportedFeature` naming what the backend cannot generate yet (see the report of issue 10

@@ -68,7 +68,7 @@ class CompileResult:
 
 
 def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0,
-                    epilogue_overlap: bool = False) -> str:
+                    epilogue_overlap: bool = False, cluster=(1, 1)) -> str:
     """The CuTe DSL module for a Barrier IR kernel (raises `BackendError` for what it cannot express).
 
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
@@ -81,13 +81,21 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
     sm_90a two copies of the consumer warp group take alternate tiles (CUTLASS's ping-pong schedule,
     `aref.backend.cute.overlap`); on sm_100a the doubled tensor-memory accumulator of persistent kernels
     already does this, and the option only checks that the accumulator was doubled.
+    `cluster` (sm_90a, not persistent): (2, 1) or (1, 2) launches clusters of 2 CTAs along grid axis 0 or 1 that
+    multicast the tiles both load (`aref.backend.cute.cluster`); (1, 1): no cluster.
     """
+    from aref.backend.cute import cluster as clusters
+    if clusters.active(cluster) and ws.arch != "sm_90a":
+        raise BackendError(f"TMA multicast over a CTA cluster is generated for sm_90a only, not {ws.arch}", ws.loc,
+                           hint="compile for sm_90a, or " + clusters.HINT_OFF)
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import generate_source_sm100
         return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
     if exp2_fma:
         raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
-    return emit_module(plan_kernel(ws, persistent, ctas, raster, epilogue_overlap))
+    plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
+    plan.cluster = clusters.plan_cluster(plan, cluster, persistent)
+    return emit_module(plan)
 
 
 def register_budgets(ws, persistent: bool = False, ctas: int = 132, raster: int = 0,
@@ -119,10 +127,11 @@ _MEMORY: dict[str, CompileResult] = {}
 
 
 def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma: float = 0.0,
-              raster: int = 0, epilogue_overlap: bool = False) -> str:
+              raster: int = 0, epilogue_overlap: bool = False, cluster=(1, 1)) -> str:
     """`cute<DSL version>_<hash>`: the version in clear (so a cache directory says which DSL built it; dots
     become underscores, as the key is part of a module name) and a hash of everything that decides the code."""
     global _FINGERPRINT
+    from aref.backend.cute import cluster as clusters
     from aref.backend.cute.toolchain import dsl_version
     from aref.ws import print_ws
     if _FINGERPRINT is None:
@@ -132,7 +141,8 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
     h.update(repr((ws.arch, tuple(ws.grid), sorted((k, repr(v)) for k, v in ws.constexprs.items()),
                    emit != "cute", persistent, ctas if persistent else 0) + ((exp2_fma,) if exp2_fma else ())
                   + (("raster", raster) if raster > 1 else ())
-                  + (("epilogue_overlap",) if epilogue_overlap else ())).encode())
+                  + (("epilogue_overlap",) if epilogue_overlap else ())
+                  + (("cluster", clusters.normalize(cluster)) if clusters.active(cluster) else ())).encode())
     h.update(_FINGERPRINT.encode())
     version = re.sub(r"\W", "_", dsl_version())
     return f"cute{version}_{h.hexdigest()[:20]}"
@@ -141,21 +151,21 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
 def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "ptx",
                     cache_dir: str | os.PathLike | None = None, persistent: bool = False,
                     ctas: int = 132, exp2_fma: float = 0.0, raster: int = 0,
-                    epilogue_overlap: bool = False) -> CompileResult:
+                    epilogue_overlap: bool = False, cluster=(1, 1)) -> CompileResult:
     """Generate (and unless `emit="cute"`, compile) the CuTe DSL kernel of Barrier IR `ws`.
 
     `out_dir` receives the source (and PTX / cubin); without it files stay in the cache directory.
-    `persistent` / `ctas` / `exp2_fma` / `raster` / `epilogue_overlap`: see `generate_source`.
+    `persistent` / `ctas` / `exp2_fma` / `raster` / `epilogue_overlap` / `cluster`: see `generate_source`.
     """
     if emit not in EMITS:
         raise BackendError(f"unknown emit {emit!r}", hint=f"choose one of {', '.join(EMITS)}")
     from aref.backend.cute import toolchain
 
-    key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster, epilogue_overlap)
+    key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)
     cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
-        source = generate_source(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
+        source = generate_source(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)
         cache.mkdir(parents=True, exist_ok=True)
         src = cache / f"{ws.name}_{key}.py"
         src.write_text(source)

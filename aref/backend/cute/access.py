@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+from aref.backend.cute import cluster
 from aref.backend.cute.analysis import CUTLASS_DTYPE
 from aref.backend.cute.values import Scalar, coordinate, paren, strip_parens
 from aref.ir import Op, OpKind, Value
@@ -121,14 +122,19 @@ class AccessEmitter:
         coords = [self.scalar(v) for v in op.operands[1:1 + rank]]
         slot = self.scalar(op.operands[2 + rank])
         buf = self.plan.channel(a.channel).buffers[a.index]
-        tma = self.plan.tma(t.name, a.tile_shape, buf.name)
+        tma = cluster.atom_of(self.plan, op, self.plan.tma(t.name, a.tile_shape, buf.name))
         s_part, g_part = self.tma_partition(tma, buf.name, len(a.tile_shape), rank)
         slot = self.slot_of(a.channel, slot)
         lead = rank - len(a.tile_shape)
         idx = ", ".join(coordinate(c) for c in coords[lead:] + coords[:lead])
         bar = self.bar(op.operands[-2], op.operands[2 + rank], "full", a.channel)
         self.out(f"cute.copy({self.arg(tma.name)}, {g_part}[None, {idx}], {s_part}[None, {strip_parens(slot.expr)}], "
-                 f"tma_bar_ptr={bar})")
+                 f"tma_bar_ptr={bar}{self.multicast(op)})")
+
+    def multicast(self, op: Op) -> str:
+        """The copy's multicast mask when its tile is shared by the cluster's CTAs (`cluster`)."""
+        cp = self.plan.cluster
+        return f", mcast_mask=cutlass.Int16({cluster.MASK})" if cp is not None and id(op) in cp.shared else ""
 
     def box_args(self, t, coords: list[Scalar], tiled: int) -> tuple[str, str, str]:
         """(the tensor seen at its leading coordinates, the box index, whether those coordinates are in range)
@@ -171,7 +177,8 @@ class AccessEmitter:
             box = ", ".join(str(b) for b in tma.box) + ("," if len(tma.box) == 1 else "")
             s_src = staging or self.arg(smem)
             self.setup(f"{s_name}, {g_name} = cpasync.tma_partition(")
-            self.setup(f"    {self.arg(tma.name)}, 0, cute.make_layout(1), cute.group_modes({s_src}, 0, {tiled}),")
+            cta = cluster.partition_coord(self.plan, tma.name)      # a multicast atom: this CTA's half
+            self.setup(f"    {self.arg(tma.name)}, {cta}, cute.group_modes({s_src}, 0, {tiled}),")
             self.setup(f"    cute.group_modes(cute.local_tile({self.arg(tma.name + '_gmem')}, ({box}), ({nones})), "
                        f"0, {tiled}),")
             self.setup(")")

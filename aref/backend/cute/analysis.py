@@ -156,6 +156,7 @@ class KernelPlan:
     raster: int = 0                          # tile order: groups of this many axis-0 rows (aref.tile_order)
     items_per_tile: dict[str, object] = field(default_factory=dict)  # channel -> items one tile puts
     overlap: object | None = None            # epilogue overlap: the second consumer copy (`overlap.OverlapPlan`)
+    cluster: object | None = None            # TMA multicast over a 2-CTA cluster (`cluster.ClusterPlan`)
 
     @property
     def threads(self) -> int:        # the IR's groups and, with epilogue overlap, the consumer's second copy

@@ -139,23 +139,28 @@ def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda:
                                 f"({x.data_ptr():#x}); {why}", loc, hint="pass a freshly allocated tensor or a clone")
 
 
-def plan_of(ws, persistent: bool = False, ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False):
+def plan_of(ws, persistent: bool = False, ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False,
+            cluster=(1, 1)):
     """The backend's plan of a Barrier IR kernel for its arch (the tensors' mode order the launch follows)."""
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import plan_kernel_sm100
         return plan_kernel_sm100(ws, persistent, ctas, raster)
     from aref.backend.cute.analysis import plan_kernel
-    return plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
+    from aref.backend.cute.cluster import plan_cluster
+    plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
+    plan.cluster = plan_cluster(plan, cluster, persistent)
+    return plan
 
 
 def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas: int = 132,
-                 raster: int = 0, epilogue_overlap: bool = False) -> Launcher:
+                 raster: int = 0, epilogue_overlap: bool = False, cluster=(1, 1)) -> Launcher:
     """The launcher of Tile IR `kernel` compiled for `arch` with `options` (a `CompileOptions`; default: the
-    compiler's defaults) and launch mode (`epilogue_overlap`: see `aref.backend.cute.generate_source`), made
+    compiler's defaults) and launch mode (`epilogue_overlap`, `cluster`: see `aref.backend.cute.generate_source`), made
     once per combination and kept."""
     from aref.compiler import CompileOptions
     options = options or CompileOptions(arch=arch)
-    key = (id(kernel), options, persistent, ctas if persistent else 0, raster, epilogue_overlap)
+    from aref.backend.cute.cluster import normalize
+    key = (id(kernel), options, persistent, ctas if persistent else 0, raster, epilogue_overlap, normalize(cluster))
     launcher = _LAUNCHERS.get(key)
     if launcher is None:
         from dataclasses import replace
@@ -165,19 +170,20 @@ def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas
 
         ws = lower_to(kernel, "barrier", replace(options, arch=arch))
         result = compile_barrier(ws, emit="cute", persistent=persistent, ctas=ctas, raster=raster,
-                                 epilogue_overlap=epilogue_overlap)
-        launcher = Launcher(ws, result, plan_of(ws, persistent, ctas, raster, epilogue_overlap))
+                                 epilogue_overlap=epilogue_overlap, cluster=cluster)
+        launcher = Launcher(ws, result, plan_of(ws, persistent, ctas, raster, epilogue_overlap, cluster))
         _LAUNCHERS[key] = launcher
     return launcher
 
 
 def launch(kernel, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, options=None, persistent: bool = False,
-           ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False) -> None:
+           ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False, cluster=(1, 1)) -> None:
     """Compile (once per specialization, options and launch mode) and launch Tile IR `kernel` on the GPU
-    holding `tensors`; `options` and `persistent`/`ctas`/`raster`/`epilogue_overlap` as chosen by the
+    holding `tensors`; `options` and `persistent`/`ctas`/`raster`/`epilogue_overlap`/`cluster` as chosen by the
     autotuner (default: the compiler's defaults, one CTA per tile)."""
     if any(g == 0 for g in kernel.grid):
         return                               # an empty grid: no CTA has anything to do (as the interpreter)
-    launcher = launcher_for(kernel, device_arch(tensors), options, persistent, ctas, raster, epilogue_overlap)
+    launcher = launcher_for(kernel, device_arch(tensors), options, persistent, ctas, raster, epilogue_overlap,
+                            cluster)
     check_arguments(launcher.ws, tensors, loc, plan=launcher.plan)
     launcher(tensors)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from aref.backend.cute import cluster
 from aref.backend.cute.analysis import CUTLASS_DTYPE, KernelPlan, MmaConfig, ident, ir_namer
 from aref.backend.cute.role import RoleEmitter
 from aref.backend.cute.source import Lines, prune_unused
@@ -337,6 +338,8 @@ def _docstring(plan: KernelPlan, roles) -> str:
     if plan.overlap is not None:
         from aref.backend.cute.overlap import describe
         lines.append(describe(plan))
+    if plan.cluster is not None:
+        lines.append(cluster.describe(plan))
     lines.append("Channels (mbarrier rings; full/empty arrival counts):")
     for cp in plan.channels:
         ch = cp.ch
@@ -369,7 +372,7 @@ def channel_line(plan, cp, where: str, how: str) -> str:
     names = {g.gp.group.id: g.gp.group.name for g in plan.groups}
     return (f"  {cp.name}: depth {ch.depth}, [{where}], {how}" + (f" {ch.tx_bytes} B" if ch.tx_bytes else "")
             + f", {names[ch.producer]} -> {', '.join(names[c] for c in ch.consumers)}, "
-              f"full {ch.full_count} / empty {ch.empty_count}")
+              f"full {ch.full_count} / empty {cluster.empty_count(plan, cp)}")
 
 
 def constexpr_lines(ws) -> list[str]:
@@ -504,7 +507,7 @@ def init_rings(out: Lines, plan) -> None:
     for cp in plan.channels:
         ch = cp.ch
         out(f"aref.init_ring({cp.name}_full, {cp.name}_empty, {ch.depth}, {ch.full_count}, "
-            f"{ch.empty_count})  # {ch.name}")
+            f"{cluster.empty_count(plan, cp)})  # {ch.name}")
 
 
 def _kernel(plan: KernelPlan, roles) -> str:
@@ -517,8 +520,11 @@ def _kernel(plan: KernelPlan, roles) -> str:
         with out.block("with cute.arch.elect_one():"):
             init_rings(out, plan)
             out("cute.arch.mbarrier_init_fence()")
-    out("# every role must see initialised barriers before its first wait or arrive")
-    out("cute.arch.sync_threads()")
+    if plan.cluster is None:
+        out("# every role must see initialised barriers before its first wait or arrive")
+        out("cute.arch.sync_threads()")
+    else:   # the peer's multicasts and remote arrives too
+        cluster.sync(out, "every role of both CTAs must see initialised barriers before any wait, arrive or TMA")
     first = True
     for f in roles["functions"]:
         for g in f["groups"]:
@@ -531,6 +537,8 @@ def _kernel(plan: KernelPlan, roles) -> str:
         call = next(f["calls"][ov.copy_index] for f in roles["functions"] if ov.copy_index in f["calls"])
         with out.block(f"elif warp_group == {ov.copy_index}:  # {plan.groups[ov.group].gp.group.name}, copy 1"):
             out(call)
+    if plan.cluster is not None:
+        cluster.sync(out, "no CTA exits while its peer may still multicast into it or arrive on its barriers")
     return out.text()
 
 
@@ -568,27 +576,30 @@ def _host(plan: KernelPlan) -> str:
         box = ", ".join(map(str, t.box)) + ("," if len(t.box) == 1 else "")
         if t.store:
             op = "CopyReduceBulkTensorTileS2GOp()" if t.reduce else "CopyBulkTensorTileS2GOp()"
-            layout = buf.layout
+            layout, extra = buf.layout, ""
         else:
-            op = "CopyBulkTensorTileG2SOp()"
+            op, extra = cluster.host_atom(plan, t.name)
             layout = f"cute.slice_({buf.layout}, ({slot_modes(buf)}, 0))"
-        out(f"{t.name}, {t.name}_gmem = cpasync.make_tiled_tma_atom(cpasync.{op}, {t.tensor}, {layout}, ({box}))")
+        out(f"{t.name}, {t.name}_gmem = cpasync.make_tiled_tma_atom(cpasync.{op}, {t.tensor}, {layout}, ({box}){extra})")
     args = []
     for t in plan.tmas:
         args += [t.name, f"{t.name}_gmem"]
     args += _plain_tensors(plan)
     args += [f"mma{i}" for i in range(len(plan.mmas))]
     args += [b.layout for b in plan.buffers() + plan.aliased()]
-    launch(out, ws, args, stream)
+    launch(out, ws, args, stream, plan.cluster)
     return out.text()
 
 
-def launch(out: Lines, ws, args: list[str], stream: str) -> None:
-    """The host's launch of the kernel with `args`: the grid, one CTA per SM, on `stream`."""
+def launch(out: Lines, ws, args: list[str], stream: str, clustered=None) -> None:
+    """The host's launch of the kernel with `args`: the grid, one CTA per SM, on `stream` (in clusters of
+    `clustered.shape`, a `cluster.ClusterPlan`, if given)."""
     out(f"{ident(ws.name)}_kernel(")
     out(f"    {', '.join(args)},")
     out(").launch(")
     out("    grid=GRID,")
+    if clustered is not None:
+        out(f"    cluster={clustered.shape},")
     out("    block=(THREADS, 1, 1),")
     out("    smem=SharedStorage.size_in_bytes(),")
     out("    # one CTA per SM: without it ptxas ignores setmaxnreg (warning C7508)")

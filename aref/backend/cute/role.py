@@ -271,7 +271,11 @@ class RoleEmitter(AccessEmitter, MathEmitter):
                 self.out("# every warp's CUDA-core reads of the slot are done before the single arrival")
                 self.out(f"cute.arch.barrier(barrier_id={self.g.group_barrier}, "
                          f"number_of_threads=aref.WARP_GROUP_THREADS)")
-            self.out(f"aref.arrive_once({ptr}, warp_in_group)")
+            if self.plan.cluster is not None and a.channel in self.plan.cluster.rings:
+                self.out("# both CTAs of the cluster refill this slot (multicast): release it in each")
+                self.out(f"aref.arrive_cluster({ptr}, warp_in_group)")
+            else:
+                self.out(f"aref.arrive_once({ptr}, warp_in_group)")
         else:
             if a.count != self.gp.group.threads:
                 raise BackendError(f"a full-barrier arrive of count {a.count} from a {self.gp.group.threads}-thread "

@@ -68,6 +68,16 @@ def arrive_once(bar, warp_in_group):
 
 
 @cute.jit
+def arrive_cluster(bar, warp_in_group):
+    """`arrive_once` on the same barrier of both CTAs of a 2-CTA cluster (ranks 0 and 1; the own one is reached
+    through its cluster address too): a slot that TMA multicast refills in both is released in both."""
+    if warp_in_group == 0:
+        with cute.arch.elect_one():
+            for rank in cutlass.range_constexpr(2):
+                cute.arch.mbarrier_arrive(bar, rank)
+
+
+@cute.jit
 def rows_view(acc: cute.Tensor):
     """View a wgmma accumulator ((2 cols, 2 rows, N/8), MMA_M, MMA_N) as this thread's (rows, cols)."""
     compact = cute.make_layout(acc.layout.shape)
