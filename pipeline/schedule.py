@@ -356,7 +356,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
                                       for o in ops if o.kind is OpKind.MMA and stage[o] == stage[op]):
             r = busy_until[op]
         else:
-            r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue, stage)
+            r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
         return (r, stage[op], index[op])
 
     if sm100.is_blackwell_mma_group(gp, kernel):
@@ -410,16 +410,16 @@ def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:
     return out
 
 
-def _near_residue(op: Op, edges, residue, stage) -> int:
-    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds in its own step,
-    directly or through other unanchored ops (a get read through a view issues with the view's anchored user,
-    not at the top of the step where it would wait for a producer that the solver lets run later). An op of a
-    later step (the get's own release) does not count: it belongs to another iteration's work in this step —
-    a get sorted by its release's residue would make the release of the previous item wait for this item's
-    arrival, holding a ring slot a whole copy latency longer than the solver's schedule does."""
+def _near_residue(op: Op, edges, residue) -> int:
+    """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds, directly or
+    through other unanchored ops (a get read through a view issues with the view's anchored user, not at the
+    top of the step where it would wait for a producer that the solver lets run later). A release does not
+    count: a get's own release runs in a later step (it frees the slot after the get's users), and a get
+    sorted by that release's residue would make the step release the previous item only after this item
+    arrived — holding a ring slot a whole copy latency longer than the solver's schedule does."""
     succ: dict[Op, list[Op]] = {}
     for u, v, d in edges:
-        if d == 0 and stage[v] == stage[u]:
+        if d == 0 and v.kind is not OpKind.CONSUMED:
             succ.setdefault(u, []).append(v)
     fed, seen, stack = [], {op}, [op]
     while stack:
