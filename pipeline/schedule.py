@@ -421,10 +421,13 @@ def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:
 def _near_residue(op: Op, edges, residue) -> int:
     """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds, directly or
     through other unanchored ops (a get read through a view issues with the view's anchored user, not at the
-    top of the step where it would wait for a producer that the solver lets run later)."""
+    top of the step where it would wait for a producer that the solver lets run later). A release does not
+    count: a get's own release runs in a later step (it frees the slot after the get's users), and a get
+    sorted by that release's residue would make the step release the previous item only after this item
+    arrived — holding a ring slot a whole copy latency longer than the solver's schedule does."""
     succ: dict[Op, list[Op]] = {}
     for u, v, d in edges:
-        if d == 0:
+        if d == 0 and v.kind is not OpKind.CONSUMED:
             succ.setdefault(u, []).append(v)
     fed, seen, stack = [], {op}, [op]
     while stack:

@@ -18,7 +18,7 @@ ARCHS = ("sm_90a", "sm_100a")
 # added for issue 8 get the JSON contract and join the claims once their figures are measured and any gap is
 # listed in KNOWN_GAPS with its cause.
 MEASURED = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "attention_causal", "rowwise",
-            "mlp", "linear_attention"]
+            "mlp", "linear_attention", "gemm_epilogue", "splitk_gemm", "batched_gemm"]
 # GEMM-shaped examples keep their accumulator in registers on Blackwell too (no tensor-memory channel)
 NO_TMEM = ("gemm", "dual_gemm", "gemm_reduce", "gemm_epilogue", "splitk_gemm", "batched_gemm", "rowwise")
 FIDELITY = 0.03
@@ -86,9 +86,16 @@ KNOWN_GAPS = {
                            "ahead in simulation order) cannot use the 730 idle cycles before that store and "
                            "queues behind it; with copies filling the engine's idle cycles (work-conserving) it "
                            "runs at 1788 (-0.2%)",
+    ("batched_gemm", "sm_90a"): "II 896 (the copy engine's bound), simulated 951 (+6.1%) over a 16-iteration "
+                                "loop (K = 1024): the timing model's middle-half window averages 8 iterations "
+                                "of random copy latencies through a depth-3 ring whose round trip (2496 "
+                                "cycles) leaves 192 cycles of 3·II for a late copy. Over seeds 0-9 the same "
+                                "program runs 861..958 (mean 921, +2.7%), with K = 4096 916 (+2.3%, as gemm "
+                                "with a depth-3 ring): the gap is the short loop's sampling, not a lost "
+                                "schedule (1043 before the release of slot k stopped waiting for item k+1)",
 }
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
-GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.10, ("attention_bwd", "sm_100a"): 0.10}
+GAP_AT_MOST = {("attention_bwd", "sm_90a"): 0.10, ("attention_bwd", "sm_100a"): 0.10, ("batched_gemm", "sm_90a"): 0.08}
 # ... and where compare's 60-second solve finds the II without its proof, and why (then the gap may also close)
 # (none now: attention_bwd on sm_90a, 400 s before, is proven in about 16 s since the search probes the found II
 # minus one first and leaves the IIs below a schedule unexplained)
