@@ -122,6 +122,17 @@ class _Expander:
                     new[("c", i, p)] = src
         return new
 
+    def _epilogue_only(self, keys, carried: dict, after: dict, body: list[Op]) -> set:
+        """State entries the steady loop need not carry: the newest value of a loop-carried value made at a
+        stage > 0 that no op of the steady body reads and no other entry takes over. The epilogue's first step
+        recomputes it under the guard N ≥ S and keeps the entry only where that guard fails; then the steady
+        loop ran no iteration (N < S), so the entry is its value from before the loop. Carrying it instead
+        would keep a copy of it live beside its successor (attention's O beside O·α: 64 registers a thread)."""
+        read = {id(v) for op in body for v in op.operands}
+        handed = {id(after[k]) for k in keys}
+        return {k for k in keys if k[0] == "c" and k[2] == 0 and self.len_c[k[1]] == 1 and self.su_y[k[1]] >= 1
+                and id(carried[k]) not in read and id(carried[k]) not in handed}
+
     def select(self, cond: Value, a: Value, b: Value, out: list[Op]) -> Value:
         if a is b:
             return a
@@ -160,10 +171,12 @@ class _Expander:
         if set(after) != set(keys):
             raise CompilerBugError(f"the pipeline state of group {gp.group.name} is not stable across steps",
                                    lp.loc, pass_name="pipelining")
-        results = {k: Value(state[k].type, state[k].name) for k in keys}
-        gp.loop = Loop(j, steady_n, tuple(state[k] for k in keys), tuple(carried[k] for k in keys),
-                       Block(body), tuple(after[k] for k in keys), tuple(results[k] for k in keys), lp.loc)
-        state = dict(results)
+        dead = self._epilogue_only(keys, carried, after, body)
+        live = [k for k in keys if k not in dead]
+        results = {k: Value(state[k].type, state[k].name) for k in live}
+        gp.loop = Loop(j, steady_n, tuple(state[k] for k in live), tuple(carried[k] for k in live),
+                       Block(body), tuple(after[k] for k in live), tuple(results[k] for k in live), lp.loc)
+        state = {**{k: state[k] for k in dead}, **results}
         for e in range(S):
             t = n if e == 0 else self.scalar("add", n, self.const(e, epilogue), epilogue)
             guard = self.scalar("ge", t, self.const(S, epilogue), epilogue)
