@@ -83,8 +83,16 @@ def measure(kernel, inputs, options: CompileOptions) -> tuple[dict, object, obje
         "tflops": round(flops / cpi * m.clock_ghz * 1e9 * m.sms / 1e12, 1) if cpi else None,
         "total_cycles": report.total_cycles, "compile_seconds": round(seconds, 3),
         "fallback": ws.fallback,
+        # a program over the SM's registers or shared memory (the resource model's refusal): timed all the same,
+        # but the backend will not generate it, so it is no baseline to beat
+        "refused": _first_line(ws.resource_error.message) if ws.resource_error is not None else None,
     }
     return entry, ws, report
+
+
+def _first_line(text: str) -> str:
+    """The gist of a refusal: its first line, up to the details in parentheses."""
+    return text.split("\n")[0].split(" (")[0]
 
 
 def _flops_per_iteration(ws) -> int:
@@ -216,7 +224,11 @@ def verdict(out: dict, reports: dict) -> str:
     timing guard kept the heuristic's program, that it did and why)."""
     line = _verdict(out, reports)
     fallback = out["optimal"].get("fallback") if "error" not in out["optimal"] else None
-    return f"{line} (timing guard: {fallback})" if fallback else line
+    line = f"{line} (timing guard: {fallback})" if fallback else line
+    refused = [m for m in MODES if out[m].get("refused")]
+    if refused:
+        line += "; " + " and ".join(f"the {m} program does not fit ({out[m]['refused']})" for m in refused)
+    return line
 
 
 def _verdict(out: dict, reports: dict) -> str:

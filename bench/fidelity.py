@@ -16,7 +16,8 @@ from aref.cli_solve import solve_kernel
 from aref.compiler import CompileOptions
 from aref.harness import load_example
 
-EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "attention_causal"]
+EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "attention_causal", "rowwise", "mlp",
+            "linear_attention", "gemm_epilogue", "splitk_gemm", "batched_gemm"]
 
 
 def main(names):

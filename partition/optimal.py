@@ -53,6 +53,7 @@ class Extraction:
     node_of: dict[Op, str] = field(default_factory=dict)
     kind: dict[str, str] = field(default_factory=dict)
     occupancy: bool = False        # the graph states the groups' instruction streams (see extract_graph)
+    own_streams: bool = False      # (Blackwell) each node states its own stream (`reservations`)
 
 
 def _tile_registers(t) -> int:
@@ -409,7 +410,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.in_place_readers(ex, sources)
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
-    ex.occupancy = occ
+    ex.occupancy, ex.own_streams = occ, own_streams
     _round_up(g, quantum)
     try:
         g.validate()
@@ -568,7 +569,8 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
             anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
     if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
         anchors.update(streams.release_anchors(kernel, ex, result, index))
-    part.streams = ex.occupancy
+    # the lowering may rely on the nodes' stated streams (a tensor-memory tile released after its load)
+    part.streams = ex.occupancy or ex.own_streams
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
     if proof:
