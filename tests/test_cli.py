@@ -118,9 +118,8 @@ def test_compile_json_contract(tmp_path):
 
 
 def test_solve_reports_infeasible_ranges_with_reasons():
-    out = json.loads(aref("solve", example_path("attention_fwd"), "--arch", "sm_100a", "--set", "D=128",
-                          "--set", "BM=128", "--set", "Sq=256", "--set", "SUBTILE=1", "--time-limit", "15",
-                          "--json").stdout)
+    # mlp on Hopper: II 1264 above the resource bound 1019, each II between proven infeasible (~3 s)
+    out = json.loads(aref("solve", example_path("mlp"), "--arch", "sm_90a", "--time-limit", "30", "--json").stdout)
     assert out["ii"] > out["lower_bound"] and out["infeasible"]
     assert all(entry["reasons"] for entry in out["infeasible"])
 

@@ -32,7 +32,10 @@ KNOWN_GAPS = {
                                   "runnable program to keep and the figures are of refused programs: II 1440, "
                                   "the solver's own program 1681 (+16.7%; 1606 with each tensor-memory slot "
                                   "held until its last reader); the heuristic's (1418) was the guard's choice "
-                                  "while only the backend counted shared memory on sm_100a",
+                                  "while only the backend counted shared memory on sm_100a. At BN=64, which "
+                                  "fits (199 KiB): II 736, the heuristic's program 860 (+16.8%, kept by the "
+                                  "guard; the solver's own 1089): both softmax groups' exponentials take turns "
+                                  "on the one MUFU and each group's own stream fills most of an iteration",
     ("attention_bwd", "sm_90a"): "II 1872 (lower bound 1824), simulated ~1788 cycles per iteration (-4.5%; +91% "
                                  "before the solver modelled each group's instruction stream, +29% before it "
                                  "counted its hand-off channels' shared memory): the lowered program runs at the "

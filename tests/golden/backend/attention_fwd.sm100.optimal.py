@@ -389,6 +389,10 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
     cute.arch.mbarrier_wait(mma_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+    # aref-ir[softmax2#15] mbarrier_arrive %mma.x.empty[%73] item %71
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(mma_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         x = -cutlass.Float32.inf
         for c in cutlass.range_constexpr(64):
@@ -399,14 +403,7 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         row_max[r] = row_max[r] * 0.18033688011112042
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(64):
-            s[r, c] = s[r, c] * 0.18033688011112042
-    # aref-ir[softmax2#19] mbarrier_arrive %mma.x.empty[%73] item %71
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(mma_x_empty, warp_in_group)
-    for r in cutlass.range_constexpr(1):
-        for c in cutlass.range_constexpr(64):
-            s[r, c] = cute.math.exp2(s[r, c] - row_max[r], fastmath=True)
+            s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(1):
         row[r] = cute.math.exp2(-cutlass.Float32.inf - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(1):
@@ -434,13 +431,13 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         cute.arch.mbarrier_wait(o0_x_full + o0_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        for r in cutlass.range_constexpr(1):
-            for c in cutlass.range_constexpr(32):
-                o0[r, c] = o0[r, c] * row_1[r]
-        # aref-ir[softmax2#46] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
+        # aref-ir[softmax2#45] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o0_x_empty + o0_x_slot, warp_in_group)
+        for r in cutlass.range_constexpr(1):
+            for c in cutlass.range_constexpr(32):
+                o0[r, c] = o0[r, c] * row_1[r]
         mul_x_slot = j % 1
         # aref-ir[softmax2#50] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
         cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
@@ -458,6 +455,10 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         cute.arch.mbarrier_wait(mma_x_full + mma_x_slot, ((j + 1) // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+        # aref-ir[softmax2#60] mbarrier_arrive %mma.x.empty[%mma.x.slot.1] item %96
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(mma_x_empty + mma_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(64):
@@ -465,19 +466,10 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
             x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
             row[r] = x
         for r in cutlass.range_constexpr(1):
-            row[r] = row[r] * 0.18033688011112042
+            row[r] = cute.arch.fmax(row_max[r], row[r] * 0.18033688011112042)
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
-                s[r, c] = s[r, c] * 0.18033688011112042
-        # aref-ir[softmax2#64] mbarrier_arrive %mma.x.empty[%mma.x.slot.1] item %96
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(mma_x_empty + mma_x_slot, warp_in_group)
-        for r in cutlass.range_constexpr(1):
-            row[r] = cute.arch.fmax(row_max[r], row[r])
-        for r in cutlass.range_constexpr(1):
-            for c in cutlass.range_constexpr(64):
-                s[r, c] = cute.math.exp2(s[r, c] - row[r], fastmath=True)
+                s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
             row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
@@ -507,13 +499,13 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
     cute.arch.mbarrier_wait(o0_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    for r in cutlass.range_constexpr(1):
-        for c in cutlass.range_constexpr(32):
-            o0[r, c] = o0[r, c] * row_1[r]
-    # aref-ir[softmax2#94] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
+    # aref-ir[softmax2#93] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o0_x_empty, warp_in_group)
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(32):
+            o0[r, c] = o0[r, c] * row_1[r]
     # aref-ir[softmax2#98] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
     cute.arch.mbarrier_wait(mul_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
@@ -530,18 +522,15 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
     cute.arch.mbarrier_wait(o0_1_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    for r in cutlass.range_constexpr(1):
-        row_l_safe = aref.where(l0[r] == 0.0, 1.0, l0[r])
-        inv_row = 1.0 / row_l_safe
-        for c in cutlass.range_constexpr(32):
-            o0[r, c] = o0[r, c] * inv_row
-    # aref-ir[softmax2#116] mbarrier_arrive %o0_1.x.empty[%139] item %138
+    # aref-ir[softmax2#115] mbarrier_arrive %o0_1.x.empty[%139] item %138
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o0_1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
+        row_l_safe = aref.where(l0[r] == 0.0, 1.0, l0[r])
+        inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(32):
-            s_1[r, c] = cutlass.Float16(o0[r, c])
+            s_1[r, c] = cutlass.Float16(o0[r, c] * inv_row)
     # aref-ir[softmax2#119] store %O[%bh.1, %136, %142] = %141 tile=(64, 64)
     sm100.rows_to_smem(s_1, s_O_softmax2, 64, 64, tidx, barrier_id=2)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + 0, 0, bh], warp_in_group)
@@ -582,6 +571,10 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
     cute.arch.mbarrier_wait(mma_1_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+    # aref-ir[softmax3#16] mbarrier_arrive %mma_1.x.empty[%150] item %147
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(mma_1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         x = -cutlass.Float32.inf
         for c in cutlass.range_constexpr(64):
@@ -592,14 +585,7 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
         row_max[r] = row_max[r] * 0.18033688011112042
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(64):
-            s[r, c] = s[r, c] * 0.18033688011112042
-    # aref-ir[softmax3#19] mbarrier_arrive %mma_1.x.empty[%150] item %147
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(mma_1_x_empty, warp_in_group)
-    for r in cutlass.range_constexpr(1):
-        for c in cutlass.range_constexpr(64):
-            s[r, c] = cute.math.exp2(s[r, c] - row_max[r], fastmath=True)
+            s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(1):
         row[r] = cute.math.exp2(-cutlass.Float32.inf - row_max[r], fastmath=True)
     for r in cutlass.range_constexpr(1):
@@ -629,13 +615,13 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        for r in cutlass.range_constexpr(1):
-            for c in cutlass.range_constexpr(32):
-                o1[r, c] = o1[r, c] * row_1[r]
-        # aref-ir[softmax3#47] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+        # aref-ir[softmax3#46] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
+        for r in cutlass.range_constexpr(1):
+            for c in cutlass.range_constexpr(32):
+                o1[r, c] = o1[r, c] * row_1[r]
         mul_1_x_slot = j % 1
         # aref-ir[softmax3#51] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
@@ -651,6 +637,10 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
         cute.arch.mbarrier_wait(mma_1_x_full + mma_1_x_slot, ((j + 1) // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+        # aref-ir[softmax3#61] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(64):
@@ -658,19 +648,10 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
             row[r] = x
         for r in cutlass.range_constexpr(1):
-            row[r] = row[r] * 0.18033688011112042
+            row[r] = cute.arch.fmax(row_max[r], row[r] * 0.18033688011112042)
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
-                s[r, c] = s[r, c] * 0.18033688011112042
-        # aref-ir[softmax3#64] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
-        for r in cutlass.range_constexpr(1):
-            row[r] = cute.arch.fmax(row_max[r], row[r])
-        for r in cutlass.range_constexpr(1):
-            for c in cutlass.range_constexpr(64):
-                s[r, c] = cute.math.exp2(s[r, c] - row[r], fastmath=True)
+                s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
             row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
@@ -702,13 +683,13 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    for r in cutlass.range_constexpr(1):
-        for c in cutlass.range_constexpr(32):
-            o1[r, c] = o1[r, c] * row_1[r]
-    # aref-ir[softmax3#95] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
+    # aref-ir[softmax3#94] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
+    for r in cutlass.range_constexpr(1):
+        for c in cutlass.range_constexpr(32):
+            o1[r, c] = o1[r, c] * row_1[r]
     # aref-ir[softmax3#99] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
@@ -723,18 +704,15 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
     cute.arch.mbarrier_wait(o1_1_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    for r in cutlass.range_constexpr(1):
-        row_l_safe = aref.where(l1[r] == 0.0, 1.0, l1[r])
-        inv_row = 1.0 / row_l_safe
-        for c in cutlass.range_constexpr(32):
-            o1[r, c] = o1[r, c] * inv_row
-    # aref-ir[softmax3#119] mbarrier_arrive %o1_1.x.empty[%218] item %217
+    # aref-ir[softmax3#118] mbarrier_arrive %o1_1.x.empty[%218] item %217
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
+        row_l_safe = aref.where(l1[r] == 0.0, 1.0, l1[r])
+        inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(32):
-            s_1[r, c] = cutlass.Float16(o1[r, c])
+            s_1[r, c] = cutlass.Float16(o1[r, c] * inv_row)
     # aref-ir[softmax3#121] store %O[%bh.2, %215, %212] = %220 tile=(64, 64)
     sm100.rows_to_smem(s_1, s_O_softmax3, 64, 64, tidx, barrier_id=3)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + 1, 0, bh], warp_in_group)
