@@ -118,13 +118,19 @@ class Example:
         return None if table is None else _tolerances(table, "TOLERANCE", SrcInfo(str(self.path), 1))
 
 
+ALL_OUTPUTS = "*"      # the tolerance key that stands for every output without its own entry
+
+
 def _tolerances(table, what: str, where) -> dict | None:
     """{output: (atol, rtol[, scaled])} from what an example gives: per output a tuple of 2 or 3 numbers, or
-    one number standing for both atol and rtol (as `torch.testing.assert_close(atol=x, rtol=x)`); None keeps
-    the defaults by output dtype."""
-    shape = "{output name: (atol, rtol)}, (atol, rtol, scaled) or one number for both"
+    one number standing for both atol and rtol (as `torch.testing.assert_close(atol=x, rtol=x)`); a bare tuple
+    or number is every output's (key `ALL_OUTPUTS`); None keeps the defaults by output dtype."""
+    shape = ("{output name: (atol, rtol)}, (atol, rtol, scaled) or one number for both per output, or one "
+             "tolerance for every output")
     if table is None:                       # the defaults by output dtype
         return None
+    if isinstance(table, (int, float, tuple, list)) and not isinstance(table, bool):
+        table = {ALL_OUTPUTS: table}        # one tolerance for every output
     if not isinstance(table, dict):
         raise ExampleError(f"{what} gives a {type(table).__name__}, not a dict of tolerances", where,
                            hint=f"return {shape}")
@@ -263,7 +269,8 @@ def compare(actual: dict, expected: dict, tolerance: dict | None = None) -> RunR
     checks = []
     for name, ref in expected.items():
         out = actual[name]
-        tol = (tolerance or {}).get(name) or TOLERANCE.get(ref.dtype, (1e-2, 1e-2))
+        tol = ((tolerance or {}).get(name) or (tolerance or {}).get(ALL_OUTPUTS)
+               or TOLERANCE.get(ref.dtype, (1e-2, 1e-2)))
         atol, rtol = tol[0], tol[1]
         a, r = out.float(), ref.float()
         if len(tol) > 2 and r.numel():

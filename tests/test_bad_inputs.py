@@ -146,3 +146,15 @@ def test_a_tolerance_may_be_one_number_for_atol_and_rtol():
         "C": (0.02, 0.02), "D": (0.0, 1e-3, 2e-3)}
     with pytest.raises(ExampleError, match="not a tolerance"):
         _tolerances({"C": (1e-2,)}, "tolerance()", UNKNOWN_LOC)
+    # a bare number or tuple is every output's tolerance
+    from aref.harness import ALL_OUTPUTS, compare
+    every = _tolerances(0.5, "tolerance()", UNKNOWN_LOC)
+    assert every == {ALL_OUTPUTS: (0.5, 0.5)} and _tolerances((0.0, 0.1), "t", UNKNOWN_LOC) == {ALL_OUTPUTS: (0.0, 0.1)}
+    import torch
+    ref = {"C": torch.ones(4), "D": torch.zeros(4)}
+    near = {"C": torch.ones(4) * 1.4, "D": torch.full((4,), 0.4)}
+    assert compare(near, ref, every).ok and not compare(near, ref, {ALL_OUTPUTS: (0.1, 0.1)}).ok
+    with pytest.raises(ExampleError, match="not a tolerance"):
+        _tolerances((1e-2,), "tolerance()", UNKNOWN_LOC)
+    with pytest.raises(ExampleError, match="not a dict"):
+        _tolerances("1e-2", "tolerance()", UNKNOWN_LOC)
