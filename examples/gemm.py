@@ -77,7 +77,10 @@ CONFIGS = aref.configs({"BN": [128, 256], "BK": [64, 128], "STAGES": [3, 4]}, co
     aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, cluster=(2, 1)),           # TMA multicast over 2 CTAs
     aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, raster=16),                # L2-friendly tile order
     aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, persistent=True, raster=16),
-    aref.Config.of({"BN": 256, "BK": 64, "STAGES": 3}, persistent=True, raster=8, epilogue_overlap=True),
+    # CUTLASS's ping-pong: two whole-tile (128x128) consumers take alternate tiles, one's epilogue under the
+    # other's main loop (`aref.backend.cute.overlap`; a 128x256 tile would need 256 accumulator registers each)
+    aref.Config.of({"BN": 128, "BK": 64, "STAGES": 4}, consumers="plain", persistent=True, raster=8,
+                   epilogue_overlap=True),
     aref.Config.of({"BN": 128, "BK": 128, "STAGES": 4}, promote_every=4),          # fp8: fp32 every 4 k-steps
 ]
 aref.autotune(configs=CONFIGS, key=["A", "B", "C"])(gemm)
