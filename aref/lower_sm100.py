@@ -323,10 +323,13 @@ def _allocation(ws: WSKernel) -> None:
     ws.named_barriers.append(NamedBarrier(bid, threads, "tensor memory freed after its last use"))
     cols = TmemAttrs(plan.columns)
     for gp in users:
+        # every group that may end with an MMA in flight waits for its own MMAs before it says it is done with
+        # tensor memory: the allocator frees the columns, and no MMA may write them after (a random partition's
+        # MMA group was not the allocator and arrived with its last MMA running: seed 2608 on sm_100a)
+        if _unobserved_mma(gp) or _mma_pending_at_end(gp):
+            gp.post.ops.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), ws.loc))
         if gp.group.id == plan.allocator:
             gp.pre.ops.insert(0, Op(OpKind.TMEM_ALLOC, (), (), cols, ws.loc))
-            if _unobserved_mma(gp) or _mma_pending_at_end(gp):
-                gp.post.ops.append(Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), ws.loc))
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(bid, threads), ws.loc))
             gp.post.ops.append(Op(OpKind.TMEM_DEALLOC, (), (), cols, ws.loc))
         else:

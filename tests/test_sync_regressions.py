@@ -375,3 +375,18 @@ def test_in_place_tile_rewritten_after_every_reader_released_it(program, BN):
     knobs = {"N": 2} if program == "hand_promoted" else {}     # a promotion step inside three trips
     for trips in (0, 1, 2, 3):
         _explore_small(kernel, make_inputs(64 * trips, BN, M=128, N=BN), CompileOptions(arch="sm_100a"), **knobs)
+
+
+def test_mma_group_waits_for_its_mmas_before_tensor_memory_is_freed(tmp_path):
+    """sm_100a, random program seed 2608 under a random partition: the group issuing the MMAs was not the one
+    that allocated tensor memory, and it arrived at the dealloc barrier with its last MMA still running (the
+    simulator: `mma-in-flight-at-exit`, trips=1). Every group whose last MMA no wait covers now waits for its
+    own MMAs first."""
+    import random
+
+    from program_matrix import run_matrix
+    from random_programs import random_program
+    prog = random_program(2608, directory=str(tmp_path))
+    result = run_matrix(prog, "sm_100a", random.Random(2608), seeds=2, max_states=1500)
+    assert [o.config for o in result.outcomes] == ["heuristic", "optimal", "random0"]
+    assert not result.failures, [(o.config, o.detail) for o in result.failures]
