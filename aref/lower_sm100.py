@@ -179,14 +179,7 @@ def _release_before_publish(gp: GroupProgram, ws: WSKernel) -> None:
         ops = block.ops
         for i in range(len(ops)):
             op = ops[i]
-            if op.kind is not OpKind.CONSUMED or not _in_tmem(chans[id(op.operands[0])]):
-                continue
-            got = None
-            for j in range(i - 1, -1, -1):
-                g = ops[j]
-                if g.kind is OpKind.GET and g.operands[0] is op.operands[0] and g.operands[1] is op.operands[1]:
-                    got = j
-                    break
+            got = _tmem_get_of(ops, i, chans)
             if got is None:
                 continue
             seen = {id(r) for r in ops[got].results}
@@ -198,6 +191,15 @@ def _release_before_publish(gp: GroupProgram, ws: WSKernel) -> None:
                         seen.update(id(r) for r in ops[j].results)
             if last + 1 < i and all(o.stage == op.stage for o in ops[last + 1:i]):
                 ops.insert(last + 1, ops.pop(i))
+
+
+def _tmem_get_of(ops: list[Op], i: int, chans: dict) -> int | None:
+    """Where `ops[i]` releases a tensor-memory slot: the index of the get of that item before it (else None)."""
+    op = ops[i]
+    if op.kind is not OpKind.CONSUMED or not _in_tmem(chans[id(op.operands[0])]):
+        return None
+    return next((j for j in range(i - 1, -1, -1) if ops[j].kind is OpKind.GET
+                 and ops[j].operands[0] is op.operands[0] and ops[j].operands[1] is op.operands[1]), None)
 
 
 def _release_after_load(gp: GroupProgram, ws: WSKernel) -> None:
@@ -216,10 +218,7 @@ def _release_after_load(gp: GroupProgram, ws: WSKernel) -> None:
         ops = block.ops
         for i in range(len(ops)):
             op = ops[i]
-            if op.kind is not OpKind.CONSUMED or not _in_tmem(chans[id(op.operands[0])]):
-                continue
-            got = next((j for j in range(i - 1, -1, -1) if ops[j].kind is OpKind.GET
-                        and ops[j].operands[0] is op.operands[0] and ops[j].operands[1] is op.operands[1]), None)
+            got = _tmem_get_of(ops, i, chans)
             if got is None or got + 1 >= i or any(o.stage != op.stage for o in ops[got:i]):
                 continue
             between = {id(o) for o in ops[got + 1:i]}

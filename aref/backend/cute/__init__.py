@@ -93,9 +93,16 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
         return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
     if exp2_fma:
         raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
+    return emit_module(hopper_plan(ws, persistent, ctas, raster, epilogue_overlap, cluster))
+
+
+def hopper_plan(ws, persistent: bool = False, ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False,
+                cluster=(1, 1)):
+    """The sm_90a backend's plan of `ws` with its launch options (see `generate_source`)."""
+    from aref.backend.cute import cluster as clusters
     plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
     plan.cluster = clusters.plan_cluster(plan, cluster, persistent)
-    return emit_module(plan)
+    return plan
 
 
 def register_budgets(ws, persistent: bool = False, ctas: int = 132, raster: int = 0,

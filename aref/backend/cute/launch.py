@@ -145,11 +145,8 @@ def plan_of(ws, persistent: bool = False, ctas: int = 132, raster: int = 0, epil
     if ws.arch == "sm_100a":
         from aref.backend.cute.sm100 import plan_kernel_sm100
         return plan_kernel_sm100(ws, persistent, ctas, raster)
-    from aref.backend.cute.analysis import plan_kernel
-    from aref.backend.cute.cluster import plan_cluster
-    plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
-    plan.cluster = plan_cluster(plan, cluster, persistent)
-    return plan
+    from aref.backend.cute import hopper_plan
+    return hopper_plan(ws, persistent, ctas, raster, epilogue_overlap, cluster)
 
 
 def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas: int = 132,
