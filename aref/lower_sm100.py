@@ -301,6 +301,9 @@ def _insert_mma_waits(gp: GroupProgram) -> None:
 
 def _reads_mma_result(op: Op, prod, gp: GroupProgram) -> bool:
     """Does `op` read an MMA result with CUDA cores (not: another MMA, a view, a select, the in-place publish)?"""
+    if op.kind is OpKind.TRANSPOSE and not read_by_tensor_core(op.result, gp):
+        # register math reads the transpose: the backend moves the whole tile through the exchange tile here
+        return any(_mma_origin(v, prod) for v in op.operands)
     if op.kind in (OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT, OpKind.SELECT) or op.kind in VIEWS:
         return False
     if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.TMEM and from_mma(op.operands[3], gp):

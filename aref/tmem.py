@@ -153,6 +153,9 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
             for v in (*gp.loop.carried, *gp.loop.results):
                 if id(v) in in_tmem:
                     v.type = v.type.with_space(Space.TMEM)
+        for op in gp.all_ops():   # `.T` is a view: it keeps its operand's space (typing_rules.transpose_type)
+            if op.kind is OpKind.TRANSPOSE and op.operands[0].type.space is Space.TMEM:
+                op.result.type = op.result.type.with_space(Space.TMEM)
     for ch in rings.values():
         for r in ch.rings:
             sets.find(r)

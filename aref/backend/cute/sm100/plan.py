@@ -32,6 +32,7 @@ from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, Kern
 from aref.backend.cute.errors import BackendError
 from aref.backend.cute.operands import check_mma_dtypes, check_operand_layouts, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
+from aref.resources.layout import feeds_mma_only
 from aref.resources.memory import SWIZZLE_ALIGN, SmemPlan, _align, smem_plan
 from aref.resources.tensor_core import (MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups,
                                         zero_fill_shapes)
@@ -198,9 +199,15 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     if next_id > 16:
         raise BackendError(f"the kernel needs {next_id - 1} named barriers; the hardware has 15", ws.loc)
     scratch = {}
-    for g in groups:            # column reductions of register tiles: the 4 warps' partials meet in shared memory
+    for g in groups:            # column reductions of register tiles: the 4 warps' partials meet in shared memory;
         n = max((4 * op.operands[0].type.shape[1] for op in g.gp.all_ops() if op.kind is OpKind.REDUCE
                  and op.attrs.axis == 0 and len(op.operands[0].type.shape) == 2), default=0)
+        if any(op.kind is OpKind.REDUCE and len(op.operands[0].type.shape) == 1 and not op.result.type.shape
+               for op in g.gp.all_ops()):
+            n = max(n, 4)       # a vector along the rows to one value: one partial per warp
+        # transposes of register tiles read by register math: the whole tile, written by row, read by column
+        n = max([n] + [op.result.type.numel for op in g.gp.all_ops() if op.kind is OpKind.TRANSPOSE
+                       and op.operands[0].type.space is not Space.SMEM and not feeds_mma_only(g.gp, op.result)])
         if n and g.gp.group.warps == 4:
             scratch[(g.index, ("exchange",))] = BufferPlan(f"s_{ident(g.gp.group.name)}_xchg",
                                                            TileType((n,), DType.float32, Space.SMEM), 1,

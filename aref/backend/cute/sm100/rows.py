@@ -136,9 +136,30 @@ class RowLayout:
         super().op_slice(op)
 
     def transpose_registers(self, op: Op) -> None:
-        raise BackendError("a transposed register tile read by register math; the Blackwell templates have no "
-                           "exchange between rows and columns", op.loc,
-                           hint="transpose the operand in shared memory (load it transposed)")
+        """A transposed register tile for register math, through the group's exchange tile: each thread writes
+        its elements of the source at their (row, column), and after the group's barrier reads its elements of
+        the transpose (its row there is a column of the source)."""
+        src_v, res = op.operands[0], op.result
+        t = src_v.type
+        if t.dtype is DType.bool_:
+            raise BackendError("a transposed boolean register tile; compare after transposing the operands", op.loc)
+        rows, cols = t.shape
+        self.check_rows(t)
+        self.check_rows(res.type)
+        src = self.materialize(src_v)
+        dst = self.new_buffer(res)
+        xv = self.xvector(rows * cols, t.dtype)
+        wide = DType.float32 if t.dtype.is_float else DType.int32
+        self.out(f"# {src.name}ᵀ: through the exchange tile ({rows}×{cols} written by row, read by column)")
+        self.group_sync("earlier readers of the exchange tile are done")
+        with self.out.block(f"for c in cutlass.range_constexpr({per_thread_cols(rows, cols)}):"):
+            self.out(f"{xv}[{self.my_row(rows)} * {cols} + sm100.col_index({rows}, {cols}, tidx, c)] = "
+                     f"{self.convert_to(src.at('0', 'c'), wide)}")
+        self.group_sync("the whole tile is written")
+        with self.out.block(f"for c in cutlass.range_constexpr({per_thread_cols(cols, rows)}):"):
+            back = f"{xv}[sm100.col_index({cols}, {rows}, tidx, c) * {cols} + {self.my_row(cols)}]"
+            self.out(f"{dst.at('0', 'c')} = {self.convert_to(back, res.type.dtype)}")
+        self.env[id(res)] = Reg(dst)
 
     def reduce(self, op: Op) -> None:
         """Along a row (axis 1): a loop over the thread's columns, plus one shuffle at 64 rows; the identity
@@ -147,6 +168,9 @@ class RowLayout:
         s_layout, r_layout = self.layout_of(src), self.layout_of(res)
         if s_layout == ACC and op.attrs.axis == 0 and src.type.shape[0] == 128:
             self.reduce_columns(op)
+            return
+        if s_layout == ROW and r_layout == SCALAR and src.type.shape[0] in ROWS:
+            self.reduce_rows(op)
             return
         if not (s_layout == ACC and op.attrs.axis == 1):
             if s_layout == ACC or s_layout == ROW and r_layout == SCALAR:
@@ -182,6 +206,35 @@ class RowLayout:
                                      ops.compute_class(op.operands[0].type.dtype)).reduce
         except ops.NoEmission as err:
             raise BackendError(str(err), op.loc) from None
+
+    def reduce_rows(self, op: Op) -> None:
+        """A vector along the rows (one value per row, held by the row's thread) to one value: butterfly
+        shuffles over the warp's rows (at 64 rows threads t and t ^ 16 hold the same row, so lanes 1..8), then
+        the 4 warps' partials meet in the group's exchange tile and every thread combines them in the same
+        order, so all hold the same result."""
+        src, res = op.operands[0], op.result
+        rows = src.type.shape[0]
+        spec = self.reduce_spec(op, ROW)
+
+        def combine(a: str, b: str) -> str:
+            return strip_parens(spec.combine.format(a=a, b=b))
+        buf = self.new_buffer(res, hint=self.hint(res) or f"all_{op.attrs.fn}", layout=SCALAR)
+        xv = self.xvector(4, DType.float32 if res.type.dtype.is_float else res.type.dtype)
+        x = self.names(f"x_{op.attrs.fn}")
+        self.out(f"# {op.attrs.fn} over the {rows} rows: the warp's rows by shuffles, then the 4 warps' partials "
+                 f"meet in the exchange tile")
+        self.out(f"{x} = {self.convert_to(self.materialize(src).at('0', None), res.type.dtype)}")
+        for lane in (1, 2, 4, 8) + ((16,) if rows == 128 else ()):
+            self.out(f"{x} = {combine(x, f'cute.arch.shuffle_sync_bfly({x}, offset={lane})')}")
+        self.group_sync("earlier readers of the exchange tile are done")
+        with self.out.block("if tidx % 32 == 0:"):
+            self.out(f"{xv}[warp_in_group] = {x}")
+        self.group_sync("every warp's partial is written")
+        total = f"{xv}[0]"
+        for w in range(1, 4):
+            total = combine(total, f"{xv}[{w}]")
+        self.out(f"{buf.at(None, None)} = {self.convert_to(total, res.type.dtype)}")
+        self.env[id(res)] = Reg(buf)
 
     def reduce_columns(self, op: Op) -> None:
         """Along the columns (axis 0) of a 128-row tile, a row per thread: per column, butterfly shuffles over
