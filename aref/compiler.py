@@ -99,6 +99,9 @@ def _partition(kernel: Kernel, options: CompileOptions):
     from aref.squeeze import squeeze
     from partition.distribute import distribute
     kernel = cse(squeeze(kernel))   # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile
+    if options.arch == "sm_100a":   # tensor-memory accumulators start from zeros: β·C is added after the loop
+        from aref.acc_init import hoist_accumulator_init
+        kernel = hoist_accumulator_init(kernel)
     anchors = None
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
