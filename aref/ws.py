@@ -123,6 +123,9 @@ class GroupProgram:
     stages: int = 0                 # pipeline stages after the first (0: not pipelined)
     mma_depth: int = 0              # MMA groups allowed in flight while issuing (fine pipelining)
     origin: dict = field(default_factory=dict)   # op -> index of the Tile IR op it was cloned from
+    # this group's value of the Tile IR loop's trip count (None: the group does not compute it): what its
+    # loop's count and its peeled iterations' items derive from (the timing model's longer loop, `extra_trips`)
+    trip_count: Value | None = None
 
     def regions(self) -> list[tuple[str, Block]]:
         out = [("pre", self.pre), ("prologue", self.prologue)]

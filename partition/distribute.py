@@ -539,4 +539,5 @@ def _build(kernel, part, facts, want, group, crossings, channels) -> GroupProgra
                 and not any(facts.prod.get(id(v)) in kernel.post.ops for v in c.values)]
     b.emit_region("post", prog.post.ops, post_top)
     prog.origin = b.origin
+    prog.trip_count = b.m.get(id(lp.trip_count)) if lp is not None else None
     return prog

@@ -53,6 +53,10 @@ class Engine:
             * m.setmaxnreg_step
         # (group, Instr) of every executed op and loop marker, in order, when a list (the timing model's view)
         self.trace: list | None = None
+        # the timing model's longer loop (`aref.sim.timing.extend_loop`): per group, the id of its value of the
+        # loop's trip count, which comes out `extra_trips` larger
+        self.extra_trips = 0
+        self.trip_ids: list = [None] * len(prog.groups)
 
     # ------------------------------------------------------------------------------------ state set-up
     def initial(self) -> CTAState:
@@ -267,6 +271,8 @@ class Engine:
                 out = round_result(out, op.results[0])
         if ins.res:
             env[ins.res[0]] = view.derive(out) if view is not None and k in _VIEWS else out
+            if self.extra_trips and ins.res[0] == self.trip_ids[gi]:
+                env[ins.res[0]] = out + self.extra_trips
 
     def _rest(self, st, gi, g, ins):
         """The condition the visible op `ins` blocks on (None: never blocks)."""

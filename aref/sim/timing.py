@@ -9,10 +9,12 @@ the group waits for it, except for the asynchronous ones: an `mma_async` costs t
 the tensor core finishes it (so does an arrive, whose effect a waiter pays for when it wakes; on Blackwell
 an `mma_commit` arrives then); a `tma_load` costs the group `async_issue_cycles`
 and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
-busy only for the transfer); a tile `store` costs the group the staging of the tile into shared memory and
-the issue of the TMA store, which then runs on the copy engine (fire and forget). On Blackwell a group's
-CUDA-core work on its own MMA's result first loads it from tensor memory (tcgen05.ld), and writes an
-accumulator of its own next MMA back (tcgen05.st), on the "tmem_ld" / "tmem_st" paths (`aref.sim.program`).
+busy only for the transfer, and it serves outstanding copies work-conserving: a copy fills the engine's idle
+cycles wherever they are, between copies booked before it); a tile `store` costs the group the staging of
+the tile into shared memory and the issue of the TMA store, which then runs on the copy engine (fire and
+forget). On Blackwell a group's CUDA-core work on its own MMA's result first loads it from tensor memory
+(tcgen05.ld), and writes an accumulator of its own next MMA back (tcgen05.st), on the "tmem_ld" / "tmem_st"
+paths (`aref.sim.program`).
 A blocked op (mbarrier wait, mma_wait, named barrier, setmaxnreg.inc) resumes at the event that enables it.
 No tile values are computed.
 
@@ -45,7 +47,8 @@ class TimelineEntry:
     start: int
     end: int
     line: int
-    busy: int = 0      # cycles the unit is occupied from `start` (0: all of start..end; a TMA copy: its transfer)
+    busy: int = 0      # cycles the unit is occupied from `start` (0: all of start..end; a TMA copy: its transfer,
+    #                    which may interleave with other copies' on the engine)
     issued: int = -1   # an asynchronous op (MMA, TMA copy): when its group issued it; else -1
 
     def to_json(self) -> dict:
@@ -131,6 +134,39 @@ class _Clock:
         self.busy[unit] += cycles
         return begin
 
+    def copy(self, start, cycles) -> tuple[int, int]:
+        """Book the copy engine for a copy of `cycles` transfer cycles issued at `start`: (first cycle, last
+        cycle + 1). The engine serves every outstanding copy, so a copy takes the idle cycles from `start` on
+        wherever they are, before and between copies booked already, rather than waiting for one gap that
+        holds it whole (work-conserving: the engine is never idle while a copy is outstanding). A group runs
+        ahead in simulation order, so a load booked after another group's later store may still be the
+        earlier copy: it uses the engine's cycles before that store and finishes after it."""
+        slots = self.booked["tma"]
+        i = bisect.bisect_right(slots, start, key=lambda s: s[1])
+        cur, left, first, pieces = start, cycles, None, []
+        while left > 0:
+            gap_end = slots[i][0] if i < len(slots) else cur + left
+            if gap_end > cur:
+                take = min(left, gap_end - cur)
+                pieces.append((cur, cur + take))
+                first = cur if first is None else first
+                cur, left = cur + take, left - take
+            if left > 0:
+                cur = max(cur, slots[i][1])
+                i += 1
+        if not pieces:
+            return start, start
+        merged = []
+        for a, b in sorted(slots + pieces):          # touching bookings as one: the list stays short
+            if merged and merged[-1][1] == a:
+                merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        self.booked["tma"] = merged
+        self.free["tma"] = max(self.free["tma"], cur)
+        self.busy["tma"] += cycles
+        return first, cur
+
     def forget(self, now: int) -> None:
         """Drop bookings that end by `now`: no group asks for a unit before the current event."""
         for slots in self.booked.values():
@@ -160,16 +196,18 @@ class _Clock:
                 staged = self.occupy("smem", cur, max(1, -(-tma_bytes(op) // self.m.smem_bytes_per_clk)))
                 cur = staged + max(1, -(-tma_bytes(op) // self.m.smem_bytes_per_clk))
                 _, cycles = op_cost(op, self.m)
-                begin = self.occupy("tma", cur + self.m.async_issue_cycles, cycles)
-                self.entry(gi, op, "tma", begin, begin + cycles, issued=cur)
+                begin, end = self.copy(cur + self.m.async_issue_cycles, cycles)
+                self.entry(gi, op, "tma", begin, end, busy=cycles, issued=cur)
                 cur += self.m.async_issue_cycles
             elif k is OpKind.TMA_LOAD:
                 _, cycles = op_cost(op, self.m, self.rng)
                 transfer = unit_busy(op, self.m)
-                begin = self.occupy("tma", cur + self.m.async_issue_cycles, transfer)
-                # the copy's bytes arrive after its latency; the engine appended it last to the in-flight list
-                self.tma_done[id(st.tmas[-1])] = begin + cycles
-                self.entry(gi, op, "tma", begin, begin + cycles, busy=transfer, issued=cur)
+                begin, end = self.copy(cur + self.m.async_issue_cycles, transfer)
+                # the copy's bytes arrive after its latency (and after the cycles other copies took from its
+                # transfer); the engine appended it last to the in-flight list
+                landed = end - transfer + cycles
+                self.tma_done[id(st.tmas[-1])] = landed
+                self.entry(gi, op, "tma", begin, landed, busy=transfer, issued=cur)
                 cur += self.m.async_issue_cycles
             else:
                 if ins.tmem_ld_bytes:           # the group's own MMA result: tcgen05.ld into registers first
@@ -199,13 +237,33 @@ class _Clock:
         return begin + cycles
 
 
-def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None) -> TimingReport:
+def extend_loop(eng: Engine, extra: int) -> None:
+    """Run the loop `extra` iterations beyond its trip count: each group's value of the Tile IR loop's trip
+    count (`GroupProgram.trip_count`) comes out `extra` larger where the group computes it, so its loop's
+    count and the items of the iterations its pipeline peels follow, as with a larger input along the loop
+    (tile values are not computed, so no input has to exist)."""
+    if not extra:
+        return
+    groups = eng.prog.kernel.groups
+    ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in groups]
+    for gi, gp in enumerate(groups):
+        if gp.loop is not None and not any(ins.res and ins.res[0] == ids[gi] for ins in eng.prog.programs[gi]):
+            raise ValueError(f"group {gp.group.name} does not compute the loop's trip count, so its loop cannot "
+                             f"run longer")
+    eng.extra_trips, eng.trip_ids = extra, ids
+
+
+def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None,
+                    extra_trips: int = 0) -> TimingReport:
     """Time one CTA (`cta`, default the first) of a barrier-level kernel on `machine`; `seed` drives the TMA
     latency draws. Tile values are not computed, so `tensors` may be None (it is only checked for shapes).
+    `extra_trips` runs the loop that many iterations beyond its trip count (the same program over a longer
+    loop, as with a larger input along it: a steady state where the inputs give only a few iterations).
     A schedule bug stops the run; the report then carries the violation."""
     prog = Prog(kernel)
     cta = tuple(cta) if cta is not None else tuple(0 for _ in kernel.grid)
     eng = Engine(prog, tensors or {}, cta, compute_values=False, machine=machine)
+    extend_loop(eng, extra_trips)
     clock = _Clock(eng, machine, random.Random(seed))
     eng.trace = []
     violations = []

@@ -115,6 +115,21 @@ def test_timeline_is_a_consistent_gantt_chart():
     assert js["timeline"][0].keys() >= {"group", "op", "unit", "start", "end", "line"}
 
 
+def test_copy_engine_is_work_conserving():
+    """A copy takes the engine's idle cycles wherever they are: a load issued before a store that was booked
+    first (its group ran ahead in simulation order) uses the cycles before the store and finishes after it,
+    rather than queueing whole behind it; the engine is never idle while a copy is outstanding."""
+    from types import SimpleNamespace
+
+    from aref.sim.timing import _Clock
+    clock = _Clock(SimpleNamespace(prog=SimpleNamespace(groups=[])), H100, random.Random(0))
+    assert clock.copy(300, 200) == (300, 500)          # the store, booked first
+    assert clock.copy(0, 400) == (0, 600)              # the load: 0..300, then 500..600 (one interval: 500..900)
+    assert clock.booked["tma"] == [(0, 600)] and clock.busy["tma"] == 600
+    assert clock.copy(100, 50) == (600, 650)           # nothing idle before 600: it queues
+    assert clock.copy(700, 0) == (700, 700)
+
+
 def test_timing_reports_schedule_bugs():
     r = simulate_timing(gemm_ws(depth=1, mma_depth=1), None, H100)
     assert not r.ok and r.violations[0].kind == "deadlock"

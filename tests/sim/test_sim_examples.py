@@ -105,6 +105,12 @@ def test_timing_model_runs_every_example(name, arch):
     assert report.total_cycles >= report.cycles_per_iter
     groups = {g.group.name for g in kernel.groups}
     assert {e.group for e in report.timeline} == groups
+    # the same program over a longer loop (the fidelity figure's steady state): every group's loop, and the
+    # iterations its pipeline peels, follow the larger trip count
+    longer = simulate_timing(kernel, None, machine_for(arch), seed=1, cta=cta, extra_trips=5)
+    assert longer.ok, [str(v) for v in longer.violations]
+    assert {g: len(s) + 5 for g, s in report.iteration_starts.items() if len(s) > 1} == \
+        {g: len(s) for g, s in longer.iteration_starts.items() if len(s) > 1}
 
 
 def test_key_split_runs_its_split_program_bit_for_bit():
