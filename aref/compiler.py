@@ -30,6 +30,8 @@ class CompileOptions:
 
     consumers:      Hopper consumer organisation: "auto", "plain", "cooperative" or "pingpong"
     num_consumers:  consumer warp groups for cooperative / ping-pong
+    compute_groups: Blackwell heuristic: at most this many four-warp CUDA-core groups (None: one per independent
+                    chain of register math; where their registers do not fit the SM, fewer are tried)
     mma_depth:      MMA groups kept in flight (None: 1, limited by user channel depths)
     coarse:         T/C/U pipelining of groups whose MMAs feed CUDA-core work
     promote_every:  fp8 MMA accumulators promoted to fp32 every N K-steps on sm_90a (`aref.promote`); 0: never
@@ -39,6 +41,7 @@ class CompileOptions:
     partition: str = "heuristic"      # "heuristic" (Tawa) or "optimal" (Twill solver)
     consumers: str = "auto"
     num_consumers: int = 2
+    compute_groups: int | None = None
     mma_depth: int | None = None
     coarse: bool = True
     solver_time_limit: float = 60.0
@@ -117,7 +120,8 @@ def _partition(kernel: Kernel, options: CompileOptions):
         from partition.heuristic import HeuristicOptions, heuristic_partition
         with compiler_pass("the heuristic partitioner", kernel.loc):
             kernel, part = heuristic_partition(kernel, options.arch,
-                                               HeuristicOptions(options.consumers, options.num_consumers))
+                                               HeuristicOptions(options.consumers, options.num_consumers,
+                                                                options.compute_groups))
         name = "the heuristic partitioner"
     if options.verify_each_stage:
         with compiler_pass(name, kernel.loc, verifying=True):
@@ -137,7 +141,8 @@ def _matching_heuristic(kernel: Kernel, part, options: CompileOptions):
     from partition.heuristic import HeuristicOptions, heuristic_partition
     try:
         hk, hp = heuristic_partition(kernel, options.arch, HeuristicOptions(options.consumers,
-                                                                           options.num_consumers))
+                                                                           options.num_consumers,
+                                                                           options.compute_groups))
     except ArefError:
         return None
     if hk is not kernel:
@@ -325,6 +330,11 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
             except ArefError:
                 pass
         alternatives = _tighter_caps(options, first)
+    elif options.arch == "sm_100a" and options.compute_groups is None and getattr(first, "register_file", False):
+        # Blackwell: one group per chain of register math can need more registers than the SM's file; fewer
+        # groups, each running several chains one after another, need fewer
+        wide = sum(gp.group.warps == 4 and gp.group.role in ("compute", "softmax") for gp in ws.groups)
+        alternatives = iter([replace(options, compute_groups=k) for k in range(wide - 1, 0, -1)])
     elif options.consumers == "auto":
         # cooperative groups split the accumulators; without the coarse T/C/U overlap fewer tiles are live
         alternatives = iter((replace(options, consumers="cooperative"), replace(options, coarse=False),

@@ -413,8 +413,9 @@ def register_budgets(ws: WSKernel) -> None:
             message = f"register budgets need {room - free} registers ({detail}) beside the one-warp roles' " \
                       f"{one_warp_threads}×{ONE_WARP_REGS}, but an SM has {REGISTERS_PER_SM}"
             excess = -(-(-free) // max(1, sum(gp.group.threads for gp in wide)))
-        ws.resource_error = ResourceError(message, ws.loc, hint="split the work over more groups or use smaller "
-                                                                "tiles", excess=excess)
+        hint = ("split the work over more groups or use smaller tiles" if over else
+                "use smaller tiles, or fewer independent chains of register math (each gets its own warp group)")
+        ws.resource_error = ResourceError(message, ws.loc, hint=hint, excess=excess, register_file=not over)
     if free < 0 or over:
         share = max(MIN_REGS, min(MAX_REGS, room // max(1, sum(gp.group.threads for gp in wide)) // 8 * 8))
         need = {g: share for g in need}

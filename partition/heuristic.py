@@ -37,12 +37,15 @@ class HeuristicOptions:
 
     consumers: str = "auto"
     num_consumers: int = 2
+    compute_groups: int | None = None    # Blackwell: at most this many CUDA-core groups (None: one per chain)
 
     def __post_init__(self):
         if self.consumers not in CONSUMER_MODES:
             raise ArefError(f"unknown consumer mode {self.consumers!r}", hint=f"use one of {CONSUMER_MODES}")
         if self.num_consumers < 1:
             raise ArefError("num_consumers must be at least 1")
+        if self.compute_groups is not None and self.compute_groups < 1:
+            raise ArefError("compute_groups must be at least 1 (or None: one group per chain of register math)")
 
 
 def producers_of(kernel: Kernel) -> dict[int, Op]:
@@ -109,7 +112,7 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
     partition."""
     options = options or HeuristicOptions()
     if arch == "sm_100a":
-        part = _blackwell(kernel)
+        part = _blackwell(kernel, options.compute_groups)
     else:
         kernel, part = _hopper(kernel, options)
     one_producer_per_channel(kernel, part.assign)
@@ -174,8 +177,20 @@ def _producer_assign(kernel: Kernel, prod) -> dict[Op, int]:
     return {op: 0 for op in assignable_ops(kernel) if op.kind is OpKind.LOAD or is_load_put(op, prod)}
 
 
-def _blackwell(kernel: Kernel) -> Partition:
-    """FA4 / Triton-Blackwell roles: load warp, MMA warp, softmax groups, correction group, epilogue."""
+def _pack(comps: list[list[Op]], k: int | None) -> list[list[Op]]:
+    """The chains of register math in at most `k` groups: each chain, largest first, joins the group with the
+    fewest ops so far (a group runs its chains one after another, in program order)."""
+    if k is None or len(comps) <= k:
+        return comps
+    bins: list[list[Op]] = [[] for _ in range(k)]
+    for c in sorted(comps, key=len, reverse=True):
+        min(bins, key=len).extend(c)
+    return [b for b in bins if b]
+
+
+def _blackwell(kernel: Kernel, compute_groups: int | None = None) -> Partition:
+    """FA4 / Triton-Blackwell roles: load warp, MMA warp, softmax groups, correction group, epilogue. Each
+    independent chain of the loop's register math gets a four-warp group, at most `compute_groups` of them."""
     prod = producers_of(kernel)
     loop_ops = set(kernel.loop.body.ops) if kernel.loop is not None else set()
     post_ops = set(kernel.post.ops)
@@ -195,7 +210,7 @@ def _blackwell(kernel: Kernel) -> Partition:
                 role[acc_src] = "correction"
     has_correction = "correction" in role.values()
     compute = [op for op in assignable_ops(kernel) if op not in role and op not in post_ops]
-    comps = components(kernel, compute) if compute else []
+    comps = _pack(components(kernel, compute), compute_groups) if compute else []
     post_compute = [op for op in assignable_ops(kernel) if op in post_ops and op not in role]
     fixed = [("load", "load", 1, 48), ("mma", "mma", 1, 48)]
     epi_warps = 1 if (has_correction or comps) else 4      # GEMM: the epilogue also converts the accumulator

@@ -63,10 +63,12 @@ class ResourceError(ArefError):
 
     kind = "resources"
 
-    def __init__(self, message: str, loc=None, hint: str | None = None, excess: int = 0, smem_excess: int = 0):
+    def __init__(self, message: str, loc=None, hint: str | None = None, excess: int = 0, smem_excess: int = 0,
+                 register_file: bool = False):
         super().__init__(message, loc, hint)
         self.excess = excess
         self.smem_excess = smem_excess
+        self.register_file = register_file      # the groups' budgets together exceed the SM's register file
 
 
 def _round_up(n: int, step: int = REG_STEP) -> int:

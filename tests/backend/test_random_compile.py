@@ -1,6 +1,6 @@
 """Random tile programs (tests/random_programs.py, wgmma sizes, ragged extents included) through the whole
 compiler: heuristic partition → pipeline → aref lowering → simulator (sm_90a and sm_100a, against the
-interpreter) → the sm_90a CuTe DSL compile (PTX, no GPU needed), with no spills.
+interpreter) → the CuTe DSL compile for both archs (PTX, no GPU needed), with no spills.
 
 A refusal fails the test unless it is one of the documented hardware rules, recognised by its error class:
 
@@ -38,11 +38,40 @@ def test_random_program_compiles_for_sm90a_or_hits_a_hardware_rule(programs, bac
                          seeds=2, exhaustive=False)
         assert o.status == "ok", (prog.path, arch, o.detail)
         outcomes[arch] = o
-    result = compile_sm90(outcomes["sm_90a"].ir, cache_dir=backend_cache)
-    if result.status == "compiled":
-        assert result.spill_bytes == 0, (prog.path, result.spill_bytes)
-        return
-    assert isinstance(result.error, HARDWARE_RULES), (prog.path, result.rule, result.detail)
+    for arch in ("sm_90a", "sm_100a"):
+        result = compile_sm90(outcomes[arch].ir, cache_dir=backend_cache)     # compiles the IR's own arch
+        if result.status == "compiled":
+            assert result.spill_bytes == 0, (prog.path, arch, result.spill_bytes)
+            continue
+        assert isinstance(result.error, HARDWARE_RULES), (prog.path, arch, result.rule, result.detail)
+
+
+def test_blackwell_chains_share_groups_when_the_register_file_is_short(tmp_path, backend_cache):
+    """Seed 703 (bench/coverage.py): one four-warp group per chain of register math needed 74,752 registers
+    beside the one-warp roles, more than the SM's 65,536 (refused); `lower_to` now retries the heuristic with
+    the chains packed into fewer groups (`CompileOptions.compute_groups`). Its column sums of 64-row tiles
+    (axis 0) were then refused by the Blackwell templates; they shuffle over the 16 rows of each warp (lanes t
+    and t ^ 16 hold the two column halves) and meet across warps in the exchange tile."""
+    from aref.backend.cute import compile_barrier
+    from aref.compiler import CompileOptions, lower_to
+    from partition.heuristic import HeuristicOptions
+    prog = random_program(703, directory=str(tmp_path))
+    kernel = prog.kernel.specialize(**prog.inputs)
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a"))
+    assert ws.resource_error is None
+    packed = sum(g.group.role in ("compute", "softmax") for g in ws.groups)
+    one_each = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", compute_groups=99))
+    assert sum(g.group.role in ("compute", "softmax") for g in one_each.groups) > packed
+    assert one_each.resource_error is not None and one_each.resource_error.register_file
+    assert "fewer independent chains" in one_each.resource_error.hint
+    with pytest.raises(Exception, match="compute_groups"):
+        HeuristicOptions(compute_groups=0)
+    o = check_config(prog, "heuristic-sm_100a", {"options": CompileOptions(arch="sm_100a")}, seeds=2,
+                     exhaustive=False)
+    assert o.status == "ok", o.detail
+    result = compile_barrier(o.ir, cache_dir=backend_cache)
+    assert result.spill_bytes == 0
+    assert "sm100.col_index(64" in result.source_path.read_text()
 
 
 def test_the_sample_is_varied(programs):
@@ -54,7 +83,7 @@ def test_the_sample_is_varied(programs):
 
 
 def test_coverage_bench_prints_the_figures(tmp_path):
-    """`bench/coverage.py` on two programs (source generation only): the summary, its JSON and the records."""
+    """`bench/coverage.py` on two programs (source generation only, both archs): the summary, its JSON and the records."""
     import json
     import os
     import subprocess
@@ -67,8 +96,9 @@ def test_coverage_bench_prints_the_figures(tmp_path):
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "sm_90a compile, heuristic partition:" in run.stdout and "simulator violations: 0" in run.stdout
+    assert "sm_100a compile, heuristic partition:" in run.stdout
     summary = json.loads(out.read_text())["summary"]
-    assert summary["programs"] == 2 and set(summary["compile_share"]) == {"heuristic"}
+    assert summary["programs"] == 2 and set(summary["compile_share"]) == {"heuristic-sm_90a", "heuristic-sm_100a"}
     assert len(records.read_text().splitlines()) == 2
 
 

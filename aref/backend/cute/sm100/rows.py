@@ -166,7 +166,7 @@ class RowLayout:
         and combination are the op's registry entry's."""
         src, res = op.operands[0], op.result
         s_layout, r_layout = self.layout_of(src), self.layout_of(res)
-        if s_layout == ACC and op.attrs.axis == 0 and src.type.shape[0] == 128:
+        if s_layout == ACC and op.attrs.axis == 0 and src.type.shape[0] in ROWS:
             self.reduce_columns(op)
             return
         if s_layout == ROW and r_layout == SCALAR and src.type.shape[0] in ROWS:
@@ -237,9 +237,10 @@ class RowLayout:
         self.env[id(res)] = Reg(buf)
 
     def reduce_columns(self, op: Op) -> None:
-        """Along the columns (axis 0) of a 128-row tile, a row per thread: per column, butterfly shuffles over
-        the warp's 32 rows, then the 4 warps' partials meet in the group's exchange tile and every thread
-        combines them in the same order (so all hold the same (C,) result, a vector along the columns)."""
+        """Along the columns (axis 0) of a 64- or 128-row tile: per column, butterfly shuffles over the warp's
+        rows (32 rows a warp at 128; 16 at 64, where lanes t and t ^ 16 hold the two halves of a row's columns,
+        tcgen05's 16x32bx2 layout), then the 4 warps' partials meet in the group's exchange tile and every
+        thread combines them in the same order (so all hold the same (C,) result, a vector along the columns)."""
         src, res = op.operands[0], op.result
         rows, cols = src.type.shape
         self.nest_rows = rows
@@ -247,26 +248,29 @@ class RowLayout:
 
         def combine(a: str, b: str) -> str:
             return strip_parens(spec.combine.format(a=a, b=b))
+
+        def column(n_rows: int, c: str) -> str:     # the tile column of a thread's register element c
+            return c if n_rows == 128 else f"sm100.col_index({n_rows}, {cols}, tidx, {c})"
         buf = self.new_buffer(res, hint=self.hint(res) or f"col_{op.attrs.fn}", layout=COL)
-        # element c of the thread's row and element c of the vector are the same column (the row layout of a
-        # 128-row tile is the same for every thread), so the exchange is indexed by c
         xv = self.xvector(4 * cols, DType.float32 if res.type.dtype.is_float else res.type.dtype)
-        self.out(f"# {op.attrs.fn} over the rows: the warp's 32 rows by shuffles, then the 4 warps' partials meet "
+        self.out(f"# {op.attrs.fn} over the rows: the warp's rows by shuffles, then the 4 warps' partials meet "
                  f"in the exchange tile")
         self.group_sync("earlier readers of the exchange tile are done")
-        nest = Nest([("r", 1), ("c", cols)])
+        nest = Nest([("r", 1), ("c", per_thread_cols(rows, cols))])
         expr = strip_parens(self.render(src, Ctx(Index("r"), Index("c")), nest, top=False))
         nest.levels[2].append(f"x = {expr}")
-        for lane in (1, 2, 4, 8, 16):
+        for lane in (1, 2, 4, 8) + ((16,) if rows == 128 else ()):
             nest.levels[2].append(f"x = {combine('x', f'cute.arch.shuffle_sync_bfly(x, offset={lane})')}")
-        nest.levels[2].append("if tidx % 32 == 0:")
-        nest.levels[2].append(f"    {xv}[warp_in_group * {cols} + c] = x")
+        # one lane per distinct set of columns writes the warp's partial (lanes 0 and 16 at 64 rows)
+        nest.levels[2].append(f"if tidx % {32 if rows == 128 else 16} == 0:")
+        nest.levels[2].append(f"    {xv}[warp_in_group * {cols} + {column(rows, 'c')}] = x")
         self.emit_nest(nest)
         self.group_sync("every warp's partial is written")
-        with self.out.block(f"for c in cutlass.range_constexpr({cols}):"):
-            acc = f"{xv}[c]"
+        with self.out.block(f"for c in cutlass.range_constexpr({buf.cols}):"):
+            at = column(buf.tile_rows, "c")
+            acc = f"{xv}[{at}]"
             for w in range(1, 4):
-                acc = combine(acc, f"{xv}[{w * cols} + c]")
+                acc = combine(acc, f"{xv}[{w * cols} + {at}]")
             self.out(f"{buf.at(None, 'c')} = {self.convert_to(acc, res.type.dtype)}")
         self.env[id(res)] = Reg(buf)
 
