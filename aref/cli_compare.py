@@ -418,6 +418,7 @@ def draw_gantt(name, arch, out, reports, lowered, path) -> str:
         title = f"{mode} ({len(ws.groups)} warp groups)"
         if ws.fallback:
             title += (", the heuristic's program (timing guard)" if "heuristic's program" in ws.fallback
+                      else ", the schedule with waited stores (timing guard)" if "waited stores" in ws.fallback
                       else ", the occupancy-free graph's schedule (timing guard)")
         panels.append(gantt.Panel(title, reports[mode], labels, out[mode].get("ii") if mode == "optimal" else None))
     speed = f"(optimal: {out['speedup']:.2f}× the heuristic's speed)" if "speedup" in out else ""

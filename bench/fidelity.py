@@ -38,7 +38,8 @@ def main(names):
             heu = measure(kernel, inputs, CompileOptions(arch=arch))[0]["cycles_per_iter"]
             gap = opt / result.ii - 1
             guard = ("" if not entry["fallback"] else "  timing guard: the heuristic's program"
-                     if "heuristic's program" in entry["fallback"] else "  timing guard: the occupancy-free graph's")
+                     if "heuristic's program" in entry["fallback"] else "  timing guard: waited stores"
+                     if "waited stores" in entry["fallback"] else "  timing guard: the occupancy-free graph's")
             print(f"{name:15s} {arch:8s} {result.ii:6d} {opt:9.1f} {gap:+7.1%} {entry['cycles_per_iter']:9.1f} "
                   f"{heu:10.1f}  "
                   f"{'yes' if abs(gap) <= FIDELITY else 'NO'}   ({time.perf_counter() - t0:.1f} s){guard}",

@@ -69,7 +69,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
                   channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
-                  reservations: bool | None = None, detached_stores: bool = False) -> Extraction:
+                  reservations: bool | None = None, detached_stores: bool | None = None) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -101,8 +101,12 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     backward's schedule at the stream graph's II lowers to a slower one, see tests/test_cli_compare.py).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
     run it (no wait of its group waits for the copy), so a blocking op of its group may start while the copy
-    runs (`solve.Op.detached`: only the staging holds the group). Off by default: the partitions it admits
-    lower to slower programs on attention_bwd (see tests/test_cli_compare.py KNOWN_GAPS)."""
+    runs (`solve.Op.detached`: only the staging holds the group). By default (None) on Hopper: attention_bwd's
+    group of dV, dQ, its scale and store was bound by its store's 1168 cycles in flight (II 1872 where the
+    program ran 1788; detached: II 1824, its schedule runs 1819). Its partitions fit since the graph states
+    which stores after the loop stage in a tile loaded before it (`streams.add_post_staging`): without that,
+    the one it picked needed 16 KB of staging the budget did not see. The timing guard
+    (`aref.compiler._never_slower`) lowers the waited stores' schedule too and keeps the faster program."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -116,6 +120,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     costs = occ or group_costs
     if reservations is None:
         reservations = bool(m.tmem_columns) and not occ
+    if detached_stores is None:
+        detached_stores = occ and not m.tmem_columns
     own_streams = reservations and bool(m.tmem_columns) and not occ
     # one resource model: a tile handed to an MMA takes tensor-memory columns where the lowering puts it
     # there (`streams.tmem_operand`: a 64-row P goes through shared memory), as many as the lowering's plan
@@ -516,23 +522,30 @@ _users = streams.users
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
                register_cap: int | None = None, allow_transfers: bool = True, progress=None,
                explain_found: bool = True, operands: bool = False, unmetered: bool = True,
-               channel_memory: bool = True, reservations: bool | None = None):
+               channel_memory: bool = True, reservations: bool | None = None,
+               detached_stores: bool | None = None):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
     them is solved instead (`unmetered`; off: that proven infeasible result is returned with its proof): the
     lowering's resource model then refuses the kernel by that rule, recorded on its Barrier IR (which the
     simulator still runs). `channel_memory=False` solves the graph without them at once. `reservations`:
-    `extract_graph`'s (False on Blackwell: the occupancy-free graph)."""
+    `extract_graph`'s (False on Blackwell: the occupancy-free graph), as `detached_stores`. Where the graph
+    with the channels' memory has no schedule found within the time limit (proven infeasible up to some II
+    only), the graph without them is solved too, as after a proof (attention_causal on sm_90a: with its
+    output's staging stated, no partition of the unsplit tile is found)."""
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                           channel_memory=channel_memory, operands=operands,
+                           channel_memory=channel_memory, operands=operands, detached_stores=detached_stores,
                            **({} if reservations is None else {"reservations": reservations}))
         return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
                                                        explain_found=explain_found))
     ex, result = run(channel_memory)
     g = ex.graph
-    if channel_memory and _hardware_limits(result) and (g.post_handoffs or any(o.handoff for o in g.ops.values())):
+    metered = g.post_handoffs or g.post_staging or any(o.handoff for o in g.ops.values())
+    if channel_memory and metered and (_hardware_limits(result) or result.status == S.TIMEOUT):
         proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
+        if result.status == S.TIMEOUT:
+            proof = (f"none found in {time_limit:g} s" + (f": {proof}" if proof else ""))
         return (*run(False), proof) if unmetered else (ex, result, proof)
     return ex, result, ""
 
@@ -544,7 +557,8 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
         return solve_loop(k, options.arch, time_limit=options.solver_time_limit,
                           register_cap=options.solver_register_cap, allow_transfers=options.solver_transfers,
                           explain_found=False, operands=options.solver_operands,
-                          reservations=False if options.solver_occupancy_free else None, **how)
+                          reservations=False if options.solver_occupancy_free else None,
+                          detached_stores=options.solver_detached_stores, **how)
     # the graph without its hand-off channels' memory is solved only where the row split does not answer
     ex, result, proof = solve(kernel, unmetered=False)
     split = _row_split_fallback(kernel, result, proof, options, solve)
@@ -588,7 +602,7 @@ def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve):
     like any other. Returns (split kernel, its solve, why), or None when the kernel's own answer stands, the
     rows do not split, or the split kernel fits no better."""
     limits = proof or _hardware_limits(result)
-    if not limits or options.arch != "sm_90a" or options.num_consumers < 2:
+    if not limits or result.status != S.INFEASIBLE or options.arch != "sm_90a" or options.num_consumers < 2:
         return None
     from partition.rowsplit import can_row_split, row_split
     if can_row_split(kernel, options.num_consumers) is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
 from aref.machine import ISSUE, Machine, op_cost, tma_bytes
-from aref.resources.memory import resident_staging, staging_tile, tile_bytes
+from aref.resources.memory import packing_hosts, resident_staging, staging_hosts, staging_tile, tile_bytes
 from partition.model import value_owner
 
 
@@ -122,6 +122,7 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
             fp = handoff_memory([v])
             if fp:
                 added.append(ex.graph.add_post_handoff(src, node, fp))
+    add_post_staging(kernel, ex, placed)
     # a store after the loop stages its tile in a hand-off slot its group has released, if one is large
     # enough (`aref.resources.memory.smem_plan`): its staging bytes, already budgeted, are not taken twice
     staged = dict(resident_staging(kernel))
@@ -133,6 +134,42 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
         if host is not None:
             host.footprint["smem"] -= need
             added.remove(host)
+
+
+def add_post_staging(kernel, ex, placed: dict) -> None:
+    """State in `ex.graph` the staging of each store after the loop that a tile loaded before the loop may
+    hold (`aref.resources.memory.staging_hosts`, left out of the loop's budget): the tile holds it only where
+    every node reading the tile runs in the store's group (`smem_plan` reuses a ring only its group reads),
+    or a loop store's staging tile does where that store's node runs there (`packing_hosts`); else it takes
+    its own bytes (attention_bwd: dK and dV stored by the group of their MMAs, K and V read by another)."""
+    packing = packing_hosts(kernel)
+    for op, need, host in staging_hosts(kernel):
+        node = placed.get(op)
+        if host is None or node is None:
+            continue
+        readers = sorted(_reader_nodes(host.result, kernel, placed))
+        hosts = [readers] if readers else []
+        hosts += [[ex.node_of[s]] for s in packing.get(op, []) if s in ex.node_of]
+        ex.graph.add_post_staging(node, {"smem": need}, hosts)
+
+
+def _reader_nodes(v: Value, kernel, placed: dict) -> set[str]:
+    """The nodes (`placed`: op -> node) whose ops read `v`, through views and casts of it."""
+    out: set[str] = set()
+    todo, seen = [v], set()
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        for u in users(x, kernel):
+            if u is None:
+                continue
+            if placed.get(u) is not None:
+                out.add(placed[u])
+            elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST):
+                todo.extend(u.results)
+    return out
 
 
 def mma_reads_from_tmem(mma: Op, i: int, transposed: bool) -> bool:

@@ -30,7 +30,10 @@ loop: ``handoff[memory]`` per slot.  The lowering keeps as many slots as pipelin
 another group holds one: ``stage(dst) + distance + hold - stage(src) + 1`` over the crossing transfer
 edges (``hold``: steps after its own that the consumer releases the slot, e.g. an asynchronous MMA
 reader).  A post-loop hand-off (``post_handoffs``: the loop's final value of ``src`` read after the
-loop by work placed with ``dst``) takes one slot whenever the two run in different groups.
+loop by work placed with ``dst``) takes one slot whenever the two run in different groups.  A post-loop
+staging buffer (``post_staging``: a TMA store's staging tile after the loop, stored by ``dst``'s group) takes
+its memory for the whole kernel unless one of its ``hosts`` — each a set of ops — runs wholly in ``dst``'s
+group (an idle buffer only that group uses then holds it).
 """
 
 from __future__ import annotations
@@ -206,6 +209,25 @@ class PostHandoff:
 
 
 @dataclass
+class PostStaging:
+    """A buffer ``dst``'s group needs after the loop (a TMA store's staging tile): it takes ``footprint`` (per
+    SM memory) for the whole kernel unless, for one of ``hosts``, every op of that host runs in ``dst``'s
+    group (then a buffer only that group uses holds it: a tile loaded before the loop that only its readers
+    there read, or an earlier store's staging tile of the group)."""
+
+    dst: str
+    footprint: dict[str, int]
+    hosts: tuple[tuple[str, ...], ...] = ()
+
+    def taken(self, group: dict[str, int]) -> bool:
+        """Does the buffer take its own memory under the assignment ``group`` (op -> group)?"""
+        return not any(all(group[n] == group[self.dst] for n in host) for host in self.hosts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dst": self.dst, "footprint": dict(self.footprint), "hosts": [list(h) for h in self.hosts]}
+
+
+@dataclass
 class Machine:
     """Machine-level limits the schedule must respect (the caller supplies the numbers).
 
@@ -260,6 +282,7 @@ class Graph:
         self.ops: dict[str, Op] = {}
         self.edges: list[Edge] = []
         self.post_handoffs: list[PostHandoff] = []
+        self.post_staging: list[PostStaging] = []
         self.machine = machine if machine is not None else Machine()
         for unit, capacity in (units or {}).items():
             self.add_unit(unit, capacity)
@@ -386,6 +409,18 @@ class Graph:
         self.post_handoffs.append(ph)
         return ph
 
+    def add_post_staging(self, dst: str, footprint: dict[str, int],
+                         hosts: list[list[str]] | tuple = ()) -> PostStaging:
+        """After the loop, ``dst``'s group needs a buffer of ``footprint`` unless a host holds it (see
+        :class:`PostStaging`)."""
+        for end in [dst] + [n for h in hosts for n in h]:
+            if end not in self.ops:
+                raise GraphError(f"post-loop staging of {dst!r}: unknown op {end!r}")
+        ps = PostStaging(dst, self._sm_amounts(footprint, f"post-loop staging of {dst!r}"),
+                         tuple(tuple(h) for h in hosts if h))
+        self.post_staging.append(ps)
+        return ps
+
     def _sm_amounts(self, amounts: dict[str, int] | None, what: str) -> dict[str, int]:
         amounts = dict(amounts or {})
         for memory, amount in amounts.items():
@@ -438,6 +473,10 @@ class Graph:
         for ph in self.post_handoffs:
             if group[ph.src] != group[ph.dst]:
                 for memory, amount in ph.footprint.items():
+                    out[memory] += amount
+        for ps in self.post_staging:
+            if ps.taken(group):
+                for memory, amount in ps.footprint.items():
                     out[memory] += amount
         return out
 
@@ -549,7 +588,8 @@ class Graph:
         return {"name": self.name, "units": dict(self.units),
                 "ops": [op.to_json() for op in self.ops.values()],
                 "edges": [e.to_json() for e in self.edges], "machine": self.machine.to_json(),
-                **({"post_handoffs": [p.to_json() for p in self.post_handoffs]} if self.post_handoffs else {})}
+                **({"post_handoffs": [p.to_json() for p in self.post_handoffs]} if self.post_handoffs else {}),
+                **({"post_staging": [p.to_json() for p in self.post_staging]} if self.post_staging else {})}
 
     def dumps(self, **kwargs: Any) -> str:
         return json.dumps(self.to_json(), **kwargs)
@@ -589,6 +629,8 @@ class Graph:
                 raise GraphError(f"edge entry {e!r} lacks key {exc}") from None
         for ph in data.get("post_handoffs", []):
             graph.add_post_handoff(ph["src"], ph["dst"], ph.get("footprint", {}))
+        for ps in data.get("post_staging", []):
+            graph.add_post_staging(ps["dst"], ps.get("footprint", {}), ps.get("hosts", []))
         return graph
 
     def copy(self) -> "Graph":

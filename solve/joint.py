@@ -302,6 +302,19 @@ class JointModel:
                 m.add_bool_or([self.x[ph.src][k].Not(), self.x[ph.dst][k], apart])
             for memory, amount in ph.footprint.items():
                 total[memory] += amount * apart
+        for i, ps in enumerate(g.post_staging):
+            # taken unless a host runs wholly with dst (graph.PostStaging)
+            taken = m.new_bool_var(f"staging[{i}]")
+            gone = []
+            for j, host in enumerate(ps.hosts):
+                lit = m.new_bool_var(f"staging_host[{i},{j}]")
+                for n in host:
+                    for k in range(self.groups):
+                        m.add_bool_or([self.x[n][k].Not(), self.x[ps.dst][k], lit])
+                gone.append(lit)
+            m.add_bool_or([taken] + [lit.Not() for lit in gone])
+            for memory, amount in ps.footprint.items():
+                total[memory] += amount * taken
         return total
 
     def _build_memories(self) -> None:

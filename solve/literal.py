@@ -191,7 +191,7 @@ class TimeIndexedModel:
         (``t // II`` of copy 0's start) from a value's producer to its crossing consumers' release."""
         g, m = self.graph, self.model
         total = {memory: 0 for memory in g.machine.memory}
-        if not (any(op.handoff for op in g.ops.values()) or g.post_handoffs):
+        if not (any(op.handoff for op in g.ops.values()) or g.post_handoffs or g.post_staging):
             return total
         m.add_bool_or([self.op[v][0][0] for v in self.names])
         step = {v: sum((t // self.ii) * self.op[v][0][t] for t in range(self.T)) for v in self.names}
@@ -217,6 +217,20 @@ class TimeIndexedModel:
             lit = apart(ph.src, ph.dst, f"post{i}")
             for memory, amount in ph.footprint.items():
                 total[memory] += amount * lit
+        for i, ps in enumerate(g.post_staging):
+            # taken unless a host runs wholly with dst: each host not wholly there forces its literal, and
+            # all of them together force the buffer's
+            taken = m.new_bool_var(f"staging[{i}]")
+            gone = []
+            for j, host in enumerate(ps.hosts):
+                lit = m.new_bool_var(f"staging[{i},{j}]")
+                for n in host:
+                    for w in range(self.G):
+                        m.add_bool_or([self.opw[n][w].Not(), self.opw[ps.dst][w], lit])
+                gone.append(lit)
+            m.add_bool_or([taken] + [lit.Not() for lit in gone])
+            for memory, amount in ps.footprint.items():
+                total[memory] += amount * taken
         return total
 
     def _memory(self) -> None:

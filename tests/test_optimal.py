@@ -158,14 +158,15 @@ def test_reservation_tables_see_the_softmax_groups_collide_on_blackwell():
 
 
 def test_detached_stores_free_the_storing_group_on_hopper():
-    """`extract_graph(detached_stores=True)`: a TMA store holds its group only while it stages the tile (the
-    lowering's store is fire and forget), not for its copy. On attention backward the default graph's II (1872)
-    is bound by the store's 1168 cycles in flight beside the dV → dQ → scale chain of its group; detached, the
-    graph reaches the copy engine's bound, with a schedule whose blocking ops start during a store's copy."""
+    """`extract_graph`'s `detached_stores` (on by default on Hopper): a TMA store holds its group only while it
+    stages the tile (the lowering's store is fire and forget), not for its copy. On attention backward the
+    graph with waited stores has II 1872, bound by the store's 1168 cycles in flight beside the dV → dQ →
+    scale chain of its group; detached, the graph reaches the copy engine's bound, with a schedule whose
+    blocking ops start during a store's copy."""
     ex0 = load_example(example_path("attention_bwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large"))
-    plain = extract_graph(kernel, "sm_90a").graph
-    g = extract_graph(kernel, "sm_90a", detached_stores=True).graph
+    plain = extract_graph(kernel, "sm_90a", detached_stores=False).graph
+    g = extract_graph(kernel, "sm_90a").graph
     assert not any(op.detached for op in plain.ops.values())
     assert [n for n, op in g.ops.items() if op.detached] == ["store"]
     assert g.ops["store"].flight == g.ops["store"].issue < g.ops["store"].duration == plain.ops["store"].flight
@@ -173,6 +174,33 @@ def test_detached_stores_free_the_storing_group_on_hopper():
     assert r.proven_optimal and r.ii == r.lower_bound < 1872
     assert S.check(g, r.ii, r.schedule, r.assignment).ok
     assert any("while store" in v for v in S.check(plain, r.ii, r.schedule, r.assignment).violations)
+
+
+def test_post_loop_stores_stage_in_a_tile_only_their_group_reads():
+    """The solver's budget states the lowering's staging of the stores after the loop (`smem_plan`): dK's and
+    dV's staging tiles go into K's and V's tiles (loaded before the loop) only where the group storing them is
+    the only reader of that tile, or into the dQ store's staging tile of their group; else they take 16 KB
+    each (a partition that put dK and dV apart from everything else was refused for that, by 512 B)."""
+    from aref.resources.memory import packing_hosts, staging_hosts
+    ex0 = load_example(example_path("attention_bwd"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    hosted = [(op, need) for op, need, host in staging_hosts(kernel) if host is not None]
+    assert [need for _, need in hosted] == [16384, 16384] and all(op in kernel.post.ops for op, _ in hosted)
+    assert all(len(stores) == 1 for stores in packing_hosts(kernel).values()) and len(packing_hosts(kernel)) == 2
+    g = extract_graph(kernel, "sm_90a").graph
+    staging = {ps.dst: ps for ps in g.post_staging}
+    assert set(staging) == {"mma_dk", "mma_dv"}
+    assert staging["mma_dk"].hosts == (("mma_dq", "mma_s"), ("store",))
+    assert staging["mma_dv"].hosts == (("mma_dp",), ("store",))
+    # dK and dV apart from the readers of K and V and from dQ's store take their own 16 KB each; beside the
+    # store, or beside the readers, none
+    group = {n: 0 if g.ops[n].streaming else 1 for n in g.ops}
+    apart = dict(group, mma_dk=2, mma_dv=2)
+    assert [ps.taken(apart) for ps in g.post_staging] == [True, True]
+    assert [ps.taken(dict(apart, store=2)) for ps in g.post_staging] == [False, False]
+    assert [ps.taken(group) for ps in g.post_staging] == [False, False]
+    assert [ps.taken(dict(apart, mma_dp=2)) for ps in g.post_staging] == [True, False]
+    assert not extract_graph(kernel, "sm_90a", channel_memory=False).graph.post_staging
 
 
 def test_solve_json_contract_and_independent_recheck():

@@ -402,16 +402,47 @@ def resident_tiles_bytes(kernel) -> int:
 def resident_staging(kernel) -> list[tuple[Op, int]]:
     """The TMA stores of a Tile IR kernel whose staging tiles take shared memory of their own, with their bytes
     (a store after the loop stages in a tile loaded before it where one is large enough)."""
-    hosts = sorted((tile_bytes(op.result.type) for op in kernel.pre.ops
-                    if op.kind is OpKind.LOAD and swizzled(op.result.type)), reverse=True)
+    return [(op, need) for op, need, host in staging_hosts(kernel) if host is None]
+
+
+def staging_hosts(kernel) -> list[tuple[Op, int, Op | None]]:
+    """Every TMA store of a Tile IR kernel with its staging bytes and the load before the loop whose tile may
+    hold its staging (None: none is large enough, or the store is in the loop). Each such tile hosts one
+    store after the loop, the smallest that fits, the stores in program order. Once partitioned
+    (`smem_plan`), the tile holds it only where the store's group alone reads that tile: the optimal
+    partitioner states that condition to its solver (`partition.streams.add_post_staging`)."""
+    hosts = sorted(((tile_bytes(op.result.type), i, op) for i, op in enumerate(kernel.pre.ops)
+                    if op.kind is OpKind.LOAD and swizzled(op.result.type)), key=lambda h: h[:2])
     out = []
     for op in kernel.all_ops():
         if op.kind is OpKind.STORE and isinstance(op.operands[0].type, TensorType) and store_tma_problem(op) is None:
             need = tile_bytes(staging_tile(op))
+            host = None
             if op in kernel.post.ops and swizzled(staging_tile(op)):
-                fit = next((h for h in sorted(hosts) if h >= need), None)
+                fit = next((h for h in hosts if h[0] >= need), None)
                 if fit is not None:
                     hosts.remove(fit)
-                    continue
-            out.append((op, need))
+                    host = fit[2]
+            out.append((op, need, host))
+    return out
+
+
+def packing_hosts(kernel) -> dict[Op, list[Op]]:
+    """For each store after the loop that `staging_hosts` gives a tile loaded before the loop: the TMA stores
+    in the loop whose staging tile may hold its staging instead, where the two run in one group (`smem_plan`
+    packs a group's post-loop stores into its earlier staging tiles). Each loop store's bytes are shared out
+    in program order among the post-loop stores listed for it, whichever partition runs them, so no two
+    rely on the same bytes."""
+    plan = staging_hosts(kernel)
+    body = kernel.loop.body.ops if kernel.loop is not None else []
+    loop = [(op, need, 0) for op, need, _ in plan if op in body and swizzled(staging_tile(op))]
+    used = {id(op): 0 for op, _, _ in loop}
+    out: dict[Op, list[Op]] = {}
+    for op, need, host in plan:
+        if host is None:
+            continue
+        for store, room, _ in loop:
+            if used[id(store)] + need <= room:
+                used[id(store)] += _align(need, SWIZZLE_ALIGN)
+                out.setdefault(op, []).append(store)
     return out

@@ -65,6 +65,10 @@ def _channel_memory(graph: Graph, ii: int, start: dict[str, int], group: dict[st
         if group[ph.src] != group[ph.dst]:
             for memory, amount in ph.footprint.items():
                 out[memory] = out.get(memory, 0) + amount
+    for ps in graph.post_staging:          # unless a host runs wholly in dst's group
+        if not any(all(group[n] == group[ps.dst] for n in host) for host in ps.hosts):
+            for memory, amount in ps.footprint.items():
+                out[memory] = out.get(memory, 0) + amount
     return out
 
 

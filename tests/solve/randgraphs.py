@@ -91,6 +91,10 @@ def add_handoffs(g: Graph, rng: random.Random) -> None:
     g.machine.memory["smem"] = rng.choice([2, 3, 4, 6])
     if any(amount > g.machine.memory["smem"] for amount in g.reserved_memory().values()):
         g.machine.memory["smem"] = max(g.reserved_memory().values())
+    if len(names) > 1 and rng.random() < 0.4:
+        # a post-loop staging buffer, taken unless one of its hosts runs wholly in its group
+        hosts = [rng.sample(names, rng.randint(1, 2)) for _ in range(rng.randint(0, 2))]
+        g.add_post_staging(rng.choice(names), {"smem": rng.randint(1, 2)}, hosts)
 
 
 def add_occupancy(g: Graph, rng: random.Random) -> None:

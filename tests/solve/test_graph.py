@@ -167,3 +167,20 @@ def test_handoff_memory_round_trips_and_is_checked():
         g.add_op("T", {"tc": 1}, handoff={"tmem": 4})
     with pytest.raises(GraphError, match="unknown op 'Z'"):
         g.add_post_handoff("S", "Z", {"smem": 1})
+
+
+def test_post_staging_is_taken_unless_a_host_runs_wholly_with_it():
+    """A store's staging after the loop (`Graph.add_post_staging`): its own bytes, unless every op of one of
+    its hosts runs in its group (a tile only that group reads, or an earlier store's staging tile there)."""
+    g = small_graph()
+    g.add_post_staging("O", {"smem": 64}, [["S", "P"], ["P"]])
+    g.add_post_staging("S", {"smem": 32})                      # no host: always its own
+    data = json.loads(g.dumps())
+    assert data["post_staging"][0] == {"dst": "O", "footprint": {"smem": 64}, "hosts": [["S", "P"], ["P"]]}
+    assert Graph.from_json(data).to_json() == g.to_json()
+    stage = {"S": 0, "P": 0, "O": 0}
+    assert g.handoff_memory(stage, {"S": 0, "P": 1, "O": 1}) == {"smem": 32}       # P is with O
+    assert g.handoff_memory(stage, {"S": 0, "P": 0, "O": 0}) == {"smem": 32}
+    assert g.handoff_memory(stage, {"S": 1, "P": 0, "O": 1}) == {"smem": 64 + 32}  # S with O, P apart
+    with pytest.raises(GraphError, match="unknown op 'Z'"):
+        g.add_post_staging("O", {"smem": 1}, [["Z"]])

@@ -308,3 +308,21 @@ def test_segments_must_add_up_and_not_overlap():
             assert "segments" in str(exc)
         else:
             raise AssertionError(f"accepted {bad}")
+
+
+def test_post_staging_keeps_a_store_with_its_host():
+    """Two ops of 4 issue cycles each: in two groups II 4, in one 8. After the loop `b`'s group stages a store
+    of 4 bytes with 3 to spare, unless `a` runs in its group (`Graph.add_post_staging`: `a`'s idle tile holds
+    it): the staging forces one group, II 8, in both encodings; with room for it, two groups again."""
+    def graph(smem: int) -> Graph:
+        g = Graph({"fma": 1, "mufu": 1}, Machine(max_groups=2, memory={"smem": smem}))
+        g.add_op("a", {"fma": 4}, issue=4)
+        g.add_op("b", {"mufu": 4}, issue=4)
+        g.add_post_staging("b", {"smem": 4}, [["a"]])
+        return g
+    tight, roomy = solve(graph(3)), solve(graph(4))
+    assert (tight.ii, roomy.ii) == (8, 4) and tight.proven_optimal and roomy.proven_optimal
+    assert tight.assignment["a"] == tight.assignment["b"] and roomy.assignment["a"] != roomy.assignment["b"]
+    assert solve(graph(3), encoding="time-indexed", time_limit=30).ii == 8
+    assert check(graph(3), tight.ii, tight.schedule, tight.assignment).ok
+    assert not check(graph(3), roomy.ii, roomy.schedule, roomy.assignment).ok
