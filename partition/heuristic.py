@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from aref import ops as ops_registry
 from aref.errors import ArefError
-from aref.ir import Kernel, Op, OpKind, Value
+from aref.ir import Kernel, Op, OpKind, Value, index_math
 from partition.model import (Partition, UnionFind, assignable_ops, check_partition, one_producer_per_channel,
                              replicated_ops, split_budget)
 
@@ -229,4 +229,11 @@ def _blackwell(kernel: Kernel, compute_groups: int | None = None) -> Partition:
     tail = gid["correction"] if has_correction else (gid[flexible[-1][0]] if flexible else gid["epilogue"])
     for op in post_compute:
         assign[op] = tail
+    if next(g for g in groups if g.id == tail).warps == 4:
+        # a post-loop store of index math (recomputed by whoever reads it) is stored by a four-warp group: the
+        # one-warp epilogue holds no register tiles
+        index = index_math(list(kernel.all_ops()))
+        for op in post_ops:
+            if role.get(op) == "epilogue" and prod.get(id(op.operands[-1])) in index:
+                assign[op] = tail
     return Partition(groups, assign, "blackwell")

@@ -74,6 +74,21 @@ def test_blackwell_chains_share_groups_when_the_register_file_is_short(tmp_path,
     assert "sm100.col_index(64" in result.source_path.read_text()
 
 
+@pytest.mark.parametrize("seed", [803, 804])
+def test_blackwell_rules_found_by_coverage(tmp_path, backend_cache, seed):
+    """bench/coverage.py on sm_100a: seed 803 has a group whose only register values are vectors along the
+    columns (refused: 'beside register tiles of no rows'; they are held whole, the 128-row layout), seed 804 a
+    post-loop store of index math the one-warp epilogue was given (refused: 'stores a register tile'; a
+    four-warp group stores it)."""
+    from aref.backend.cute import compile_barrier
+    from aref.compiler import CompileOptions
+    prog = random_program(seed, directory=str(tmp_path))
+    o = check_config(prog, "heuristic-sm_100a", {"options": CompileOptions(arch="sm_100a")}, seeds=2,
+                     exhaustive=False)
+    assert o.status == "ok", o.detail
+    assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
+
+
 def test_the_sample_is_varied(programs):
     """The sample covers the generator's features (a test that always refuses would pass vacuously)."""
     feats = set().union(*(p.features for p in programs.values()))

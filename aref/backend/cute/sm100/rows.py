@@ -74,9 +74,12 @@ class RowLayout:
             self._col_rows = sorted({v.type.shape[0] for op in self.gp.all_ops() for v in op.results
                                      if isinstance(v.type, TileType) and len(v.type.shape) == 2
                                      and v.type.space is not Space.SMEM and v.type.shape[0] > 1})
+            # a group without 2-D register tiles holds its column vectors whole in every thread (the 128-row
+            # layout, the resource model's count)
+            self._col_rows = self._col_rows or [128]
         if len(self._col_rows) != 1 or self._col_rows[0] not in ROWS:
             raise BackendError(f"a vector along the columns of a tile ({t}) in warp group '{self.gp.group.name}' "
-                               f"beside register tiles of {self._col_rows or 'no'} rows; the Blackwell templates hold "
+                               f"beside register tiles of {self._col_rows} rows; the Blackwell templates hold "
                                f"it in the row layout of the group's 64- or 128-row tiles, one row count per group",
                                self.loc, hint="use one tile height (64 or 128 rows) for the tiles the vector is "
                                               "broadcast over, or compile for sm_90a")
