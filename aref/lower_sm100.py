@@ -64,6 +64,7 @@ class _BlackwellLowering(_Lowering):
         self.successors = successors
         self.tensor_core = tensor_core_group(gp)
         self.mma_reads = {ch.name for ch in kernel.channels if self.tensor_core and _mma_reads_slot(gp, ch)}
+        self.published: dict[tuple[int, int], tuple] = {}   # (block, tile) -> (channel, slot, phase) of its put
 
     def put(self, op: Op, out: list[Op]) -> None:
         ch = self.chans[id(op.operands[0])]
@@ -84,11 +85,23 @@ class _BlackwellLowering(_Lowering):
             return
         item, tiles = op.operands[1], op.operands[2:]
         slot = self.slot(ch, item, out, op.loc)
-        flip = self.flipped(self.phase(ch, item, out, op.loc), out, op.loc)
+        phase = self.phase(ch, item, out, op.loc)
+        flip = self.flipped(phase, out, op.loc)
         self.emit(out, op, OpKind.MBAR_WAIT, (ch.empty, slot, flip), (), BarrierAttrs(ch.name, "empty"))
         for j, t in enumerate(tiles):       # in place: the MMA wrote these columns (a zero tile: the tensor core)
             self.emit(out, op, OpKind.SLOT_STORE, (ch.rings[j], slot, item, t), (), _slot_attrs(ch, j))
+            self.published[(id(out), id(t))] = (ch, slot, phase)
         self.emit(out, op, OpKind.MMA_COMMIT, (ch.full, slot, item), (), BarrierAttrs(ch.name, "full", 1))
+
+    def emit(self, out, like: Op, kind, operands, results, attrs) -> Op:
+        # an MMA accumulating in place on a tile this block published (a loop-carried state handed to CUDA
+        # cores, then updated: S += kᵀ·v) writes over that item: it waits until the readers released it
+        # (the empty barrier's phase of this item), not only, at the next put, for the item before
+        acc = (id(out), id(operands[2])) if kind is OpKind.MMA_ASYNC and len(operands) > 2 else None
+        if acc in self.published:
+            ch, slot, phase = self.published.pop(acc)
+            super().emit(out, like, OpKind.MBAR_WAIT, (ch.empty, slot, phase), (), BarrierAttrs(ch.name, "empty"))
+        return super().emit(out, like, kind, operands, results, attrs)
 
     def consumed(self, op: Op, out: list[Op]) -> None:
         ch = self.chans[id(op.operands[0])]

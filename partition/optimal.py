@@ -69,7 +69,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   allow_transfers: bool = True, quantum: int = CYCLE_QUANTUM,
                   register_cap: int | None = None, occupancy: bool | None = None,
                   channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
-                  reservations: bool | None = None, detached_stores: bool | None = None) -> Extraction:
+                  reservations: bool | None = None, detached_stores: bool | None = None,
+                  group_streams: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -95,10 +96,12 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     (`partition.clusters.reservation_table`: `solve.Op.segments`), not all its units from its start. By
     default on Blackwell (None): there it makes the graph a model of each node's own instruction stream —
     its duration is its ops' cycles one after another, and a recurrence of the node bounds the II by that
-    stream plus the masks it recomputes, its waits for MMA results and its hand-offs (attention_causal's
-    softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322). Off, the occupancy-free graph of
-    before: `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention
-    backward's schedule at the stream graph's II lowers to a slower one, see tests/test_cli_compare.py).
+    stream plus the masks it recomputes, its waits for MMA results and for the ring items it reads, and its
+    hand-offs (attention_causal's softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322;
+    attention_bwd's softmax: 976, 928 before it counted its wait for the Q/dO item whose LSE and Δ it reads,
+    and its program runs at 1001.5). Off, the occupancy-free graph of before:
+    `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention backward's
+    schedule at the stream graph's II lowers to a slower one: see `group_streams`).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
     run it (no wait of its group waits for the copy), so a blocking op of its group may start while the copy
     runs (`solve.Op.detached`: only the staging holds the group). By default (None) on Hopper: attention_bwd's
@@ -106,7 +109,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     program ran 1788; detached: II 1824, its schedule runs 1819). Its partitions fit since the graph states
     which stores after the loop stage in a tile loaded before it (`streams.add_post_staging`): without that,
     the one it picked needed 16 KB of staging the budget did not see. The timing guard
-    (`aref.compiler._never_slower`) lowers the waited stores' schedule too and keeps the faster program."""
+    (`aref.compiler._never_slower`) lowers the waited stores' schedule too and keeps the faster program.
+    `group_streams` (with the own streams of `reservations`): a group runs its nodes one after another, so
+    their own streams add up within the II (`solve.Op.stream`). attention_bwd's graph without it puts the
+    softmax node (976 cycles of its own) and dQ's load, scale and staging (496) on one group at II 976, which
+    lowers to ~2066 cycles per iteration (the timing guard keeps the occupancy-free graph's program); with it
+    they take two groups at the same II. Off by default: on attention_fwd at the large size each softmax
+    group's max, exponentials and rescale take 1936 cycles against its II of 1440, and the search proves
+    every II up to 1432 infeasible but finds no schedule within 60 s."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -337,8 +347,13 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     # iteration: the node's next instance starts no sooner (a recurrence of the node)
                     mma_reads = {s for o in ops for v in o.operands for s, d in sources(v) if s.kind is OpKind.MMA}
                     own = ops + streams.recomputed(ops, prod, rep, body)
+                    # ... and the waits for the loaded tiles it reads: one per ring item (a put's tiles share
+                    # one full barrier and one release)
+                    items = streams.loaded_items(own, sources, body)
                     own_stream[n] = (streams.cluster_stream_cycles(own, m, tmem_traffic) + send
-                                     + streams.receive_cycles(m) * len(mma_reads))
+                                     + streams.receive_cycles(m) * (len(mma_reads) + len(items)))
+                    if group_streams:   # ... and its group runs its other nodes on the same stream
+                        issue_costs["stream"] = own_stream[n]
                 g.add_op(n, usage, footprint=footprint or None, kind=kind, segments=table or None,
                          transfer_cost=_transfer_cycles(moved_regs, m) if moved_regs else BARRIER_CYCLES,
                          **issue_costs)
@@ -380,6 +395,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     seen.add((sn, n, d))
                     src_node = g.ops[sn]
                     if not occ:
+                        # (a node's own stream, where the graph states it: its result is handed on at its end)
                         delay = 0 if src_node.streaming else src_node.duration
                     else:
                         delay = streams.load_latency(src, m) if src_node.streaming else src_node.duration
@@ -444,8 +460,8 @@ def _round_up(g: S.Graph, q: int) -> None:
             op.usage[u] = sum(c for _, c in op.segments[u])
         op.usage = {u: c if u in op.segments else up(c) for u, c in op.usage.items()}
         op.transfer_cost = up(op.transfer_cost)
-        op.issue, op.send_cost, op.receive_cost, op.wait_cost = (
-            up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost))
+        op.issue, op.send_cost, op.receive_cost, op.wait_cost, op.stream = (
+            up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost), up(op.stream))
         op.offset = {u: up(c) for u, c in op.offset.items()}
     for e in g.edges:
         e.delay = up(e.delay)

@@ -238,6 +238,19 @@ def recomputed(ops: list[Op], prod: dict, rep, body: list[Op]) -> list[Op]:
     return out
 
 
+def loaded_items(ops: list[Op], sources, body: list[Op]) -> set[int]:
+    """The ring items (ids of a user channel's put, or of a load published alone) whose loaded tiles `ops`
+    read: a group waits for each once per iteration and releases it once."""
+    out: set[int] = set()
+    for o in ops:
+        for v in o.operands:
+            for s, _ in sources(v):
+                if s.kind is OpKind.LOAD and s in body:
+                    put = put_of(s, body)
+                    out.add(id(put if put is not None else s))
+    return out
+
+
 # ------------------------------------------------------------------------ user channels in the graph
 def put_of(load: Op, body: list[Op]) -> Op | None:
     """The user channel `put` that publishes `load`'s tile, if any."""

@@ -356,7 +356,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
                                       for o in ops if o.kind is OpKind.MMA and stage[o] == stage[op]):
             r = busy_until[op]
         else:
-            r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue)
+            r = residue[op] if residue[op] is not None else _near_residue(op, edges, residue, stage)
         return (r, stage[op], index[op])
 
     # a loaded ring the group holds across steps with no slot to spare: the producer refills a slot only once
@@ -418,13 +418,16 @@ def _release_residues(ops, edges, stage, residue) -> dict[Op, float]:
     return out
 
 
-def _near_residue(op: Op, edges, residue) -> int:
+def _near_residue(op: Op, edges, residue, stage=None) -> int:
     """An unanchored op (get, view, index math) issues with the earliest anchored op it feeds, directly or
     through other unanchored ops (a get read through a view issues with the view's anchored user, not at the
     top of the step where it would wait for a producer that the solver lets run later). A release does not
     count: a get's own release runs in a later step (it frees the slot after the get's users), and a get
     sorted by that release's residue would make the step release the previous item only after this item
-    arrived — holding a ring slot a whole copy latency longer than the solver's schedule does."""
+    arrived — holding a ring slot a whole copy latency longer than the solver's schedule does.
+    `stage`: only anchored ops of the op's own stage count where there are any: one a stage later works for an
+    older iteration in this step (a ring item's last reader, whose copy of the item was got a step before),
+    and a get sorted by it would wait for the next item before that reader releases the previous one."""
     succ: dict[Op, list[Op]] = {}
     for u, v, d in edges:
         if d == 0 and v.kind is not OpKind.CONSUMED:
@@ -436,10 +439,11 @@ def _near_residue(op: Op, edges, residue) -> int:
                 continue
             seen.add(v)
             if residue.get(v) is not None:
-                fed.append(residue[v])
+                fed.append((residue[v], stage is None or stage[v] == stage[op]))
             else:
                 stack.append(v)
-    return min(fed, default=0)
+    own = [r for r, same in fed if same]
+    return min(own or [r for r, _ in fed], default=0)
 
 
 # ------------------------------------------------------------------------------------- channel depth

@@ -204,7 +204,7 @@ def occupancy_mii(graph: Graph) -> tuple[int, str]:
                     if any(e.data and e.dst not in vl_names for e in graph.out_edges(op.name))}
         received = sum(graph.channel_receive_cost(c) for c in channels)
     if groups >= 1 and fixed:
-        work = sum(op.issue for op in fixed) + received
+        work = sum(op.issue + op.stream for op in fixed) + received
         need = math.ceil(work / groups)
         if need > best:
             best, why = need, (f"{work} cycles of issue and hand-offs on {groups} warp group(s) "

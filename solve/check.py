@@ -180,7 +180,7 @@ def check(graph: Graph, ii: int, start: dict[str, int], group: dict[str, int],
         handoffs = graph.handoff_costs(group)
         for k in used:
             mine = [n for n in graph.ops if group[n] == k]
-            rep.occupancy[k] = sum(graph.ops[n].issue for n in mine) + handoffs[k]
+            rep.occupancy[k] = sum(graph.ops[n].issue + graph.ops[n].stream for n in mine) + handoffs[k]
             if rep.occupancy[k] > ii:
                 bad.append(f"group {k} is busy {rep.occupancy[k]} cycles per iteration (II {ii})")
             if not graph.machine.stream_order:

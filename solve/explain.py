@@ -54,7 +54,7 @@ def describe(family: str, graph: Graph, stages: int) -> str:
     if family == joint.NO_TRANSFER:
         return "cross-group transfers are forbidden (register values cannot change warp group)"
     if family == joint.GROUP_OCCUPANCY:
-        busy = {n: op.issue for n, op in graph.ops.items() if op.issue}
+        busy = {n: op.issue + op.stream for n, op in graph.ops.items() if op.issue or op.stream}
         return (f"group occupancy: a warp group is one instruction stream, so its ops (issue cycles "
                 f"{busy}) and the hand-offs between groups it does must fit in II")
     if family == joint.VARIABLE_LATENCY:

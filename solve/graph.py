@@ -13,7 +13,9 @@ start (a synchronous op all its run, an asynchronous MMA or copy only its issue)
 modulo II (unless the machine drops ``stream_order``: then only the per-group sum below holds).  Handing results between groups costs stream time too:
 ``send_cost`` on the producer's group when the result leaves it, ``receive_cost`` on every other
 group that consumes it (once per ``channel``), and ``wait_cost`` on the consumer's own group for a
-blocking wait inside the group.  Per group, all of it fits in II ("group occupancy").  Zero costs
+blocking wait inside the group.  An op's ``stream``: cycles its group's stream runs it per iteration, at no
+stated time (a node's own instruction stream, which its recurrence bounds alone).  Per group, all of it fits
+in II ("group occupancy").  Zero costs
 (the default) leave an op out of this rule, which gives Twill's model.
 
 The result of an op occupies memory while it is live: from the op's start until the start of its
@@ -67,6 +69,10 @@ class Op:
     other group consuming it, once per ``channel`` (ops sharing a channel name hand over together;
     empty: the op's own); ``wait_cost`` on its own group when a consumer there waits for it.
 
+    ``stream``: cycles of its group's stream per iteration, at no stated time and with no effect on its
+    ``duration`` (Blackwell's own-stream graph: a node's ops, waits and hand-offs one after another); they
+    add up with its group's other costs within II.
+
     ``detached``: an asynchronous op whose completion no wait of its group waits for (a TMA store: its
     group stages the tile during ``issue``, then the copy engine runs it, fire and forget).  For the
     blocking rule it is in flight only while it holds the stream (``issue`` cycles), not ``duration``.
@@ -84,6 +90,7 @@ class Op:
     send_cost: int = 0
     receive_cost: int = 0
     wait_cost: int = 0
+    stream: int = 0
     channel: str = ""
     offset: dict[str, int] = field(default_factory=dict)
     handoff: dict[str, int] = field(default_factory=dict)
@@ -146,7 +153,7 @@ class Op:
         return out
 
 
-OCCUPANCY_FIELDS = ("issue", "send_cost", "receive_cost", "wait_cost", "channel")
+OCCUPANCY_FIELDS = ("issue", "send_cost", "receive_cost", "wait_cost", "stream", "channel")
 _OCCUPANCY_CYCLES = OCCUPANCY_FIELDS[:-1]
 
 
@@ -298,14 +305,14 @@ class Graph:
                footprint: dict[str, int] | None = None, variable_latency: bool = False,
                streaming: bool = False, depth: int = 2, transfer_cost: int = 0,
                kind: str = "", issue: int = 0, send_cost: int = 0, receive_cost: int = 0,
-               wait_cost: int = 0, channel: str = "", offset: dict[str, int] | None = None,
+               wait_cost: int = 0, stream: int = 0, channel: str = "", offset: dict[str, int] | None = None,
                handoff: dict[str, int] | None = None,
                segments: dict[str, list[tuple[int, int]]] | None = None, detached: bool = False) -> Op:
         """Add an op; ``usage`` maps declared units to occupied cycles from the op's start (plus
         ``offset[unit]``, default 0), or in the pieces ``segments[unit]`` = [(offset, cycles), ...]
         (in order, apart, adding up to ``usage[unit]``).
 
-        ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost`` and ``channel`` describe its
+        ``issue``, ``send_cost``, ``receive_cost``, ``wait_cost``, ``stream`` and ``channel`` describe its
         group occupancy (see :class:`Op`); ``handoff`` the SM memory per slot of a channel handing
         its result to another group (module docstring); ``detached`` marks a fire-and-forget op
         (see :class:`Op`).
@@ -331,7 +338,8 @@ class Graph:
                              "run ahead on their own group and deliver into SM memory")
         _positive_int(depth, f"pipeline depth of op {name!r}")
         _positive_int(transfer_cost, f"transfer cost of op {name!r}", allow_zero=True)
-        costs = {"issue": issue, "send_cost": send_cost, "receive_cost": receive_cost, "wait_cost": wait_cost}
+        costs = {"issue": issue, "send_cost": send_cost, "receive_cost": receive_cost, "wait_cost": wait_cost,
+                 "stream": stream}
         for key, value in costs.items():
             _positive_int(value, f"{key.replace('_', ' ')} of op {name!r}", allow_zero=True)
         if not isinstance(channel, str):

@@ -422,7 +422,8 @@ class JointModel:
                         waits[e.src, k] = charged(f"wait[{e.src},{k}]", src.wait_cost, k)
                     m.add_bool_or([xs.Not(), xd.Not(), waits[e.src, k]])
         for k in range(G):
-            total = sum(g.ops[n].issue * self.x[n][k] for n in self.ops if g.ops[n].issue) + sum(load[k])
+            total = (sum((g.ops[n].issue + g.ops[n].stream) * self.x[n][k] for n in self.ops
+                         if g.ops[n].issue or g.ops[n].stream) + sum(load[k]))
             m.add(total <= self.II).only_enforce_if(lit)
             if not g.machine.stream_order:
                 continue

@@ -344,7 +344,8 @@ class TimeIndexedModel:
                 if e.blocking and src.wait_cost:
                     charge(("wait", e.src, w), src.wait_cost, w, [xs.Not(), xd.Not()])
         for w in range(G):  # Group occupancy
-            m.add(sum(op.issue * self.opw[v][w] for v, op in g.ops.items() if op.issue) + sum(load[w]) <= self.ii)
+            m.add(sum((op.issue + op.stream) * self.opw[v][w] for v, op in g.ops.items() if op.issue or op.stream)
+                  + sum(load[w]) <= self.ii)
             # the op's window on the stream: issue, then the send when its result leaves the group
             if not g.machine.stream_order:
                 continue

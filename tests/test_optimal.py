@@ -301,6 +301,35 @@ def test_blackwell_graph_states_each_nodes_own_stream():
     assert r.assignment[exp] != r.assignment[next(n for n in ex.graph.ops if ex.kind[n] == "rescale")]
 
 
+def test_blackwell_group_runs_its_nodes_streams_one_after_another():
+    """attention_bwd on sm_100a: the softmax node's own stream (the exponentials, the casts and hand-offs of
+    P and dS, its waits for S and dP and for the ring item whose LSE and Δ it reads) and the dQ node's (its
+    tcgen05.ld, the scale, the store's staging) do not fit one II together: a group runs its nodes one after
+    another, so their streams add up in its II (`extract_graph(group_streams=True)`: `solve.Op.stream`).
+    Without it the graph puts both on one group at the same II, which lowered to 2066 cycles per iteration;
+    with it they take two groups, and the II is the softmax node's stream."""
+    ex0 = load_example(example_path("attention_bwd"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large"))
+    plain = extract_graph(kernel, "sm_100a")
+    p = S.solve(plain.graph, S.SolveOptions(time_limit=60))
+    assert not any(op.stream for op in plain.graph.ops.values())
+    assert p.assignment[next(n for n in p.assignment if plain.kind[n] == "exp")] == \
+        p.assignment[next(n for n in p.assignment if plain.kind[n] == "compute")]
+    ex = extract_graph(kernel, "sm_100a", group_streams=True)
+    g = ex.graph
+    exp = next(n for n in g.ops if ex.kind[n] == "exp")
+    dq = next(n for n in g.ops if ex.kind[n] == "compute")
+    own = {e.src: e.delay for e in g.edges if e.src == e.dst and e.distance == 1 and not e.data}
+    assert g.ops[exp].stream == own[exp] and g.ops[dq].stream == own[dq]
+    assert not any(g.ops[n].stream for n in g.ops if ex.kind[n] in ("gemm", "tma"))
+    r = S.solve(g, S.SolveOptions(time_limit=60))
+    assert r.proven_optimal and r.ii == own[exp] < own[exp] + own[dq]
+    assert r.assignment[exp] != r.assignment[dq]
+    loads = S.check(g, r.ii, r.schedule, r.assignment).occupancy
+    assert loads[r.assignment[exp]] == own[exp] and max(loads.values()) <= r.ii
+    assert r.ii == p.ii
+
+
 def test_in_place_accumulator_is_read_before_its_mma_on_blackwell():
     """linear attention's state accumulates in place in tensor memory (S += kᵀ·v): the node reading the
     state for q·S must end before that MMA of the same iteration starts."""

@@ -201,3 +201,42 @@ def test_tensor_memory_slot_released_after_its_load_where_the_graph_states_the_s
     ws, early, cycles = lowered()
     ii = int(next(n for n in ws.notes if n.startswith("II=")).split()[0][3:])
     assert ws.streams and early and cycles <= ii * 1.03, (cycles, ii)
+
+
+def test_mma_waits_for_the_readers_of_a_published_accumulator_before_updating_it():
+    """linear attention's state lives in tensor memory: the MMA warp publishes it (the state before this chunk)
+    to the group that casts it for q·S, then accumulates kᵀ·v into the same columns. That MMA first waits on
+    the state's empty barrier for this item (its reader's release), not only, at the next put, for the item
+    before: without the wait the update wrote the columns under the reader on the solver's own schedule (the
+    timing model's write-to-borrowed-slot)."""
+    from aref.interpret import longest_cta
+    from aref.sim.timing import simulate_timing
+
+    ex = load_example(example_path("linear_attention"))
+    kernel = ex.kernel.specialize(**ex.inputs("large"))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal"))
+    ops = mma_group(ws).loop.body.ops
+    put = next(i for i, op in enumerate(ops) if op.kind is OpKind.SLOT_STORE and op.attrs.channel == "state.x")
+    update = next(i for i, op in enumerate(ops) if op.kind is OpKind.MMA_ASYNC and len(op.operands) > 2
+                  and op.operands[2] is ops[put].operands[3])
+    assert put < update
+    wait = ops[update - 1]
+    assert wait.kind is OpKind.MBAR_WAIT and wait.attrs.channel == "state.x" and wait.attrs.which == "empty"
+    first = next(op for op in ops[:put] if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == "state.x")
+    assert wait.operands[1] is first.operands[1] and wait.operands[2] is not first.operands[2]  # this item's
+    report = simulate_timing(ws, None, B200, cta=longest_cta(kernel))
+    assert not report.violations, report.violations[:1]
+
+
+def test_a_ring_get_issues_with_the_readers_of_its_own_stage():
+    """linear attention's MMA warp on the solver's schedule (II 768, its qkv ring of 2 starved): the get of
+    this chunk's q, k, v issues with the first MMA of its own stage, after the MMAs of the previous chunk
+    that the solver starts earlier in the step (QKᵀ of the previous chunk, its q got a step before): sorted by
+    those it waited for the next item at the top of the step, 2025 cycles per iteration against 1708."""
+    ex = load_example(example_path("linear_attention"))
+    kernel = ex.kernel.specialize(**ex.inputs("large"))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal"))
+    ops = mma_group(ws).loop.body.ops
+    wait = next(i for i, op in enumerate(ops) if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == "qkv")
+    first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MMA_ASYNC)
+    assert ops[first].stage > ops[wait].stage and first < wait

@@ -94,6 +94,21 @@ def test_group_occupancy_one_stream_per_group_and_its_handoffs():
     assert rep.ok and rep.occupancy == {0: 1 + 2, 1: 1 + 1 + 1}
 
 
+def test_a_stream_adds_up_in_its_group_at_no_stated_time():
+    """`Op.stream`: cycles of the group's stream per iteration that hold it at no stated time (Blackwell's
+    own-stream graph): they add up with the group's other ops within II, but take no window and leave the
+    op's duration alone."""
+    g = graph()
+    g.ops["P"].stream, g.ops["O"].stream = 3, 2
+    assert g.ops["P"].duration == 2 and g.occupies()
+    rep = check(g, 5, {"S": 0, "P": 2, "O": 7}, {"S": 0, "P": 0, "O": 0})
+    assert rep.violations == [] and rep.occupancy == {0: 5}
+    rep = check(g, 4, {"S": 0, "P": 2, "O": 6}, {"S": 0, "P": 0, "O": 0})
+    assert rep.violations == ["group 0 is busy 5 cycles per iteration (II 4)"]
+    rep = check(g, 4, {"S": 0, "P": 2, "O": 6}, {"S": 0, "P": 0, "O": 1})
+    assert rep.ok and rep.occupancy == {0: 3, 1: 2}
+
+
 def test_handoff_channels_take_a_slot_per_pipeline_step():
     """S (registers) handed to P in another group: its channel keeps one slot per pipeline step from S's
     step to P's release (P's step plus its hold); a post-loop hand-off between groups takes one slot."""
