@@ -96,7 +96,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     default on Blackwell (None): there it makes the graph a model of each node's own instruction stream —
     its duration is its ops' cycles one after another, and a recurrence of the node bounds the II by that
     stream plus the masks it recomputes, its waits for MMA results and its hand-offs (attention_causal's
-    softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322). Off, the occupancy-free graph of
+    softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322), and the MMAs' barrier waits, issues and
+    commits take the MMA warp's stream (`streams.mma_warp_streams`). Off, the occupancy-free graph of
     before: `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention
     backward's schedule at the stream graph's II lowers to a slower one, see tests/test_cli_compare.py).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
@@ -408,6 +409,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     _ring_reuse(ex, body, m, occ)
     if m.tmem_columns:
         streams.in_place_readers(ex, sources)
+    if own_streams:
+        streams.mma_warp_streams(ex, body, m)     # the MMA warp's stream: its waits, issues and commits
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy, ex.own_streams = occ, own_streams
