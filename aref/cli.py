@@ -167,12 +167,15 @@ def parse_overrides(items: list[str], example) -> dict:
     return out
 
 
-def example_and_inputs(args):
-    """The example (`FILE[:KERNEL]`) and its inputs at `--size` with the `--set` overrides."""
+def example_and_inputs(args, for_arch: bool = True):
+    """The example (`FILE[:KERNEL]`) and its inputs at `--size` with the `--set` overrides, for the command's
+    `--arch` (an example may choose its constants for the target, `Example.inputs`; `for_arch=False`: the
+    example's defaults, where the command chooses the constants itself, as `tune` does)."""
     from aref.harness import load_example
     example = load_example(args.target)
     overrides = parse_overrides(args.overrides, example)
-    return example, example.inputs(args.size, **overrides)
+    arch = getattr(args, "arch", None) if for_arch else None
+    return example, example.inputs(args.size, arch, **overrides)
 
 
 def options_of(args) -> CompileOptions:

@@ -27,6 +27,7 @@ def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=N
 
 def solve_json(ex, result) -> dict:
     """The `aref solve --json` document (DESIGN.md's keys)."""
+    from partition.streams import MMA_WARP
     out = {k: getattr(result, k) for k in ("status", "ii", "lower_bound", "res_mii", "rec_mii", "proven_optimal",
                                             "solve_seconds", "length", "encoding")}
     out["assignment"] = dict(result.assignment)
@@ -34,7 +35,9 @@ def solve_json(ex, result) -> dict:
     ops = []
     for name, node in ex.graph.ops.items():
         first = ex.members[name][0]
-        unit = max(node.usage, key=node.usage.get) if node.usage else "issue"
+        # the unit it takes most of (an MMA: the tensor core, not the MMA warp's stream)
+        units = [u for u in node.usage if u != MMA_WARP] or list(node.usage)
+        unit = max(units, key=node.usage.get) if units else "issue"
         cycle = result.schedule.get(name)
         ops.append({"name": name, "kind": ex.kind[name], "line": first.loc.line, "unit": unit,
                     "group": result.assignment.get(name), "cycle": cycle,

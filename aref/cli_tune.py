@@ -35,8 +35,8 @@ def inputs_on_device(args, use_gpu: bool):
     import torch
     if not use_gpu:
         with torch.device("meta"):
-            return example_and_inputs(args)
-    example, inputs = example_and_inputs(args)
+            return example_and_inputs(args, for_arch=False)     # the candidates choose the constants
+    example, inputs = example_and_inputs(args, for_arch=False)
     return example, {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
 
 

@@ -3,7 +3,9 @@
 The example convention (README): a module defines one or more `@aref_kernel` functions,
 `example_inputs(size="small", **overrides) -> dict` of kernel arguments (tensors, outputs included, and
 compile-time constants), and `reference(**inputs) -> dict` of expected outputs by argument name. A file with
-several kernels may define `example_inputs_<kernel>` / `reference_<kernel>` for each.
+several kernels may define `example_inputs_<kernel>` / `reference_<kernel>` for each. An `example_inputs` with
+a parameter named `arch` is told the target the command compiles for (`Example.inputs`), so the constants it
+returns can fit that target (a block size that fits a B200's shared memory as well as an H100's).
 """
 from __future__ import annotations
 
@@ -41,14 +43,18 @@ class Example:
     def name(self) -> str:
         return self.kernel.__name__
 
-    def inputs(self, size: str = "small", **overrides) -> dict:
+    def inputs(self, size: str = "small", arch: str | None = None, **overrides) -> dict:
         """`example_inputs(size, **overrides)`, checked: a dict holding every tensor argument of the kernel.
-        An exception raised inside it is an `ArefError` at the example's line that raised it."""
+        An exception raised inside it is an `ArefError` at the example's line that raised it. `arch`: the
+        target the inputs are for (the commands pass their `--arch`), given to an `example_inputs` that has
+        a parameter of that name (its constants may depend on the target); None: the example's defaults."""
         if self.inputs_fn is None:
             raise ExampleError(f"{self.path} defines no example_inputs() for @{self.name}",
                                SrcInfo(self.path, self.kernel.fn.__code__.co_firstlineno),
                                hint="define example_inputs(size='small', **overrides) returning the kernel's "
                                     "arguments by name (see the README's example convention)")
+        if arch is not None and self.takes_arch:
+            overrides = {**overrides, "arch": arch}
         call = ", ".join([f"size={size!r}"] + [f"{k}={v!r}" for k, v in overrides.items()])
         hint = (f"example_inputs({call}) raised it: check the --set values" if overrides else None)
         _check_signature(self.inputs_fn, {"size": size, **overrides}, "example_inputs(size='small', **overrides)")
@@ -67,6 +73,15 @@ class Example:
                                _return_loc(self.inputs_fn),
                                hint=f"return every tensor argument: {', '.join(self.kernel.parsed.tensor_params)}")
         return out
+
+    @property
+    def takes_arch(self) -> bool:
+        """Does `example_inputs` name a parameter `arch` (the target its constants are chosen for)?"""
+        import inspect
+        try:
+            return "arch" in inspect.signature(self.inputs_fn).parameters
+        except (TypeError, ValueError):
+            return False
 
     def reference(self, **inputs) -> dict:
         """`reference(**inputs)`, checked: a dict from output argument names to tensors of their shapes."""

@@ -63,15 +63,29 @@ def attention_fwd(Q, K, V, O, *, BM: int = 128, BN: int = 128, SUBTILE: int = 2,
 
 
 def example_inputs(size: str = "small", BH: int | None = None, Sq: int | None = None, Sk: int | None = None,
-                   D: int | None = None, dtype: str = "float16", seed: int = 0, **constexprs):
-    """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128."""
+                   D: int | None = None, dtype: str = "float16", seed: int = 0, arch: str | None = None,
+                   **constexprs):
+    """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128. `arch`: the target the
+    commands compile for (`--arch`); on sm_100a the K/V block is the largest that fits a B200 block
+    (`blackwell_block`) unless BN is given."""
     dims = {"small": (2, 256, 256, 64), "large": (16, 4096, 4096, 128)}[size]
     BH, Sq = BH or dims[0], Sq or dims[1]
     Sk, D = dims[2] if Sk is None else Sk, D or dims[3]
     g = torch.Generator().manual_seed(seed)
     t = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
     Q, K, V = (torch.randn(BH, n, D, generator=g).to(t) for n in (Sq, Sk, Sk))
+    if arch == "sm_100a" and "BN" not in constexprs:
+        constexprs["BN"] = blackwell_block(D, t.itemsize, constexprs.get("BM", 128))
     return {"Q": Q, "K": K, "V": V, "O": torch.zeros(BH, Sq, D, dtype=t), **constexprs}
+
+
+def blackwell_block(D: int, nbytes: int, BM: int = 128) -> int:
+    """The K/V block (keys) for Blackwell: the largest of 128 and 64 whose K and V rings of two slots fit in
+    224 KB beside the resident Q tile, the output's store staging (BM×D each) and P (BM×BN, two slots):
+    tcgen05 reads the 64-row sub-tiles' P from shared memory, so on a B200 it takes the room the kernel's
+    ring sizing (for Hopper, where P stays in registers) gives K and V. At head dim 128 that is 64 keys (at
+    128 the rings fit only with one slot each); at 64, 128 keys."""
+    return next((bn for bn in (128, 64) if (2 * BM * D + 2 * 2 * bn * D + 2 * BM * bn) * nbytes <= 224 * 1024), 64)
 
 
 def reference(Q, K, V, O, sm_scale: float = 0.0, **_):

@@ -99,7 +99,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     stream plus the masks it recomputes, its waits for MMA results and for the ring items it reads, and its
     hand-offs (attention_causal's softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322;
     attention_bwd's softmax: 976, 928 before it counted its wait for the Q/dO item whose LSE and Δ it reads,
-    and its program runs at 1001.5). Off, the occupancy-free graph of before:
+    and its program runs at 1001.5), and the MMAs' barrier waits, issues and commits take the MMA warp's
+    stream (`streams.mma_warp_streams`). Off, the occupancy-free graph of before:
     `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention backward's
     schedule at the stream graph's II lowers to a slower one: see `group_streams`).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
@@ -430,6 +431,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     _ring_reuse(ex, body, m, occ)
     if m.tmem_columns:
         streams.in_place_readers(ex, sources)
+    if own_streams:
+        streams.mma_warp_streams(ex, body, m)     # the MMA warp's stream: its waits, issues and commits
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy, ex.own_streams = occ, own_streams

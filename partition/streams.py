@@ -19,7 +19,7 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
-from aref.machine import ISSUE, Machine, op_cost, tma_bytes
+from aref.machine import ISSUE, Machine, mma_issue_cycles, op_cost, tma_bytes
 from aref.resources.memory import packing_hosts, resident_staging, staging_hosts, staging_tile, tile_bytes
 from partition.model import value_owner
 
@@ -298,3 +298,58 @@ def release_anchors(kernel, ex, result, index: dict) -> dict[int, tuple[int, int
 
 def producer(v: Value, body: list[Op]) -> Op | None:
     return next((o for o in body if any(r is v for r in o.results)), None)
+
+
+# ------------------------------------------------------------------ Blackwell's MMA warp
+MMA_WARP = "mma_warp"
+
+
+def mma_warp_streams(ex, body: list[Op], m: Machine) -> None:
+    """Blackwell's own-stream graph: the loop's MMAs issue from one warp (FA4's MMA warp, as the heuristic's
+    Blackwell partitions and every partition the solver found for the examples give them), and what each
+    MMA costs that warp's instruction stream goes on a unit of its own (`MMA_WARP`, one per SM), so the
+    sum over the MMAs fits in the II. As the lowering (`aref.lower_sm100`) issues an MMA: it waits for
+    the full slot of each channel it reads first (one wait per put: a load's ring, a tile another group
+    hands over), and for the empty slot of its result where another group reads it; it issues the MMA (a
+    tcgen05.mma per K atom, `aref.machine.mma_issue_cycles`); then it commits the result's full barrier and
+    the release of each channel whose last reader it is. Every wait and commit holds the warp `sync_cycles`
+    (the timing model's cost). The tensor core takes the MMA after the waits and the issue: its `tc` use
+    starts there, the result's readers wait that much longer and its operands need be ready only then.
+    An MMA's own accumulator chain and MMA-to-MMA operands need no barrier (the warp issues in order)."""
+    g = ex.graph
+    gemms = [n for n in g.ops if ex.kind[n] == "gemm"]
+    if not gemms:
+        return
+    order = {n: i for i, n in enumerate(g.ops)}
+
+    def channel(src: str):
+        if ex.kind[src] == "tma":                 # the loads of one put share its ring's barriers
+            put = put_of(ex.members[src][0], body)
+            return ("put", id(put)) if put is not None else src
+        return src
+
+    readers: dict = {}
+    for e in g.edges:
+        if e.dst in gemms and e.data and e.src not in gemms:
+            readers.setdefault(channel(e.src), set()).add(e.dst)
+    waits = dict.fromkeys(gemms, 0)
+    commits = dict.fromkeys(gemms, 0)
+    for rs in readers.values():
+        rs = sorted(rs, key=order.get)
+        waits[rs[0]] += 1
+        commits[rs[-1]] += 1
+    for n in gemms:
+        if any(e.src == n and e.data and e.dst not in gemms for e in g.edges):
+            waits[n] += 1                         # the result's slot free, then its full barrier
+            commits[n] += 1
+    before = {n: waits[n] * m.sync_cycles + mma_issue_cycles(ex.members[n][0], m) for n in gemms}
+    g.add_unit(MMA_WARP, 1)
+    for n in gemms:
+        node = g.ops[n]
+        node.usage[MMA_WARP] = before[n] + commits[n] * m.sync_cycles
+        node.offset = {**node.offset, "tc": node.offset.get("tc", 0) + before[n]}
+    for e in g.edges:
+        if e.src == e.dst:
+            continue
+        shift = before.get(e.src, 0) - before.get(e.dst, 0)
+        e.delay = max(0, e.delay + shift)

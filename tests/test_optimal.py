@@ -49,13 +49,38 @@ def test_blackwell_gemm_ring_round_trip_bounds_the_ii():
     g = ex.graph
     mma = next(n for n, k in ex.kind.items() if k == "gemm")
     (chain,) = [e for e in g.edges if e.src == e.dst == mma and e.data]
-    assert chain.delay == g.ops[mma].duration == 256
+    assert chain.delay == g.ops[mma].usage["tc"] == 256
+    # the MMA warp's stream (`partition.streams.mma_warp_streams`): one wait for the put of A and B, the
+    # issue, one commit of the slot's release; the tensor core takes the MMA after the wait and the issue
+    from partition.streams import MMA_WARP
+    issue = mma_issue_cycles(ex.members[mma][0], B200)
+    assert g.ops[mma].usage[MMA_WARP] == 2 * B200.sync_cycles + issue
+    assert g.ops[mma].offset["tc"] == B200.sync_cycles + issue and g.ops[mma].duration == 256 + B200.sync_cycles + issue
     item = 2 * 128 * 64 * 2 // B200.tma_bytes_per_clk              # the A and B tiles share the copy engine
     trip = (256 + MMA_COMMIT_CYCLES + 2 * B200.async_issue_cycles + B200.ring_latency(5) + item
             + B200.sync_cycles + mma_issue_cycles(ex.members[mma][0], B200))
     (ring,) = [e for e in g.edges if e.src == e.dst == mma and not e.data]
     assert ring.distance == 5 and trip <= ring.delay < trip + 16
     assert r.proven_optimal and r.ii == r.lower_bound == -(-ring.delay // 5) > 256
+
+
+def test_mma_warp_stream_bounds_attention_forward_on_blackwell():
+    """FA4's MMA warp issues attention forward's four MMAs per K/V block (the example's 64-key block on a
+    B200) and for them waits on 10 barriers (K's and V's puts, P and the rescaled O of each sub-tile, the
+    free slots of S and O) and commits to 10, each holding the warp `sync_cycles` as in the timing model:
+    with the issues that stream is the II's bound (the simulated MMA warp spends ~680 cycles per iteration)."""
+    from aref.machine import B200, mma_issue_cycles
+    from partition.streams import MMA_WARP
+    ex0 = load_example(example_path("attention_fwd"))
+    kernel = ex0.kernel.specialize(**ex0.inputs("large", "sm_100a"))
+    ex = extract_graph(kernel, "sm_100a")
+    gemms = [n for n in ex.graph.ops if ex.kind[n] == "gemm"]
+    stream = sum(ex.graph.ops[n].usage[MMA_WARP] for n in gemms)
+    assert len(gemms) == 4
+    assert stream == 20 * B200.sync_cycles + sum(mma_issue_cycles(ex.members[n][0], B200) for n in gemms)
+    r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
+    assert r.proven_optimal and r.ii == r.lower_bound == stream
+    assert len({r.assignment[n] for n in gemms}) == 1               # one MMA warp
 
 
 def test_ring_latency_plans_for_late_copies():
@@ -148,7 +173,9 @@ def test_reservation_tables_see_the_softmax_groups_collide_on_blackwell():
     fma = g.ops[exp].spans("fma")
     assert len(fma) == 2 and fma[0][0] == 0 and fma[0][0] + fma[0][1] <= mufu_at
     assert fma[1][0] >= mufu_at + mufu - CYCLE_QUANTUM
-    assert all(g.ops[n].usage == plain.graph.ops[n].usage for n in g.ops)     # the same cycles, placed
+    from partition.streams import MMA_WARP            # (the own-stream graph's MMAs also take the MMA warp)
+    assert all({u: c for u, c in g.ops[n].usage.items() if u != MMA_WARP} == plain.graph.ops[n].usage
+               for n in g.ops)                                                      # the same cycles, placed
     assert g.ops[exp].duration <= g.ops[exp].issue + CYCLE_QUANTUM                # within the group's stream
     old = S.solve(plain.graph, S.SolveOptions(time_limit=60))
     assert any("unit fma" in v for v in S.check(g, old.ii, old.schedule, old.assignment).violations)
@@ -339,6 +366,8 @@ def test_in_place_accumulator_is_read_before_its_mma_on_blackwell():
     state = next(n for n, ops in ex.members.items() if ex.kind[n] == "gemm" and ops[0].operands[2:]
                  and ops[0].operands[2] in kernel.loop.carried)
     readers = [e for e in ex.graph.edges if e.dst == state and e.distance == 0 and not e.data]
-    assert readers and all(e.delay >= ex.graph.ops[e.src].duration for e in readers)
+    # ... before the tensor core takes it: after the MMA warp's waits and issue (`offset["tc"]`)
+    tc = ex.graph.ops[state].offset.get("tc", 0)
+    assert readers and all(e.delay + tc >= ex.graph.ops[e.src].duration for e in readers)
     r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
-    assert all(r.schedule[e.src] + ex.graph.ops[e.src].duration <= r.schedule[state] for e in readers)
+    assert all(r.schedule[e.src] + ex.graph.ops[e.src].duration <= r.schedule[state] + tc for e in readers)

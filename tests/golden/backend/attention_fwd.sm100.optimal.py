@@ -426,12 +426,14 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         row_1[r] = row[r]
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
+        for r in cutlass.range_constexpr(1):
+            l0[r] = l0[r] + row_sum[r]
         o0_x_slot = j % 1
-        # aref-ir[softmax2#43] mbarrier_wait %o0.x.full[%o0.x.slot.1] parity %o0.x.phase.1
+        # aref-ir[softmax2#44] mbarrier_wait %o0.x.full[%o0.x.slot.1] parity %o0.x.phase.1
         cute.arch.mbarrier_wait(o0_x_full + o0_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax2#45] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
+        # aref-ir[softmax2#46] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o0_x_empty + o0_x_slot, warp_in_group)
@@ -439,17 +441,15 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
             for c in cutlass.range_constexpr(32):
                 o0[r, c] = o0[r, c] * row_1[r]
         mul_x_slot = j % 1
-        # aref-ir[softmax2#50] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
+        # aref-ir[softmax2#51] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
         cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[softmax2#51] slot_store %100 -> %mul.x.ring0[%mul.x.slot.2] item %j.2
+        # aref-ir[softmax2#52] slot_store %101 -> %mul.x.ring0[%mul.x.slot.2] item %j.2
         sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[softmax2#52] tmem_store_fence
+        # aref-ir[softmax2#53] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[softmax2#53] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.2 count=128
+        # aref-ir[softmax2#54] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.2 count=128
         cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
-        for r in cutlass.range_constexpr(1):
-            l0[r] = l0[r] + row_sum[r]
         mma_x_slot = (j + 1) % 1
         # aref-ir[softmax2#58] mbarrier_wait %mma.x.full[%mma.x.slot.1] parity %mma.x.phase.1
         cute.arch.mbarrier_wait(mma_x_full + mma_x_slot, ((j + 1) // 1) % 2)
@@ -495,28 +495,28 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         # carry row into the next iteration
         row_max.store(row.load())
     # ---- epilogue: pipeline drain
-    # aref-ir[softmax2#91] mbarrier_wait %o0.x.full[%o0.x.slot.2] parity %o0.x.phase.2
+    for r in cutlass.range_constexpr(1):
+        l0[r] = l0[r] + row_sum[r]
+    # aref-ir[softmax2#92] mbarrier_wait %o0.x.full[%o0.x.slot.2] parity %o0.x.phase.2
     cute.arch.mbarrier_wait(o0_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax2#93] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
+    # aref-ir[softmax2#94] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o0_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * row_1[r]
-    # aref-ir[softmax2#98] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
+    # aref-ir[softmax2#99] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
     cute.arch.mbarrier_wait(mul_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[softmax2#99] slot_store %129 -> %mul.x.ring0[%mul.x.slot.3] item %125
+    # aref-ir[softmax2#100] slot_store %130 -> %mul.x.ring0[%mul.x.slot.3] item %125
     sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[softmax2#100] tmem_store_fence
+    # aref-ir[softmax2#101] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[softmax2#101] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %125 count=128
+    # aref-ir[softmax2#102] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %125 count=128
     cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
-    for r in cutlass.range_constexpr(1):
-        l0[r] = l0[r] + row_sum[r]
     # ---- after the loop
     # aref-ir[softmax2#113] mbarrier_wait %o0_1.x.full[%139] parity %139
     cute.arch.mbarrier_wait(o0_1_x_full, 0)
@@ -608,14 +608,12 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
         row_1[r] = row[r]
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        for r in cutlass.range_constexpr(1):
-            l1[r] = l1[r] + row_sum[r]
         o1_x_slot = j % 1
-        # aref-ir[softmax3#44] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[softmax3#43] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax3#46] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+        # aref-ir[softmax3#45] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
@@ -623,15 +621,17 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             for c in cutlass.range_constexpr(32):
                 o1[r, c] = o1[r, c] * row_1[r]
         mul_1_x_slot = j % 1
-        # aref-ir[softmax3#51] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[softmax3#50] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[softmax3#52] slot_store %177 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        # aref-ir[softmax3#51] slot_store %176 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
         sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[softmax3#53] tmem_store_fence
+        # aref-ir[softmax3#52] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[softmax3#54] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[softmax3#53] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
+        for r in cutlass.range_constexpr(1):
+            l1[r] = l1[r] + row_sum[r]
         mma_1_x_slot = (j + 1) % 1
         # aref-ir[softmax3#59] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
         cute.arch.mbarrier_wait(mma_1_x_full + mma_1_x_slot, ((j + 1) // 1) % 2)
@@ -677,28 +677,28 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
         # carry row into the next iteration
         row_max.store(row.load())
     # ---- epilogue: pipeline drain
-    for r in cutlass.range_constexpr(1):
-        l1[r] = l1[r] + row_sum[r]
-    # aref-ir[softmax3#92] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[softmax3#91] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax3#94] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
+    # aref-ir[softmax3#93] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(32):
             o1[r, c] = o1[r, c] * row_1[r]
-    # aref-ir[softmax3#99] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[softmax3#98] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[softmax3#100] slot_store %206 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %201
+    # aref-ir[softmax3#99] slot_store %205 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %201
     sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[softmax3#101] tmem_store_fence
+    # aref-ir[softmax3#100] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[softmax3#102] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %201 count=128
+    # aref-ir[softmax3#101] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %201 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
+    for r in cutlass.range_constexpr(1):
+        l1[r] = l1[r] + row_sum[r]
     # ---- after the loop
     # aref-ir[softmax3#116] mbarrier_wait %o1_1.x.full[%218] parity %218
     cute.arch.mbarrier_wait(o1_1_x_full, 0)
