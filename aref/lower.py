@@ -43,6 +43,8 @@ def lower(kernel: WSKernel) -> WSKernel:
         from aref.lower_sm100 import lower_blackwell
         lower_blackwell(out)
     else:
+        from pipeline.order import place_turns
+        place_turns(out)
         for gp in out.groups:
             _Lowering(out, gp).run()
             _insert_mma_waits(gp)

@@ -167,6 +167,9 @@ class WSKernel:
     channels: list[Channel]
     named_barriers: list[NamedBarrier] = field(default_factory=list)
     pingpong: tuple[int, ...] = ()     # groups that take turns on the tensor core, in order
+    # the solver's tensor-core order kept across groups (`pipeline.order`): (syncing group, its MMA's attrs,
+    # arriving group, its MMA's attrs, named barrier id, threads)
+    tc_turns: list = field(default_factory=list)
     loc: SrcInfo = UNKNOWN_LOC
     # a solver's modulo schedule: Tile IR op index -> (stage, residue); None for the heuristic pipeline
     anchors: dict | None = None

@@ -602,6 +602,7 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
             anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
     if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
         anchors.update(streams.release_anchors(kernel, ex, result, index))
+        anchors.update(streams.tensor_core_order(ex, result, index))
     # the lowering may rely on the nodes' stated streams (a tensor-memory tile released after its load)
     part.streams = ex.occupancy or ex.own_streams
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "

@@ -280,7 +280,8 @@ def release_anchors(kernel, ex, result, index: dict) -> dict[int, tuple[int, int
     edges of `_ring_reuse` assume that), as (stage, residue) anchors of the channel's `consumed`. Only with
     the group streams modelled: on Blackwell a tcgen05.commit of the MMA warp frees the slot, later than
     the graph's reader end, and the pipeline's own release rule is faster in the timing model (gemm 323
-    cycles per iteration instead of 335)."""
+    cycles per iteration instead of 335). Also ("end", index of a reader's op): where that reader ends, so a
+    group releases its own hold when its own readers are done (`pipeline.schedule.anchored_schedule`)."""
     body = kernel.loop.body.ops
     g = ex.graph
     out = {}
@@ -293,6 +294,12 @@ def release_anchors(kernel, ex, result, index: dict) -> dict[int, tuple[int, int
         if readers:
             end = max(result.schedule[r] + g.ops[r].duration for r in readers)
             out[index[op]] = (end // result.ii, end % result.ii)
+        for r in readers:
+            # each consumer group's own release arrives when its own readers end (the slot is free at the
+            # last arrival, the `consumed` anchor above): keyed ("end", reader op) for the pipeline
+            r_end = result.schedule[r] + g.ops[r].duration
+            for o in ex.members[r]:
+                out[("end", index[o])] = (r_end // result.ii, r_end % result.ii)
     return out
 
 
@@ -353,3 +360,28 @@ def mma_warp_streams(ex, body: list[Op], m: Machine) -> None:
             continue
         shift = before.get(e.src, 0) - before.get(e.dst, 0)
         e.delay = max(0, e.delay + shift)
+
+
+def tensor_core_order(ex, result, index: dict) -> dict:
+    """Where the solver's tensor-core order would not survive issue-when-ready: a Hopper consumer group issues
+    its wgmma as soon as its operands are ready, and the tensor core serves MMAs first come first served, so an
+    MMA X that the schedule starts after another group's MMA P of the same iteration, though X's operands are
+    ready before P starts (its in-edges: `ready`), would take P's turn and push P's chain back. For each such
+    X: ("tc_after", index of X's op) -> index of the latest such P's op (the pipeline then has X's group wait
+    for P's issue, `pipeline.order`). An X whose latest such P belongs to another iteration is left out (its
+    turn would pair with the wrong iteration's issue)."""
+    g, ii, sched = ex.graph, result.ii, result.schedule
+    mmas = [n for n in ex.members if ex.kind[n] == "gemm" and n in sched]
+    out = {}
+    for x in mmas:
+        ready = max((sched[e.src] + e.delay - e.distance * ii for e in g.edges
+                     if e.dst == x and e.src != x and e.src in sched), default=None)
+        if ready is None:
+            continue
+        turns = [(sched[p] + k * ii, k, p) for p in mmas if result.assignment[p] != result.assignment[x]
+                 for k in range(-2, 3) if ready <= sched[p] + k * ii < sched[x]]
+        if turns:
+            _, k, p = max(turns)
+            if k == 0:
+                out[("tc_after", index[ex.members[x][0]])] = index[ex.members[p][0]]
+    return out

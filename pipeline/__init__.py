@@ -13,6 +13,7 @@ from aref.errors import ArefError, ChannelError
 from aref.ws import WSKernel
 from pipeline.expand import expand
 from pipeline import sm100
+from pipeline.order import tensor_core_turns
 from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths, delay_puts,
                                global_conflict, heuristic_schedule, required_depths)
 
@@ -57,6 +58,7 @@ def pipeline_kernel(kernel: WSKernel, options: PipelineOptions | None = None) ->
         raise ArefError(f"the warp groups' schedules do not fit together: {problem}", kernel.loc,
                         hint="this is a deadlock the pipeline would have; change the partition or the schedule")
     out.anchors = anchors
+    tensor_core_turns(out, scheds, anchors)
     for gp in out.groups:
         if gp.group.id in scheds:
             expand(gp, scheds[gp.group.id])

@@ -338,6 +338,8 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     _place_channel_ops(gp, edges, stage, depth, {op for op in anchor if op.kind is OpKind.CONSUMED})
     _propagate(edges, stage, index)
     index = {op: i for i, op in enumerate(ops)}
+    from pipeline.order import own_releases          # (pipeline.order builds on this module)
+    own_releases(gp, ops, edges, stage, anchors, anchor)
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
     late = float("inf")
 
@@ -537,11 +539,42 @@ def choose_depths(kernel: WSKernel, schedules: dict[int, GroupSchedule], tma_dep
 
 
 # ----------------------------------------------------------------------------- cross-group consistency
-def global_conflict(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> str | None:
+def global_conflict(kernel: WSKernel, schedules: dict[int, GroupSchedule], extra=()) -> str | None:
     """Check that the groups' schedules fit together: with op (o, iteration i) at pipeline step i + stage(o),
     every dependence — inside a group (program order, data) and between groups (a put before its get, a
-    release before the put that reuses the slot) — must point forward in steps, and the dependences within
-    one step must be acyclic. Otherwise groups wait on each other in a cycle. Returns why, or None."""
+    release before the put that reuses the slot; `extra` (u, v, distance) ones) — must point forward in steps,
+    and the dependences within one step must be acyclic. Otherwise groups wait on each other in a cycle.
+    Returns why, or None."""
+    nodes, stage, edges = global_edges(kernel, schedules)
+    edges += list(extra)
+    for u, v, d in edges:
+        if stage[u] > stage[v] + d:
+            return (f"{v.kind.value} (line {v.loc.line}) runs {stage[u] - stage[v] - d} step(s) before the "
+                    f"{u.kind.value} (line {u.loc.line}) it waits for")
+    succ: dict[Op, list[Op]] = {op: [] for op in nodes}
+    indeg = {op: 0 for op in nodes}
+    for u, v, d in edges:
+        if stage[u] == stage[v] + d and u is not v:
+            succ[u].append(v)
+            indeg[v] += 1
+    ready = [op for op in nodes if indeg[op] == 0]
+    seen = 0
+    while ready:
+        op = ready.pop()
+        seen += 1
+        for v in succ[op]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    if seen != len(nodes):
+        stuck = next(op for op in nodes if indeg[op] > 0)
+        return f"groups wait on each other in a cycle through {stuck.kind.value} (line {stuck.loc.line})"
+    return None
+
+
+def global_edges(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> tuple[list, dict, list]:
+    """(ops, their stages, dependences (u, v, distance): v of iteration i + distance waits for u of iteration
+    i) of all groups' loops: program order within and across steps, data, and the channels' hand-offs."""
     nodes: list[Op] = []
     stage: dict[Op, int] = {}
     edges: list[tuple[Op, Op, int]] = []
@@ -574,27 +607,5 @@ def global_conflict(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> st
             for j, rel in enumerate(table.get((OpKind.CONSUMED, id(ch.value), g), [])):
                 if (j + ch.depth) % m < len(ps):
                     edges.append((rel, ps[(j + ch.depth) % m], (j + ch.depth) // m))
-    for u, v, d in edges:
-        if stage[u] > stage[v] + d:
-            return (f"{v.kind.value} (line {v.loc.line}) runs {stage[u] - stage[v] - d} step(s) before the "
-                    f"{u.kind.value} (line {u.loc.line}) it waits for")
-    succ: dict[Op, list[Op]] = {op: [] for op in nodes}
-    indeg = {op: 0 for op in nodes}
-    for u, v, d in edges:
-        if stage[u] == stage[v] + d and u is not v:
-            succ[u].append(v)
-            indeg[v] += 1
-    ready = [op for op in nodes if indeg[op] == 0]
-    seen = 0
-    while ready:
-        op = ready.pop()
-        seen += 1
-        for v in succ[op]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    if seen != len(nodes):
-        stuck = next(op for op in nodes if indeg[op] > 0)
-        return f"groups wait on each other in a cycle through {stuck.kind.value} (line {stuck.loc.line})"
-    return None
+    return nodes, stage, edges
 

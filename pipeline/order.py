@@ -1,0 +1,140 @@
+"""The solver's tensor-core order across Hopper consumer groups (tensor-core turns), and each consumer
+group's own release of a ring slot (`own_releases`).
+
+A consumer group issues its wgmma as soon as its operands are ready and the tensor core serves MMAs first come
+first served. Where the solver's schedule starts an MMA X of one group after an MMA P of another group of the
+same iteration although X is ready before P starts (`partition.streams.tensor_core_order`), X would take P's
+turn: linear_attention's state MMA (consumer1) issued ~770 cycles before its planned start, ahead of the
+other group's q·S and q·kᵀ, whose chain then queued behind it every iteration. Here X's group waits for P's
+issue: P's group arrives on a named barrier right after issuing P, X's group syncs on it right before X.
+
+A turn is kept only where it cannot hang or drift: the schedules with the turn still fit together
+(`pipeline.schedule.global_conflict`: no group waits, through the turn, on work that waits for it), and P's
+group cannot arrive for the next iteration before X's group has synced for this one (a dependence path from
+X's sync of iteration j to P's arrive of iteration j + 1): a named barrier counts arrivals, so a second
+arrival of P's group would complete the barrier without X's group and pair every later sync with the wrong
+iteration.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from aref.ir import NamedBarrierAttrs, Op, OpKind
+from aref.ws import GroupProgram, NamedBarrier, WSKernel
+from pipeline.schedule import GroupSchedule, _retired_in_own_step, global_conflict, global_edges
+
+
+def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anchors: dict | None) -> int:
+    """Insert the turns the solver's anchors ask for ("tc_after" entries) into the groups' loop bodies and
+    schedules (before expansion, so every pipeline step's copy of X and P takes its turn under the same
+    guard); returns how many were kept."""
+    if not anchors or kernel.arch != "sm_90a":
+        return 0
+    pairs = sorted((k[1], v) for k, v in anchors.items() if isinstance(k, tuple) and k[0] == "tc_after")
+    kept = 0
+    next_id = max((nb.id for nb in kernel.named_barriers), default=0) + 1
+    for ix, ip in pairs:
+        x_at, p_at = _mma_of(kernel, ix), _mma_of(kernel, ip)
+        if x_at is None or p_at is None or x_at[0] is p_at[0]:
+            continue
+        (ga, x), (gb, p) = x_at, p_at
+        threads = ga.group.threads + gb.group.threads
+        sync = Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(next_id, threads), x.loc)
+        arrive = Op(OpKind.NAMED_BAR_ARRIVE, (), (), NamedBarrierAttrs(next_id, threads), p.loc)
+        sa, sb = schedules[ga.group.id], schedules[gb.group.id]
+        _insert(ga, sa, sync, x, before=True)
+        _insert(gb, sb, arrive, p, before=False)
+        fits = global_conflict(kernel, schedules, [(arrive, sync, 0)]) is None and _paced(kernel, schedules, sync,
+                                                                                            arrive)
+        _remove(ga, sa, sync)
+        _remove(gb, sb, arrive)
+        if fits:
+            # the barrier ops are Barrier IR: the lowering places them (`place_turns`) beside every pipeline
+            # step's copy of X and P, which share the op's attrs (a fresh marker per op here)
+            x.attrs, p.attrs = replace(x.attrs), replace(p.attrs)
+            kernel.named_barriers = list(kernel.named_barriers) + [
+                NamedBarrier(next_id, threads, f"tensor-core turn: {ga.group.name} after {gb.group.name}'s MMA "
+                                               f"(line {p.loc.line})")]
+            kernel.tc_turns = list(kernel.tc_turns) + [(ga.group.id, x.attrs, gb.group.id, p.attrs, next_id, threads)]
+            next_id += 1
+            kept += 1
+    return kept
+
+
+def place_turns(kernel: WSKernel) -> None:
+    """Barrier IR of the turns (`tensor_core_turns`): a named-barrier sync right before every copy of X in its
+    group and an arrive right after every copy of P in its, each under its MMA's predicate (a prologue or
+    epilogue step that skips the MMA skips its turn too, so both sides count the same iterations)."""
+    groups = {gp.group.id: gp for gp in kernel.groups}
+    for ga, xa, gb, pa, bar, threads in kernel.tc_turns:
+        for gid, marker, kind, after in ((ga, xa, OpKind.NAMED_BAR_SYNC, 0), (gb, pa, OpKind.NAMED_BAR_ARRIVE, 1)):
+            for _, block in groups[gid].regions():
+                out = []
+                for op in block.ops:
+                    turn = (Op(kind, (), (), NamedBarrierAttrs(bar, threads), op.loc, pred=op.pred, stage=op.stage)
+                            if op.kind is OpKind.MMA and op.attrs is marker else None)
+                    out += [op, turn] if turn and after else [turn, op] if turn else [op]
+                block.ops = out
+
+
+def _mma_of(kernel: WSKernel, index: int):
+    """(group, loop op) of the MMA cloned from Tile IR op `index`, or None."""
+    for gp in kernel.groups:
+        if gp.loop is None:
+            continue
+        for op in gp.loop.body.ops:
+            if op.kind is OpKind.MMA and gp.origin.get(op) == index:
+                return gp, op
+    return None
+
+
+def _insert(gp, sched: GroupSchedule, new: Op, at: Op, before: bool) -> None:
+    ops = gp.loop.body.ops
+    ops.insert(ops.index(at) + (0 if before else 1), new)
+    sched.order.insert(sched.order.index(at) + (0 if before else 1), new)
+    sched.stage[new] = sched.stage[at]
+
+
+def _remove(gp, sched: GroupSchedule, op: Op) -> None:
+    gp.loop.body.ops.remove(op)
+    sched.order.remove(op)
+    del sched.stage[op]
+
+
+def _paced(kernel: WSKernel, schedules: dict[int, GroupSchedule], sync: Op, arrive: Op) -> bool:
+    """Does the arrive of iteration j + 1 depend on the sync of iteration j (a path of total distance ≤ 1)?
+    Bellman-Ford over the groups' dependences (a program-order edge across steps may step back iterations)."""
+    nodes, _, edges = global_edges(kernel, schedules)
+    inf = float("inf")
+    dist = {op: inf for op in nodes}
+    dist[sync] = 0
+    for _ in range(len(nodes)):
+        changed = False
+        for u, v, d in edges:
+            if dist[u] + d < dist[v]:
+                dist[v] = dist[u] + d
+                changed = True
+        if not changed:
+            break
+    return dist[arrive] <= 1
+
+
+def own_releases(gp: GroupProgram, ops: list[Op], edges, stage, anchors: dict, anchor: dict) -> None:
+    """A release the solver pins where the slot's last reader ends (`partition.streams.release_anchors`) is
+    this group's arrival on the slot's empty barrier: the slot is free once every consumer group has arrived,
+    so a group may arrive when its own readers end (the solver's ("end", op) anchors), not when another
+    group's do — where that costs the group nothing: its own readers end in the release's step and the
+    group waits for their MMAs there anyway (it reads their results in that step). Holding it to the last
+    reader of any group kept linear_attention's state-MMA group on its qkv slot through the state's cast and
+    hand-off, ~500 cycles past the solver's free time on a ring of 2; moving a release before an MMA the
+    group does not wait for (attention_bwd's dV accumulation) would make it wait there (1804 cycles per
+    iteration instead of 1788)."""
+    retired = _retired_in_own_step(edges, stage)
+    for op in ops:
+        if op.kind is not OpKind.CONSUMED or op not in anchor:
+            continue
+        readers = [u for u, v, d in edges if v is op and d == 0 and u.kind is not OpKind.GET]
+        ends = [anchors[("end", gp.origin[u])] for u in readers if ("end", gp.origin.get(u)) in anchors]
+        if ends and all(u in retired for u in readers if u.kind is OpKind.MMA) and \
+                all(s == stage[op] for s, _ in ends):
+            anchor[op] = (stage[op], max(r for _, r in ends))
