@@ -106,17 +106,17 @@ KNOWN_GAPS = {
                        "takes ~230 s instead of ~60 s on a loaded machine. The user's ring cannot deepen: the "
                        "optimal's 226 KiB leave no 32 KB slot",
     ("linear_attention", "sm_90a"): "II 1912, simulated 2046 over the example's own 63 (+7.0%; 2243 before the "
-                                    "lowering kept the solver's tensor-core order, pipeline.order: consumer1 issued its state MMA when the "
-                                    "ring item landed, ~770 cycles before its planned start, ahead of "
-                                    "consumer2's q·S and q·kᵀ, and held its qkv slot through the state's cast "
-                                    "and hand-off). What is left is the depth-2 qkv ring, which the schedule "
-                                    "leaves 32 cycles of slack: with every copy at the mean latency the program "
-                                    "runs at 1981 (+3.6%: from a release to the next item's first MMA the "
+                                    "lowering kept the solver's tensor-core order, pipeline.order: consumer1 issued"
+                                    " its state MMA when the ring item landed, ~770 cycles before its planned "
+                                    "start, ahead of consumer2's q·S and q·kᵀ, and held its qkv slot through the "
+                                    "state's cast and hand-off). What is left is the depth-2 qkv ring, which the "
+                                    "schedule leaves 32 cycles of slack: with every copy at the mean latency the "
+                                    "program runs at 1981 (+3.6%: from a release to the next item's first MMA the "
                                     "producer's wake-up, the item's three copies one after another on the copy "
                                     "engine and the consumers' two full-barrier waits take ~117 cycles more per "
-                                    "round trip than the graph states; counting each copy's issue in its "
-                                    "landing, as for mlp, the II is 1944, +5.2%); the copies' random latency "
-                                    "adds the rest (10 seeds: 1997..2061, mean 2027)",
+                                    "round trip than the graph states; counting each copy's issue in its landing, "
+                                    "as for mlp, the II is 1944, +5.2%); the copies' random latency adds the rest "
+                                    "(10 seeds: 1997..2061, mean 2027)",
 }
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
 GAP_AT_MOST = {("attention_bwd", "sm_100a"): 0.08, ("linear_attention", "sm_90a"): 0.09, ("mlp", "sm_90a"): 0.10}
