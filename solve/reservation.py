@@ -7,7 +7,7 @@ def pieces(name: str, usage: dict[str, int], offset: dict[str, int],
            segments: dict[str, list] | None) -> dict[str, list[tuple[int, int]]]:
     """Op ``name``'s ``segments`` as {unit: [(offset, cycles), ...]}, checked: each unit one it uses without
     an ``offset``, the pieces in order and apart (offsets >= 0, cycles > 0), adding up to its usage."""
-    from .graph import GraphError, _positive_int
+    from .graph_items import GraphError, _positive_int
     out = {u: [(o, c) for o, c in ps] for u, ps in (segments or {}).items()}
     for unit, ps in out.items():
         what = f"segments of unit {unit!r} in op {name!r}"
