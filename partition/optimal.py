@@ -18,13 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
-from solve.reservation import merged
 from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
-from aref.machine import machine_for, mma_issue_cycles, op_cost, tma_bytes, tmem_tile_columns, unit_busy
+from aref.machine import machine_for, op_cost, tmem_tile_columns, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from partition import streams
 from partition.assignment import partition_from_schedule
@@ -428,7 +427,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.whole_puts(ex, body, m)
         if slots:
             streams.add_post_handoffs(kernel, ex, rep)
-    _ring_reuse(ex, body, m, occ)
+    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES)
     if m.tmem_columns:
         streams.in_place_readers(ex, sources)
     if own_streams:
@@ -436,7 +435,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy, ex.own_streams = occ, own_streams
-    _round_up(g, quantum)
+    S.round_up_to_quantum(g, quantum)
     try:
         g.validate()
     except S.GraphError as exc:
@@ -445,72 +444,6 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                           hint="lower the channel depths or the tile sizes") from None
     return ex
 
-
-
-def _round_up(g: S.Graph, q: int) -> None:
-    """Every cycle count of the graph rounded up to a multiple of `q` (never shortened: a schedule of the
-    rounded graph is valid for the exact one; a unit's pieces grow outwards, to whole quanta from the node's
-    start, and join where they then touch)."""
-    if q <= 1:
-        return
-
-    def up(x: int) -> int:
-        return -(-x // q) * q if x > 0 else x
-
-    for op in g.ops.values():
-        for u, pieces in op.segments.items():
-            op.segments[u] = [tuple(p) for p in merged([(o // q * q, up(o + c) - o // q * q) for o, c in pieces])]
-            op.usage[u] = sum(c for _, c in op.segments[u])
-        op.usage = {u: c if u in op.segments else up(c) for u, c in op.usage.items()}
-        op.transfer_cost = up(op.transfer_cost)
-        op.issue, op.send_cost, op.receive_cost, op.wait_cost, op.stream = (
-            up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost), up(op.stream))
-        op.offset = {u: up(c) for u, c in op.offset.items()}
-    for e in g.edges:
-        e.delay = up(e.delay)
-        if getattr(e, "transfer_cost", None):
-            e.transfer_cost = up(e.transfer_cost)
-
-
-def _ring_reuse(ex: Extraction, body: list[Op], m, occupancy: bool = False) -> None:
-    """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
-    reader of that slot (the ops using the loaded tiles) has finished and released it — so the schedule fits
-    the user's ring (`occupancy`: the graph states the release latency too; the occupancy-free graph counts
-    the readers' ends only).
-    And the ring's round trip bounds the II as it bounds the program: a reader of iteration i + D finds its
-    item no sooner than the slot's round trip after it started on iteration i — its own work, its release
-    reaching the producer (a tcgen05.commit for a Blackwell MMA, else an mbarrier arrive), the copies'
-    issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and the item's
-    transfer, the reader's wake-up and, for an MMA, its issue (D·II ≥ that: a reader's own recurrence, so it
-    bounds the II without moving the loads in the schedule)."""
-    g = ex.graph
-    loads = {id(ops[0].result): ops[0] for n, ops in ex.members.items() if ex.kind[n] == "tma"}
-    trips: dict[str, int] = {}
-    for n, ops in ex.members.items():
-        if ex.kind[n] != "tma":
-            continue
-        put = streams.put_of(ops[0], body)
-        if put is None:
-            continue
-        depth = put.operands[0].type.depth
-        readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
-        for r in sorted(readers):
-            g.add_edge(r, n, g.ops[r].duration + (streams.release_latency(m) if occupancy else 0), depth,
-                       data=False)
-        # the item lands when its last copy has: its bytes share the copy engine
-        item = [loads[id(v)] for v in put.operands[1:] if id(v) in loads]
-        landed = max(-(-sum(tma_bytes(o) for o in item) // m.tma_bytes_per_clk),
-                     max(-(-tma_bytes(o) // m.tma_copy_rate) for o in item))
-        refill = m.async_issue_cycles * len(item) + m.ring_latency(depth) + landed + m.sync_cycles
-        for r in sorted(readers):
-            mma = ex.kind[r] == "gemm"
-            release = MMA_COMMIT_CYCLES if m.tmem_columns and mma else m.sync_cycles
-            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0      # an MMA starts once issued
-            trip = g.ops[r].duration + release + refill + issue
-            if trips.get((r, depth), 0) < trip:
-                trips[(r, depth)] = trip
-    for (r, depth), trip in sorted(trips.items()):
-        g.add_edge(r, r, trip, depth, data=False)
 
 
 def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:

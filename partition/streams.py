@@ -385,3 +385,45 @@ def tensor_core_order(ex, result, index: dict) -> dict:
             if k == 0:
                 out[("tc_after", index[ex.members[x][0]])] = index[ex.members[p][0]]
     return out
+
+
+def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles: int = 64) -> None:
+    """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
+    reader of that slot (the ops using the loaded tiles) has finished and released it — so the schedule fits
+    the user's ring (`occupancy`: the graph states the release latency too; the occupancy-free graph counts
+    the readers' ends only).
+    And the ring's round trip bounds the II as it bounds the program: a reader of iteration i + D finds its
+    item no sooner than the slot's round trip after it started on iteration i — its own work, its release
+    reaching the producer (a tcgen05.commit for a Blackwell MMA, else an mbarrier arrive), the copies'
+    issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and the item's
+    transfer, the reader's wake-up and, for an MMA, its issue (D·II ≥ that: a reader's own recurrence, so it
+    bounds the II without moving the loads in the schedule). `ex`: the `partition.optimal.Extraction` being
+    built; `mma_commit_cycles`: a tcgen05.commit reaching a waiting group."""
+    g = ex.graph
+    loads = {id(ops[0].result): ops[0] for n, ops in ex.members.items() if ex.kind[n] == "tma"}
+    trips: dict[str, int] = {}
+    for n, ops in ex.members.items():
+        if ex.kind[n] != "tma":
+            continue
+        put = put_of(ops[0], body)
+        if put is None:
+            continue
+        depth = put.operands[0].type.depth
+        readers = {e.dst for e in g.edges if e.src == n and e.distance == 0}
+        for r in sorted(readers):
+            g.add_edge(r, n, g.ops[r].duration + (release_latency(m) if occupancy else 0), depth,
+                       data=False)
+        # the item lands when its last copy has: its bytes share the copy engine
+        item = [loads[id(v)] for v in put.operands[1:] if id(v) in loads]
+        landed = max(-(-sum(tma_bytes(o) for o in item) // m.tma_bytes_per_clk),
+                     max(-(-tma_bytes(o) // m.tma_copy_rate) for o in item))
+        refill = m.async_issue_cycles * len(item) + m.ring_latency(depth) + landed + m.sync_cycles
+        for r in sorted(readers):
+            mma = ex.kind[r] == "gemm"
+            release = mma_commit_cycles if m.tmem_columns and mma else m.sync_cycles
+            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0      # an MMA starts once issued
+            trip = g.ops[r].duration + release + refill + issue
+            if trips.get((r, depth), 0) < trip:
+                trips[(r, depth)] = trip
+    for (r, depth), trip in sorted(trips.items()):
+        g.add_edge(r, r, trip, depth, data=False)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from .bounds import Bounds, RecurrenceError, compute_bounds, rec_mii, res_mii
 from .check import Report, check
-from .graph import REGISTERS, Edge, Graph, GraphError, Machine, Op
+from .graph import REGISTERS, Edge, Graph, GraphError, Machine, Op, round_up_to_quantum
 from .normalize import Normalization, normalize_costs, normalize_graph
 from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIME_INDEXED, TIMEOUT,
                      Infeasibility, Progress, Schedule, SolveOptions)
 
 __all__ = ["Bounds", "Edge", "Graph", "GraphError", "Infeasibility", "Machine", "Normalization", "Op",
            "Progress", "REGISTERS", "RecurrenceError", "Report", "Schedule", "SolveOptions", "check",
-           "compute_bounds", "normalize_costs", "normalize_graph", "rec_mii", "res_mii", "solve",
+           "compute_bounds", "normalize_costs", "normalize_graph", "rec_mii", "res_mii", "round_up_to_quantum", "solve",
            "OPTIMAL", "FEASIBLE_TIMEOUT", "INFEASIBLE", "TIMEOUT", "INTERVAL", "TIME_INDEXED"]
 
 

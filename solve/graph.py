@@ -439,3 +439,29 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.ops)} ops, {len(self.edges)} edges, units={self.units})"
+
+
+def round_up_to_quantum(g: Graph, q: int) -> None:
+    """Every cycle count of the graph rounded up to a multiple of `q` (never shortened: a schedule of the
+    rounded graph is valid for the exact one; a unit's pieces grow outwards, to whole quanta from the node's
+    start, and join where they then touch)."""
+    if q <= 1:
+        return
+
+    def up(x: int) -> int:
+        return -(-x // q) * q if x > 0 else x
+
+    for op in g.ops.values():
+        for u, pieces in op.segments.items():
+            grown = [(o // q * q, up(o + c) - o // q * q) for o, c in pieces]
+            op.segments[u] = [tuple(p) for p in reservation.merged(grown)]
+            op.usage[u] = sum(c for _, c in op.segments[u])
+        op.usage = {u: c if u in op.segments else up(c) for u, c in op.usage.items()}
+        op.transfer_cost = up(op.transfer_cost)
+        op.issue, op.send_cost, op.receive_cost, op.wait_cost, op.stream = (
+            up(op.issue), up(op.send_cost), up(op.receive_cost), up(op.wait_cost), up(op.stream))
+        op.offset = {u: up(c) for u, c in op.offset.items()}
+    for e in g.edges:
+        e.delay = up(e.delay)
+        if getattr(e, "transfer_cost", None):
+            e.transfer_cost = up(e.transfer_cost)

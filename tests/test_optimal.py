@@ -333,15 +333,14 @@ def test_blackwell_group_runs_its_nodes_streams_one_after_another():
     P and dS, its waits for S and dP and for the ring item whose LSE and Δ it reads) and the dQ node's (its
     tcgen05.ld, the scale, the store's staging) do not fit one II together: a group runs its nodes one after
     another, so their streams add up in its II (`extract_graph(group_streams=True)`: `solve.Op.stream`).
-    Without it the graph puts both on one group at the same II, which lowered to 2066 cycles per iteration;
+    Without it the graph put both on one group at the same II, which lowered to 2066 cycles per iteration
+    (since the graph states the MMA warp's stream, `streams.mma_warp_streams`, its schedule splits them too);
     with it they take two groups, and the II is the softmax node's stream."""
     ex0 = load_example(example_path("attention_bwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large"))
     plain = extract_graph(kernel, "sm_100a")
     p = S.solve(plain.graph, S.SolveOptions(time_limit=60))
     assert not any(op.stream for op in plain.graph.ops.values())
-    assert p.assignment[next(n for n in p.assignment if plain.kind[n] == "exp")] == \
-        p.assignment[next(n for n in p.assignment if plain.kind[n] == "compute")]
     ex = extract_graph(kernel, "sm_100a", group_streams=True)
     g = ex.graph
     exp = next(n for n in g.ops if ex.kind[n] == "exp")
