@@ -107,7 +107,8 @@ KNOWN_GAPS = {
                        "sm_90a then run at 877, batched_gemm at 926), but attention_bwd sm_90a's proof then "
                        "takes ~230 s instead of ~60 s on a loaded machine. The user's ring cannot deepen: the "
                        "optimal's 226 KiB leave no 32 KB slot",
-    ("linear_attention", "sm_90a"): "II 1912, simulated 2046 over the example's own 63 (+7.0%; 2243 before the "
+    ("linear_attention", "sm_90a"): "II 1912, simulated 2016 in the steady state (+5.4%; 2046 over the example's "
+                                    "own 63; 2243 before the "
                                     "lowering kept the solver's tensor-core order, pipeline.order: consumer1 issued"
                                     " its state MMA when the ring item landed, ~770 cycles before its planned "
                                     "start, ahead of consumer2's q·S and q·kᵀ, and held its qkv slot through the "
