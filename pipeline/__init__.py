@@ -14,8 +14,8 @@ from aref.ws import WSKernel
 from pipeline.expand import expand
 from pipeline import sm100
 from pipeline.order import tensor_core_turns
-from pipeline.schedule import (GroupSchedule, PipelineOptions, anchored_schedule, choose_depths, delay_puts,
-                               global_conflict, heuristic_schedule, required_depths)
+from pipeline.depths import choose_depths, delay_puts, global_conflict, required_depths
+from pipeline.schedule import GroupSchedule, PipelineOptions, anchored_schedule, heuristic_schedule
 
 __all__ = ["pipeline_kernel", "PipelineOptions", "GroupSchedule"]
 

@@ -9,7 +9,7 @@ other group's q·S and q·kᵀ, whose chain then queued behind it every iteratio
 issue: P's group arrives on a named barrier right after issuing P, X's group syncs on it right before X.
 
 A turn is kept only where it cannot hang or drift: the schedules with the turn still fit together
-(`pipeline.schedule.global_conflict`: no group waits, through the turn, on work that waits for it), and P's
+(`pipeline.depths.global_conflict`: no group waits, through the turn, on work that waits for it), and P's
 group cannot arrive for the next iteration before X's group has synced for this one (a dependence path from
 X's sync of iteration j to P's arrive of iteration j + 1): a named barrier counts arrivals, so a second
 arrival of P's group would complete the barrier without X's group and pair every later sync with the wrong
@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from aref.ir import NamedBarrierAttrs, Op, OpKind
 from aref.ws import GroupProgram, NamedBarrier, WSKernel
-from pipeline.schedule import GroupSchedule, _retired_in_own_step, global_conflict, global_edges
+from pipeline.depths import global_conflict, global_edges
+from pipeline.schedule import GroupSchedule, _retired_in_own_step
 
 
 def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anchors: dict | None) -> int:
