@@ -1,11 +1,12 @@
 """Register budgets (setmaxnreg) from the groups' needs: the launch split, the CTA's pool, the liveness-based
 budgets the lowering gives (`assign_budgets`), the launch rule (`check_budgets`) and the partitioners'
-provisional shares (`split_budget`). The needs come from `aref.resources.registers`."""
+provisional shares (`split_budget`). The needs come from `aref.resources.demand`."""
 from __future__ import annotations
 
 from aref.errors import ArefError
+from aref.resources.demand import RegisterDemand
 from aref.resources.registers import (BUDGET_CAP, LAUNCH_CAP, MAX_REGS, MIN_REGS, PRODUCER_MAX, REG_STEP,
-                                      REGISTERS_PER_SM, RegisterDemand, ResourceError)
+                                      REGISTERS_PER_SM, ResourceError)
 
 
 def launch_registers(total_threads: int) -> int:

@@ -1,0 +1,229 @@
+"""A warp group's register demand: the most registers per thread its tiles take at once, where, and what is live
+there (`register_demand`, walking `aref.resources.registers.Liveness` over the group's program in emission
+order), plus `ROLE_OVERHEAD` rounded to the setmaxnreg step (`RegisterDemand.need`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.resources.registers import (COMPUTING, ELEMENTWISE, FUSABLE_USERS, MAX_REGS, MIN_REGS, ROLE_OVERHEAD,
+                                      VIEWS, _DEBUG, Liveness, _round_up, tile_registers)
+
+# ------------------------------------------------------------------------------------------------ demand
+@dataclass
+class RegisterDemand:
+    """The most registers per thread a group's tiles take at once, where, and what is live there."""
+
+    group: str
+    peak: int
+    at: Op | None = None
+    live: list[tuple[str, int]] = field(default_factory=list)
+    computes: bool = True        # holds register tiles / does math (False: a pure data-movement role)
+
+    @property
+    def need(self) -> int:
+        """The smallest setmaxnreg budget that holds the tiles and the role's own state."""
+        return max(MIN_REGS, _round_up(self.peak + ROLE_OVERHEAD)) if self.computes else MIN_REGS
+
+    def describe(self) -> str:
+        live = sorted(self.live, key=lambda x: -x[1])
+        parts = ", ".join(f"{n} {r}" for n, r in live[:6]) + (f", {len(live) - 6} more" if len(live) > 6 else "")
+        line = getattr(getattr(self.at, "loc", None), "line", 0)
+        return (f"warp group '{self.group}' holds up to {self.peak} registers per thread of tiles at once"
+                + (f" (at line {line})" if line else "") + (f" ({parts})" if parts else "")
+                + f" plus about {ROLE_OVERHEAD} for addresses and loop state")
+
+    def remedy(self) -> str:
+        """What a user can change: the tiles that take the most, and how to make them smaller."""
+        live = sorted(self.live, key=lambda x: -x[1])
+        big = [n for n, r in live if live and r == live[0][1]]
+        over = self.need - MAX_REGS
+        return (f"the largest live tiles ({', '.join(big[:3])}{', ...' if len(big) > 3 else ''}: {live[0][1]} "
+                f"registers each) must shrink by about {max(over, 0)} registers per thread: use smaller blocks "
+                f"(halve the rows or columns of those tiles), keep fewer of them live at once (store or reduce "
+                f"a tile before computing the next), or split the rows over cooperative consumer groups"
+                if live else "use smaller tiles")
+
+
+def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
+    """Does the code generator give value `v` (a result of `op`) its own register storage? (A tensor-memory
+    slot's tile read by CUDA cores is loaded where it is taken: tcgen05.ld into registers.)"""
+    t = v.type
+    if not isinstance(t, TileType):
+        return False
+    if t.space is Space.TMEM:
+        return op.kind in (OpKind.SLOT_READ, OpKind.GET) and lv.arch == "sm_100a" and lv.cuda_core_read(v) \
+            and not all(u is not None and u.kind is OpKind.SLICE for _, u in lv.use_at.get(id(v), []))
+    if t.space is not Space.RMEM:
+        return False
+    if op.kind in VIEWS or op.kind is OpKind.FULL or id(v) in lv.fused:
+        return False
+    if op.kind is OpKind.SELECT and id(v) in lv.alias:
+        return False
+    # an MMA writes its accumulator whether or not anything reads it (until the wait that retires it)
+    return bool(lv.use_at.get(id(v))) or op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
+
+
+def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
+    """Peak registers per thread of `gp`'s register tiles (see the module docstring for the rules)."""
+    lv = Liveness(gp, arch)
+    computes = any(op.kind in COMPUTING for op in lv.ops)
+    from aref.resources.layout import orientations, tile_layout
+    orient = orientations(gp)
+
+    def layout_of(v: Value) -> str:
+        return tile_layout(v.type, orient(v))
+
+    # storage classes: key -> [registers, first position, last position, name]
+    spans: dict[int, list] = {}
+    owner: dict[int, int] = {}                     # value id -> storage class it lives in
+
+    def cls(v: Value) -> int | None:
+        return owner.get(id(lv.root(v)))
+
+    def new(v: Value, first: float, name: str | None = None) -> int:
+        t = TileType(v.type.shape, DType.float32, v.type.space) if id(v) in lv.unpacked else v.type
+        spans[id(v)] = [tile_registers(t, arch, layout=layout_of(v)), first, lv.last_use(v),
+                        name or v.name or _label(v, lv)]
+        owner[id(v)] = id(v)
+        return id(v)
+
+    def extend(c: int, last: float) -> None:
+        spans[c][2] = max(spans[c][2], last)
+
+    def materialize(v: Value, pos: float) -> None:
+        """A deferred value read here: a 16-bit cast takes registers from here on; a transposed register tile
+        is staged in shared memory (no registers), which materializes what it transposes."""
+        v = lv.root(v)
+        if id(v) not in lv.deferred or id(v) in owner:
+            return
+        src = lv.prod.get(id(v))
+        if src is not None and src.kind is OpKind.TRANSPOSE:
+            materialize(src.operands[0], pos)
+        elif isinstance(v.type, TileType) and v.type.space is Space.RMEM:
+            c = carried_of_yield.get(id(v))
+            if c is not None and lv.last_use(c) <= pos and not _busy(carried_cls[id(c)], inflight):
+                owner[id(v)] = carried_cls[id(c)]       # made straight into its carried storage
+                extend(owner[id(v)], lv.last_use(v))
+            else:
+                new(v, pos)
+
+    lp = gp.loop
+    carried_of_yield: dict[int, Value] = {}
+    carried_cls: dict[int, int] = {}
+    inflight: list[list[int]] = []
+    for region, block in gp.regions():
+        if region == "loop":
+            _enter_loop(lv, lp, owner, carried_cls, new, extend)
+            carried_of_yield = {id(y): c for c, y in zip(lp.carried, lp.yields) if id(c) in carried_cls}
+        for op in block.ops:
+            pos = lv.position[id(op)]
+            if lv.skipped(op):
+                continue
+            k = op.kind
+            if k is OpKind.MMA_WAIT:
+                keep = op.attrs.pending
+                done, inflight = (inflight[:len(inflight) - keep], inflight[len(inflight) - keep:]) if keep \
+                    else (inflight, [])
+                for group in done:
+                    for c in group:
+                        extend(c, pos)
+                continue
+            if k not in VIEWS:
+                for o in op.operands:          # deferred casts and transposes are made where they are read
+                    materialize(o, pos)
+            v = lv.root(op.operands[-1]) if k is OpKind.STORE else None
+            if v is not None and isinstance(v.type, TileType) and v.type.space is Space.SMEM and len(v.type.shape) > 1:
+                # a slot's tile stored to global memory goes through registers (the store's staging copy)
+                spans[(id(v), pos)] = [tile_registers(v.type, arch, layout=layout_of(v)), pos,
+                                       max(pos, lv.last_use(v)), v.name or _label(v, lv)]
+            if k not in FUSABLE_USERS + VIEWS:
+                # cheap index math an op reads whole is made for that read only (an MMA's constant accumulator
+                # is its result's storage)
+                for o in op.operands[:2] if k in (OpKind.MMA, OpKind.MMA_ASYNC) else op.operands:
+                    o = lv.root(o)
+                    if id(o) in lv.cheap and isinstance(o.type, TileType) and o.type.space is Space.RMEM:
+                        spans[(id(o), pos)] = [tile_registers(o.type, arch, layout=layout_of(o)), pos, pos,
+                                             o.name or _label(o, lv)]
+            for r in op.results:
+                if id(r) in lv.deferred or not _materializes(op, lv, r):
+                    continue
+                placed = None
+                if k in (OpKind.MMA_ASYNC, OpKind.MMA) and len(op.operands) > 2:
+                    placed = cls(op.operands[2])              # accumulates in place
+                elif k in ELEMENTWISE or k is OpKind.SELECT:
+                    placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None
+                                   and o.type.with_space(Space.RMEM) == r.type
+                                   and lv.last_use(o) <= pos and not _busy(cls(o), inflight)), None)
+                c = carried_of_yield.get(id(r))
+                if placed is None and c is not None and lv.last_use(c) <= pos \
+                        and not _busy(carried_cls[id(c)], inflight):
+                    placed = carried_cls[id(c)]               # a yield computed after its carried value's last read
+                if placed is not None:
+                    owner[id(r)] = placed
+                    extend(placed, lv.last_use(r))
+                else:
+                    new(r, pos)
+            if k is OpKind.MMA_ASYNC:
+                reads = () if id(op) in lv.staged_mmas else (cls(op.operands[0]),)
+                inflight.append([c for c in (cls(op.result),) + reads if c is not None])
+        if region == "loop":
+            for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
+                materialize(y, lv.loop_span[1])
+    if _DEBUG:
+        for key, sp in spans.items():
+            print("span", sp)
+    peak, at, live = 0, None, []
+    for op in lv.ops:
+        pos = lv.position[id(op)]
+        here = [s for s in spans.values() if s[1] <= pos <= s[2]]
+        n = sum(s[0] for s in here)
+        if n > peak:
+            peak, at, live = n, op, [(s[3], s[0]) for s in here]
+    return RegisterDemand(gp.group.name, peak, at, live, computes)
+
+
+def _label(v: Value, lv: Liveness) -> str:
+    """An unnamed tile as a user finds it in the source: its shape, dtype and the line that computes it."""
+    t = v.type
+    op = lv.prod.get(id(v))
+    line = f" of line {op.loc.line}" if op is not None and getattr(op.loc, "line", 0) else ""
+    return f"{'x'.join(map(str, t.shape))} {t.dtype.value} tile{line}"
+
+
+def _busy(c: int | None, inflight: list[list[int]]) -> bool:
+    return c is not None and any(c in group for group in inflight)
+
+
+def _enter_loop(lv, lp, owner, carried_cls, new, extend) -> None:
+    """Carried tiles get one storage for the whole loop; the init's storage becomes it when the init dies
+    entering the loop, the loop result keeps it."""
+    start, end = lv.loop_span
+    for init, c, y, r in zip(lp.inits, lp.carried, lp.yields, lp.results):
+        if id(c) in lv.dead_carried or not isinstance(c.type, TileType) or c.type.space is not Space.RMEM \
+                or lv.staged(init):
+            continue
+        ic = owner.get(id(lv.root(init)))
+        if ic is not None and lv.last_use(init) <= start:
+            key = ic
+        else:
+            key = new(c, start, c.name)
+        owner[id(c)] = key
+        owner[id(r)] = key
+        extend(key, max(end, lv.last_use(r)))
+        carried_cls[id(c)] = key
+
+
+def _leaves(op: Op, lv: Liveness) -> list[Value]:
+    """The materialized inputs of a (possibly fused) elementwise expression."""
+    out = []
+    prod = {id(r): o for o in lv.ops for r in o.results}
+    stack = list(op.operands)
+    while stack:
+        v = lv.root(stack.pop(0))
+        p = prod.get(id(v))
+        if p is not None and id(v) in lv.fused:
+            stack = list(p.operands) + stack
+        else:
+            out.append(v)
+    return out
