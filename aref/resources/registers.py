@@ -21,8 +21,8 @@ Liveness follows the code generator's storage rules, so the figure here is what 
     (tcgen05.ld), and elementwise results may take its storage; a vector along the columns read from a
     shared-memory slot is read there by every user (`Liveness.slot_columns`) and takes no registers.
 
-`RegisterDemand.need` (`aref.resources.demand`) adds `ROLE_OVERHEAD` (addresses, descriptors, loop state, measured with ptxas) and
-rounds to the setmaxnreg step. `assign_budgets` gives every group its need and shares the rest of the
+`RegisterDemand.need` (`aref.resources.demand`) adds `ROLE_OVERHEAD` (addresses, descriptors, loop state,
+measured with ptxas) and rounds to the setmaxnreg step. `assign_budgets` gives every group its need and shares the rest of the
 CTA's register pool; `check_budgets` is the launch rule (steps of 8 in 24..256, sum within the pool).
 """
 from __future__ import annotations
