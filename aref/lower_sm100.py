@@ -40,7 +40,7 @@ def lower_blackwell(ws: WSKernel) -> None:
     subtile_epilogues(ws)
     for ch in ws.channels:
         producer = ws.groups[ch.producer]
-        if ch.kind == "store" and _in_tmem(ch) and tensor_core_group(producer):
+        if ch.kind == "store" and _in_tmem(ch) and tensor_core_group(producer) and not _stored_by_threads(ch, producer):
             ch.full_count = 1                       # one tcgen05.commit publishes the slot
     # before any group is lowered (its gets, puts and MMAs are still channel ops)
     successors = {ch.name: _in_place_successors(ws, ch) for ch in ws.channels if _in_tmem(ch)}
@@ -135,6 +135,17 @@ def _in_place_successors(ws: WSKernel, ch: Channel) -> list[Channel]:
                 if later is not ch and _in_tmem(later) and later.region == ch.region and later not in out:
                     out.append(later)
     return out
+
+
+def _stored_by_threads(ch: Channel, gp: GroupProgram) -> bool:
+    """Does group `gp` put register math into tensor-memory channel `ch` (a tcgen05.st by every thread, so
+    every thread arrives), rather than an MMA result that one tcgen05.commit publishes? A group that issues
+    MMAs may do both (random program seed 902's optimal partition: a cast handed to the MMA warp)."""
+    prod = gp.producers()
+    made = [prod.get(id(v)) for op in gp.all_ops() if op.kind is OpKind.PUT and op.operands[0] is ch.value
+            for v in op.operands[2:]]
+    return any(op is not None and op.kind not in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.FULL, OpKind.SELECT)
+               + VIEWS for op in made)
 
 
 def _mma_reads_slot(gp: GroupProgram, ch: Channel) -> bool:

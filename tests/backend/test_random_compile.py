@@ -89,6 +89,25 @@ def test_blackwell_rules_found_by_coverage(tmp_path, backend_cache, seed):
     assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
 
 
+def test_a_tensor_core_group_hands_register_math_through_tensor_memory(tmp_path, backend_cache):
+    """Seed 902, optimal partition on sm_100a: a four-warp group that issues MMAs also puts a cast it
+    computed into a tensor-memory channel for the MMA warp. The slot was published as an MMA result (one
+    tcgen05.commit, full count 1) and the backend refused the group's per-thread arrival; every thread stores
+    its row (tcgen05.st) and arrives, so the count is the group's threads."""
+    from aref.backend.cute import compile_barrier
+    from aref.compiler import CompileOptions
+    prog = random_program(902, directory=str(tmp_path))
+    o = check_config(prog, "optimal-sm_100a", {"options": CompileOptions(arch="sm_100a", partition="optimal",
+                                                                          solver_time_limit=10)},
+                     seeds=2, exhaustive=False)
+    assert o.status == "ok", o.detail
+    by_threads = [ch for ch in o.ir.channels if ch.kind == "store" and ch.full_count == 128
+                  and any(t.space.value == "tmem" for t in ch.payload)
+                  and o.ir.groups[ch.producer].group.role != "softmax"]
+    assert by_threads, [(ch.name, ch.full_count) for ch in o.ir.channels]
+    assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
+
+
 def test_the_sample_is_varied(programs):
     """The sample covers the generator's features (a test that always refuses would pass vacuously)."""
     feats = set().union(*(p.features for p in programs.values()))
