@@ -266,30 +266,27 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
             # the same schedule with each tensor-memory slot held until its last reader (where the early
             # release lets the MMA warp run ahead into a slower order: attention_fwd, 1681 against 1606)
             held = _alternative(kernel, replace(options, early_tmem_release=False))
-            if held is not None:
-                report = simulate_timing(held, None, machine, cta=cta)
-                if not report.violations and (own.violations or report.cycles_per_iter < own.cycles_per_iter):
-                    ws, own = held, report
+            report = _faster(held, own, machine, cta)
+            if report is not None:
+                ws, own = held, report
         free = _free_graph_program(kernel, options)
-        if free is not None:
-            report = simulate_timing(free, None, machine, cta=cta)
-            if not report.violations and (own.violations or report.cycles_per_iter < own.cycles_per_iter):
-                free.fallback = (f"the schedule of the solver's stream graph ran {own.cycles_per_iter:.0f} "
-                                 f"cycles/iteration in the timing model, the occupancy-free graph's "
-                                 f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
-                ws, own = free, report
+        report = _faster(free, own, machine, cta)
+        if report is not None:
+            free.fallback = (f"the schedule of the solver's stream graph ran {own.cycles_per_iter:.0f} "
+                             f"cycles/iteration in the timing model, the occupancy-free graph's "
+                             f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
+            ws, own = free, report
     if not machine.tmem_columns and options.solver_detached_stores is None and _stores_in_loop(kernel):
         # Hopper: the schedule of the graph whose TMA stores hold their group until the copy ends, where it
         # lowers to a faster program (the tensor core serves MMAs as they come, not at the schedule's
         # cycles: linear_attention's detached schedule lowers to 4046 cycles per iteration, this one 2243)
         waited = _alternative(kernel, replace(options, solver_detached_stores=False))
-        if waited is not None:
-            report = simulate_timing(waited, None, machine, cta=cta)
-            if not report.violations and (own.violations or report.cycles_per_iter < own.cycles_per_iter):
-                waited.fallback = (f"the schedule with fire-and-forget stores ran {own.cycles_per_iter:.0f} "
-                                   f"cycles/iteration in the timing model, the one with waited stores "
-                                   f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
-                ws, own = waited, report
+        report = _faster(waited, own, machine, cta)
+        if report is not None:
+            waited.fallback = (f"the schedule with fire-and-forget stores ran {own.cycles_per_iter:.0f} "
+                               f"cycles/iteration in the timing model, the one with waited stores "
+                               f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
+            ws, own = waited, report
     if own.violations:
         return ws
     other = heuristic()
@@ -307,6 +304,18 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
 def _stores_in_loop(kernel: Kernel) -> bool:
     """Does `kernel`'s loop store tiles (where `extract_graph`'s `detached_stores` changes the graph)?"""
     return kernel.loop is not None and any(op.kind is OpKind.STORE for op in kernel.loop.body.ops)
+
+
+def _faster(candidate, own, machine, cta):
+    """The timing report of `candidate` (a Barrier IR or None) where it runs without a violation and in fewer
+    cycles per iteration than the program timed in `own` (or `own` had a violation); else None."""
+    from aref.sim.timing import simulate_timing
+    if candidate is None:
+        return None
+    report = simulate_timing(candidate, None, machine, cta=cta)
+    if report.violations or not (own.violations or report.cycles_per_iter < own.cycles_per_iter):
+        return None
+    return report
 
 
 def _free_graph_program(kernel: Kernel, options: CompileOptions):

@@ -167,16 +167,22 @@ class CrossThread:
                     acc = combine(acc, f"{xv}[{w * n} + {col}]")
                 self.out(f"{buf.at(None, 'c')} = {self.convert_to(acc, res.type.dtype)}")
         else:
-            xv = self.xvector(4, dtype)
             self.out("# the 4 warps' partials meet in the exchange tile")
-            self.group_sync("earlier readers of the exchange tile are done")
-            with self.out.block("if group_tidx % 32 == 0:"):
-                self.out(f"{xv}[group_tidx // 32] = {buf.at(None, None)}")
-            self.group_sync("every warp's partial is written")
-            acc = f"{xv}[0]"
-            for w in range(1, 4):
-                acc = combine(acc, f"{xv}[{w}]")
-            self.out(f"{buf.at(None, None)} = {self.convert_to(acc, res.type.dtype)}")
+            self.meet_warp_partials(buf.at(None, None), "group_tidx % 32 == 0", "group_tidx // 32",
+                                    buf.at(None, None), res, combine)
+
+    def meet_warp_partials(self, value: str, writer: str, warp: str, target: str, res: Value, combine) -> None:
+        """One value per warp (`value`, written where `writer` holds, at index `warp`) meets the other three
+        warps' in the group's exchange tile; every thread combines the four in the same order into `target`."""
+        xv = self.xvector(4, DType.float32 if res.type.dtype.is_float else res.type.dtype)
+        self.group_sync("earlier readers of the exchange tile are done")
+        with self.out.block(f"if {writer}:"):
+            self.out(f"{xv}[{warp}] = {value}")
+        self.group_sync("every warp's partial is written")
+        acc = f"{xv}[0]"
+        for w in range(1, 4):
+            acc = combine(acc, f"{xv}[{w}]")
+        self.out(f"{target} = {self.convert_to(acc, res.type.dtype)}")
 
     def convert_to(self, text: str, dtype: DType) -> str:
         """A computed (float32 / Int32 / Boolean) value as stored in a register tensor of `dtype`."""

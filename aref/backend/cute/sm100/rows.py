@@ -222,21 +222,13 @@ class RowLayout:
         def combine(a: str, b: str) -> str:
             return strip_parens(spec.combine.format(a=a, b=b))
         buf = self.new_buffer(res, hint=self.hint(res) or f"all_{op.attrs.fn}", layout=SCALAR)
-        xv = self.xvector(4, DType.float32 if res.type.dtype.is_float else res.type.dtype)
         x = self.names(f"x_{op.attrs.fn}")
         self.out(f"# {op.attrs.fn} over the {rows} rows: the warp's rows by shuffles, then the 4 warps' partials "
                  f"meet in the exchange tile")
         self.out(f"{x} = {self.convert_to(self.materialize(src).at('0', None), res.type.dtype)}")
         for lane in (1, 2, 4, 8) + ((16,) if rows == 128 else ()):
             self.out(f"{x} = {combine(x, f'cute.arch.shuffle_sync_bfly({x}, offset={lane})')}")
-        self.group_sync("earlier readers of the exchange tile are done")
-        with self.out.block("if tidx % 32 == 0:"):
-            self.out(f"{xv}[warp_in_group] = {x}")
-        self.group_sync("every warp's partial is written")
-        total = f"{xv}[0]"
-        for w in range(1, 4):
-            total = combine(total, f"{xv}[{w}]")
-        self.out(f"{buf.at(None, None)} = {self.convert_to(total, res.type.dtype)}")
+        self.meet_warp_partials(x, "tidx % 32 == 0", "warp_in_group", buf.at(None, None), res, combine)
         self.env[id(res)] = Reg(buf)
 
     def reduce_columns(self, op: Op) -> None:
