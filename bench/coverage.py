@@ -1,13 +1,14 @@
 """Coverage of the CuTe DSL backends over random tile programs (tests/random_programs.py): each program is
 partitioned (heuristic, and the optimal solver's with a short time limit), pipelined and lowered, run in the
 simulator over a few seeded interleavings against the interpreter on both archs, and compiled for sm_90a
-(each partition) and sm_100a (the heuristic's) with `aref.backend.cute.compile_barrier` (CuTe DSL → PTX;
-no GPU needed). Prints the share of programs
+and sm_100a (the partitions --partitions and --sm100-partitions name) with
+`aref.backend.cute.compile_barrier` (CuTe DSL → PTX; no GPU needed). Prints the share of programs
 that compile, the refusals grouped by rule (error class + message with its numbers and names blanked),
 simulator violations and compiler bugs (figures, not assertions: the property test
 tests/backend/test_random_compile.py checks a few programs in CI).
 
     python bench/coverage.py [--n 500] [--first 0] [--jobs 2] [--partitions heuristic,optimal]
+                             [--sm100-partitions heuristic,optimal]
                              [--solver-time 5] [--seeds 2] [--emit ptx|cute] [--cache DIR] [--json out.json]
                              [--records out.jsonl] [--summarize out.jsonl]
 
@@ -43,7 +44,8 @@ def check_program(seed: int, args) -> dict:
     t0 = time.perf_counter()
     prog = rp.random_program(seed, size=args.size, directory=_TMP)
     rec = {"seed": seed, "features": prog.features, "ragged": any(prog.spec.ragged), "stages": {}}
-    runs = [(part, "sm_90a") for part in args.partitions.split(",")] + [("heuristic", "sm_100a")]
+    runs = [(part, "sm_90a") for part in args.partitions.split(",")] + \
+        [(part, "sm_100a") for part in args.sm100_partitions.split(",")]
     for part, arch in runs:
         how = {"options": CompileOptions(arch=arch, partition=part, solver_time_limit=args.solver_time)}
         o = pm.check_config(prog, part, how, seeds=args.seeds, exhaustive=False)
@@ -75,11 +77,11 @@ def _line(rec: dict) -> str:
     return f"seed {rec['seed']} ({rec['seconds']}s): " + "; ".join(parts)
 
 
-def summarize(records: list[dict], partitions: list[str]) -> dict:
+def summarize(records: list[dict], keys: list[str]) -> dict:
     n = len(records)
     out = {"programs": n, "ragged": sum(r["ragged"] for r in records), "compile_share": {}, "refusals": {},
            "violations": [], "bugs": [], "spills": []}
-    for key in [f"{part}-sm_90a" for part in partitions] + ["heuristic-sm_100a"]:
+    for key in keys:
         ok = sum(r["stages"][key]["status"] == "compiled" for r in records)
         out["compile_share"][key] = {"compiled": ok, "of": n, "share": round(ok / max(n, 1), 4)}
         rules = collections.Counter(r["stages"][key]["rule"] for r in records
@@ -121,6 +123,7 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=0, help="first seed")
     ap.add_argument("--size", default="wgmma", choices=sorted(rp.SIZES))
     ap.add_argument("--partitions", default="heuristic,optimal", help="sm_90a partitions to compile")
+    ap.add_argument("--sm100-partitions", default="heuristic", help="sm_100a partitions to compile")
     ap.add_argument("--solver-time", type=float, default=5.0, help="optimal solver time limit (s)")
     ap.add_argument("--seeds", type=int, default=2, help="simulator interleavings per configuration")
     ap.add_argument("--emit", default="ptx", choices=("cute", "ptx"), help="cute: generate source only")
@@ -130,11 +133,12 @@ def main() -> int:
     ap.add_argument("--records", default=None, help="append each program's record here as it completes")
     ap.add_argument("--summarize", default=None, help="only summarize the records of an earlier run")
     args = ap.parse_args()
-    partitions = args.partitions.split(",")
+    keys = [f"{part}-sm_90a" for part in args.partitions.split(",")] + \
+        [f"{part}-sm_100a" for part in args.sm100_partitions.split(",")]
     if args.summarize:
         with open(args.summarize) as f:
             records = sorted((json.loads(line) for line in f if line.strip()), key=lambda r: r["seed"])
-        report(summarize(records, partitions), 0.0)
+        report(summarize(records, keys), 0.0)
         return 0
     t0 = time.perf_counter()
     records = []
@@ -151,7 +155,7 @@ def main() -> int:
                 f.write(json.dumps(rec) + "\n")
         print(f"[{len(records)}/{args.n} {time.perf_counter() - t0:.0f}s] {_line(rec)}", flush=True)
     records.sort(key=lambda r: r["seed"])
-    summary = summarize(records, partitions)
+    summary = summarize(records, keys)
     report(summary, time.perf_counter() - t0)
     if args.json:
         with open(args.json, "w") as f:

@@ -108,6 +108,25 @@ def test_a_tensor_core_group_hands_register_math_through_tensor_memory(tmp_path,
     assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
 
 
+def test_a_pipelined_tensor_memory_read_carried_in_registers(tmp_path, backend_cache):
+    """Seed 1003, optimal partition on sm_100a: the softmax group's pipeline reads S from its tensor-memory
+    ring into registers one stage ahead, so that read crosses the loop as a loop-carried value of a
+    tensor-memory type. The backend took every such carry for an MMA's accumulator and refused the program
+    as its own failure ('a loop-carried tensor-memory tile not computed by an MMA'); a tile the group holds
+    in registers is carried as registers."""
+    from aref.backend.cute import compile_barrier
+    from aref.compiler import CompileOptions
+    prog = random_program(1003, directory=str(tmp_path))
+    o = check_config(prog, "optimal-sm_100a", {"options": CompileOptions(arch="sm_100a", partition="optimal",
+                                                                          solver_time_limit=10)},
+                     seeds=2, exhaustive=False)
+    assert o.status == "ok", o.detail
+    carried = [c for g in o.ir.groups if g.loop is not None for c in g.loop.carried
+               if getattr(c.type, "space", None) is not None and c.type.space.value == "tmem"]
+    assert carried, "the premise: a tensor-memory tile carried across the loop"
+    assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
+
+
 def test_the_sample_is_varied(programs):
     """The sample covers the generator's features (a test that always refuses would pass vacuously)."""
     feats = set().union(*(p.features for p in programs.values()))

@@ -335,6 +335,10 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
         for init, car in zip(lp.inits, lp.carried):
             if isinstance(car.type, TileType) and car.type.space is Space.TMEM:
                 c = self.env[id(init)]
+                if isinstance(c, Reg):
+                    # a slot of a tensor-memory channel this group read into registers before the loop (a
+                    # pipelined read carried to the next stage): an ordinary register carry
+                    continue
                 buffer = self._buffer_of_carried(lp, car)
                 if isinstance(c, Zero):
                     flag = self.names(f"{ident(buffer)}_started")
