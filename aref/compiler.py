@@ -100,10 +100,11 @@ def _promote(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 
 def _partition(kernel: Kernel, options: CompileOptions):
-    from aref.cse import cse
+    from aref.cse import cse, drop_dead
     from aref.squeeze import squeeze
     from partition.distribute import distribute
-    kernel = cse(squeeze(kernel))   # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile
+    # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile; what nothing reads, none
+    kernel = drop_dead(cse(squeeze(kernel)))
     if options.arch == "sm_100a":   # tensor-memory accumulators start from zeros: β·C is added after the loop
         from aref.acc_init import hoist_accumulator_init
         kernel = hoist_accumulator_init(kernel)

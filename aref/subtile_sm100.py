@@ -4,7 +4,8 @@ On Blackwell a warp group holds a 128-row tile one row per thread, so an epilogu
 128 × 128 float32 accumulators (a dual GEMM's gate and up) would hold 256 registers per thread. When a
 group's post-loop code would not fit the register file per thread, and it is column-separable, it is
 rewritten to run over C / k-column chunks: every tile it takes from a channel is read through a column slice
-(a tcgen05.ld of those columns), the chunk's math follows, and each chunk is stored as its own TMA box. The
+(a tcgen05.ld of those columns; of a shared-memory slot, its (R, C / k) tile at the chunk's columns), the
+chunk's math follows, and each chunk is stored as its own TMA box. The
 group takes every channel item first and releases them after the last chunk, so no slot is released while a
 chunk still reads it.
 
@@ -140,9 +141,8 @@ def _columns(ops: list[Op]) -> tuple[tuple[int, int], set[int], set[int]] | None
             stored = True
         elif op.kind is OpKind.GET and col_out:
             tile = op.results[0]
-            if len([r for r in op.results if isinstance(r.type, TileType)]) != 1 or not _wide(tile) or \
-                    tile.type.space is Space.SMEM and tile.type.shape[0] != 1:
-                return None                          # shared (R, C) tiles are read whole (rows are threads)
+            if len([r for r in op.results if isinstance(r.type, TileType)]) != 1 or not _wide(tile):
+                return None
         elif col_in or col_out:
             if op.kind not in CHUNKED or not all(id(r) in cols for r in op.results):
                 return None                          # a column value leaves the chunks (or comes from an

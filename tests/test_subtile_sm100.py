@@ -127,6 +127,19 @@ def both_axes(A, B, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
     aref.store(C, (pm, pn), y.to(C.dtype))
 
 
+@aref_kernel
+def beta_c(A, B, Cin, C, *, BM: int = 128, BN: int = 128, BK: int = 64):
+    """cuBLAS's alpha·A·Bᵀ + beta·C at 128 × 128: the (BM, BN) C tile loaded after the loop is a shared-memory
+    slot, read in column chunks beside the accumulator's (whole, its 128 fp32 registers and the
+    accumulator's 128 exceed a warp group's 256)."""
+    pm, pn = aref.program_id(0), aref.program_id(1)
+    acc = aref.zeros((BM, BN), aref.float32)
+    for k in aref.range(A.shape[1] // BK):
+        acc = aref.mma(aref.load(A, (pm, k), (BM, BK)), aref.load(B, (pn, k), (BN, BK)).T, acc)
+    c0 = aref.load(Cin, (pm, pn), (BM, BN)).to(aref.float32)
+    aref.store(C, (pm, pn), acc * 0.5 + c0 * 2.0)
+
+
 def _args(**outs):
     g = torch.Generator().manual_seed(0)
     return dict(A=(torch.randn(256, 128, generator=g) * 0.3).half(), B=(torch.randn(256, 128, generator=g) * 0.3).half(),
@@ -252,3 +265,31 @@ def test_chunked_blocks_compile_for_sm100a(tmp_path, kernel, outs):
         assert src.count("sm100.row_to_smem(") == 1
     else:
         assert re.search(r"s_\w*SC\[0, sm100\.col_index\(128, 64, tidx, c\) \+ 64, 0\]", src)
+
+
+def _beta_c_args():
+    g = torch.Generator().manual_seed(2)
+    return dict(_args(), Cin=torch.randn(256, 256, generator=g).half(), C=torch.zeros(256, 256))
+
+
+def test_shared_memory_tile_is_read_by_column_chunks(tmp_path):
+    """beta·C: the C tile's slot is sliced per chunk (a (128, width) tile of the slot, released after the last
+    chunk), the result is the interpreter's, and it compiles without spills: the chunk's columns of the slot
+    are a `cute.local_tile` of it."""
+    from aref.backend.cute import compile_barrier
+    args = _beta_c_args()
+    tile_ir = beta_c.specialize(**args)
+    ws = lower_to(tile_ir, "barrier", CompileOptions(arch="sm_100a"))
+    ops = _epilogue(ws).post.ops
+    sliced = [(op.operands[0].type.space.value, op.operands[0].type.shape) for op in ops if op.kind is OpKind.SLICE]
+    assert ("smem", (128, 128)) in sliced and ("tmem", (128, 128)) in sliced
+    want = {k: v.clone() for k, v in args.items()}
+    run_kernel(tile_ir, want)
+    got = {k: v.clone() for k, v in args.items()}
+    assert not simulate(ws, got, seed=1).violations
+    assert torch.equal(got["C"], want["C"])
+    result = compile_barrier(ws, cache_dir=tmp_path)
+    assert result.spill_bytes == 0, result.ptxas_log
+    src = result.source_path.read_text()
+    assert re.search(r"sm100\.smem_rows\(cute\.local_tile\(s_\w*Cin\[None, None, 0\], \(128, (\d+)\), "
+                     r"\(0, 1\)\), 128, \1, tidx\)", src), src

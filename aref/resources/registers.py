@@ -232,7 +232,8 @@ class Liveness:
             if user.results and id(user.results[0]) in self.deferred:
                 continue                             # a deferred user is computed later: inputs would stay live
             between = ops_[index[id(op)]:index[id(user)] - 1]
-            if any(o.kind in (OpKind.MMA_ASYNC, OpKind.MMA) or (o.kind is OpKind.MBAR_ARRIVE
+            # (a slot's release: the lowered `empty` arrive, or the `consumed` it comes from)
+            if any(o.kind in (OpKind.MMA_ASYNC, OpKind.MMA, OpKind.CONSUMED) or (o.kind is OpKind.MBAR_ARRIVE
                                                                 and o.attrs.which == "empty") for o in between):
                 continue
             self.fused.add(id(op.result))

@@ -133,7 +133,9 @@ class RowLayout:
         src = self.env[id(op.operands[0])]
         t = op.operands[0].type
         if isinstance(src, SmemTile) and not src.transposed and op.attrs.axis == len(t.shape) - 1 \
-                and self.layout_of(op.result) == COL:
+                and (self.layout_of(op.result) == COL
+                     or self.layout_of(op.result) == ACC and op.attrs.start % op.attrs.size == 0):
+            # (an (R, C) tile's chunk is read through a (R, width) tile of the slot: `smem_view`)
             self.env[id(op.result)] = replace(src, tile=op.result.type, col0=src.col0 + op.attrs.start)
             return
         super().op_slice(op)
@@ -274,7 +276,7 @@ class RowLayout:
             raise BackendError("register math on a transposed shared-memory tile", self.loc)
         ring = self.arg(self.plan.channel(s.channel).buffers[s.index].name)
         slot = strip_parens(s.slot.expr)
-        if s.col0 and ctx.layout != COL:
+        if s.col0 and ctx.layout not in (COL, ACC):
             raise BackendError(f"internal: a column block of the {s.tile} slot tile read in the {ctx.layout} "
                                f"layout", self.loc)
         if ctx.layout == ACC:
@@ -307,8 +309,14 @@ class RowLayout:
             raise BackendError("a row block of a shared-memory tile in register math", self.loc)
         self.check_rows(s.tile)
         name = self.names(f"{ring.name[2:]}_rows")
-        self.out(f"{name} = sm100.smem_rows({self.arg(ring.name)}[None, None, {strip_parens(s.slot.expr)}], "
-                 f"{rows}, {cols}, tidx)")
+        tile = f"{self.arg(ring.name)}[None, None, {strip_parens(s.slot.expr)}]"
+        if cols != ring.tile.shape[1]:
+            # an epilogue chunk's columns (`aref.subtile_sm100`): the (rows, cols) tile of the slot at col0
+            if s.col0 % cols:
+                raise BackendError(f"internal: columns {s.col0}.. of a shared-memory tile in chunks of {cols}",
+                                   self.loc)
+            tile = f"cute.local_tile({tile}, ({rows}, {cols}), (0, {s.col0 // cols}))"
+        self.out(f"{name} = sm100.smem_rows({tile}, {rows}, {cols}, tidx)")
         return name
 
     def index_of(self, n: int, ctx: Ctx) -> str:
