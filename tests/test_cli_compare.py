@@ -321,3 +321,37 @@ def _imports_after(argv):
                                   ["compile", "--help"]])
 def test_help_imports_neither_torch_nor_cutlass(argv):
     assert _imports_after(argv) == ""
+
+
+LOOPLESS = '''
+import torch, aref
+from aref import aref_kernel
+
+@aref_kernel(grid=lambda X, BM, **_: (-(-X.shape[0] // BM),))
+def softmax_rows(X, Y, *, BM: int = 64):
+    x = aref.load(X, (aref.program_id(0), 0), (BM, X.shape[1])).to(aref.float32)
+    p = aref.exp(x - aref.rowmax(x)[:, None])
+    aref.store(Y, (aref.program_id(0), 0), (p / aref.rowsum(p)[:, None]).to(Y.dtype))
+
+def example_inputs(size="small", **kw):
+    g = torch.Generator().manual_seed(0)
+    return {"X": torch.randn(256, 128, generator=g).half(), "Y": torch.zeros(256, 128).half(), **kw}
+
+def reference(X, Y, **_):
+    return {"Y": torch.softmax(X.float(), -1).half()}
+'''
+
+
+def test_compare_on_a_kernel_without_a_loop(tmp_path, capsys):
+    """A kernel with no aref.range loop has nothing for the solver to schedule: compare shows the heuristic's
+    partition (its cycles per CTA, not per iteration), the optimal column says why it is empty, and the
+    verdict says there is one partition (it used to stop with the solver's refusal)."""
+    path = tmp_path / "softmax_rows.py"
+    path.write_text(LOOPLESS)
+    assert main(["compare", str(path), "--arch", "sm_90a", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "no aref.range loop" in out["optimal"]["error"] and out["verdict"].startswith("one partition only")
+    assert out["heuristic"]["stages"] == 0 and out["heuristic"]["total_cycles"] > 0
+    assert main(["compare", str(path), "--arch", "sm_100a"]) == 0
+    text = capsys.readouterr().out
+    assert "no loop:" in text and "one partition only" in text
