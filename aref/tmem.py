@@ -181,6 +181,7 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
         chans = [chan_of[id(m)].name for m in members if id(m) in chan_of]
         return chans[0] if chans else "acc"
 
+    mma_loc = {id(op.result): op.loc for _, op in mmas}
     order = {}
     for gp in ws.groups:
         for op in gp.all_ops():
@@ -199,7 +200,9 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
         while name in taken:
             name, i = f"{base}_{i}", i + 1
         taken.add(name)
-        loc = next((chan_of[id(m)].loc for m in members if id(m) in chan_of), ws.loc)
+        # the user's MMA that writes the tile, else the channel that carries it
+        loc = next((mma_loc[id(m)] for m in members if id(m) in mma_loc),
+                   next((chan_of[id(m)].loc for m in members if id(m) in chan_of), ws.loc))
         depth = max((chan_of[id(m)].depth for m in members if id(m) in chan_of), default=1)
         written_in_place = len({id(m) for m in members if id(m) in chan_of}) > 1 or any(
             id(m) in mma_results for m in members)
