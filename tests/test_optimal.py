@@ -22,6 +22,11 @@ def solved(name, arch, time_limit=120, graph=None, **dims):
     return extraction, S.solve(extraction.graph, S.SolveOptions(time_limit=time_limit))
 
 
+def quanta(cycles, quantum):
+    """`cycles` rounded up to whole quanta (as `solve.round_up_to_quantum` rounds a graph's costs)."""
+    return -(-cycles // quantum) * quantum
+
+
 def kinds(extraction, result):
     return {g: sorted(extraction.kind[n] for n in ops) for g, ops in result.groups.items()}
 
@@ -50,12 +55,15 @@ def test_blackwell_gemm_ring_round_trip_bounds_the_ii():
     mma = next(n for n, k in ex.kind.items() if k == "gemm")
     (chain,) = [e for e in g.edges if e.src == e.dst == mma and e.data]
     assert chain.delay == g.ops[mma].usage["tc"] == 256
-    # the MMA warp's stream (`partition.streams.mma_warp_streams`): one wait for the put of A and B, the
-    # issue, one commit of the slot's release; the tensor core takes the MMA after the wait and the issue
-    from partition.streams import MMA_WARP
+    # the MMA warp's stream (`partition.streams.mma_warp_streams`): one wait for the put of A and B after
+    # its slot and parity math, the issue, one commit of the slot's release (in whole cycle quanta); the
+    # tensor core takes the MMA after the wait and the issue
+    from partition.streams import MMA_WARP, SLOT_MATH, scalar_cycles
     issue = mma_issue_cycles(ex.members[mma][0], B200)
-    assert g.ops[mma].usage[MMA_WARP] == 2 * B200.sync_cycles + issue
-    assert g.ops[mma].offset["tc"] == B200.sync_cycles + issue and g.ops[mma].duration == 256 + B200.sync_cycles + issue
+    before = B200.sync_cycles + SLOT_MATH * scalar_cycles() + issue
+    assert g.ops[mma].usage[MMA_WARP] == quanta(before + B200.sync_cycles, CYCLE_QUANTUM)
+    assert g.ops[mma].offset["tc"] == quanta(before, CYCLE_QUANTUM) and g.ops[mma].duration == 256 + quanta(
+        before, CYCLE_QUANTUM)
     item = 2 * 128 * 64 * 2 // B200.tma_bytes_per_clk              # the A and B tiles share the copy engine
     trip = (256 + MMA_COMMIT_CYCLES + 2 * B200.async_issue_cycles + B200.ring_latency(5) + item
             + B200.sync_cycles + mma_issue_cycles(ex.members[mma][0], B200))
@@ -67,17 +75,23 @@ def test_blackwell_gemm_ring_round_trip_bounds_the_ii():
 def test_mma_warp_stream_bounds_attention_forward_on_blackwell():
     """FA4's MMA warp issues attention forward's four MMAs per K/V block (the example's 64-key block on a
     B200) and for them waits on 10 barriers (K's and V's puts, P and the rescaled O of each sub-tile, the
-    free slots of S and O) and commits to 10, each holding the warp `sync_cycles` as in the timing model:
-    with the issues that stream is the II's bound (the simulated MMA warp spends ~680 cycles per iteration)."""
+    free slots of S and O) and commits to 10, each holding the warp `sync_cycles` as in the timing model,
+    and each wait first computes its slot and parity (two scalar ops, a third for the producer's parity of
+    the four free-slot waits): with the issues that stream is the II's bound (the simulated MMA warp spends
+    ~770 cycles of its own per iteration, 34 of them index math)."""
     from aref.machine import B200, mma_issue_cycles
-    from partition.streams import MMA_WARP
+    from partition.streams import MMA_WARP, SLOT_MATH, scalar_cycles
     ex0 = load_example(example_path("attention_fwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large", "sm_100a"))
+    exact = extract_graph(kernel, "sm_100a", quantum=1)
     ex = extract_graph(kernel, "sm_100a")
     gemms = [n for n in ex.graph.ops if ex.kind[n] == "gemm"]
     stream = sum(ex.graph.ops[n].usage[MMA_WARP] for n in gemms)
     assert len(gemms) == 4
-    assert stream == 20 * B200.sync_cycles + sum(mma_issue_cycles(ex.members[n][0], B200) for n in gemms)
+    math = (10 * SLOT_MATH + 4) * scalar_cycles()
+    assert sum(exact.graph.ops[n].usage[MMA_WARP] for n in gemms) == 20 * B200.sync_cycles + math + sum(
+        mma_issue_cycles(ex.members[n][0], B200) for n in gemms)
+    assert stream == sum(quanta(exact.graph.ops[n].usage[MMA_WARP], CYCLE_QUANTUM) for n in gemms)
     r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
     assert r.proven_optimal and r.ii == r.lower_bound == stream
     assert len({r.assignment[n] for n in gemms}) == 1               # one MMA warp

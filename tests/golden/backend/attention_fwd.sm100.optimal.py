@@ -630,17 +630,11 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
         # aref-ir[softmax3#53] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
-        for r in cutlass.range_constexpr(1):
-            l1[r] = l1[r] + row_sum[r]
         mma_1_x_slot = (j + 1) % 1
-        # aref-ir[softmax3#59] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
+        # aref-ir[softmax3#58] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
         cute.arch.mbarrier_wait(mma_1_x_full + mma_1_x_slot, ((j + 1) // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax3#61] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(64):
@@ -648,10 +642,21 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
             row[r] = x
         for r in cutlass.range_constexpr(1):
-            row[r] = cute.arch.fmax(row_max[r], row[r] * 0.18033688011112042)
+            row[r] = row[r] * 0.18033688011112042
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
-                s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row[r], fastmath=True)
+                s[r, c] = s[r, c] * 0.18033688011112042
+        for r in cutlass.range_constexpr(1):
+            l1[r] = l1[r] + row_sum[r]
+        # aref-ir[softmax3#64] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
+        for r in cutlass.range_constexpr(1):
+            row[r] = cute.arch.fmax(row_max[r], row[r])
+        for r in cutlass.range_constexpr(1):
+            for c in cutlass.range_constexpr(64):
+                s[r, c] = cute.math.exp2(s[r, c] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
             row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
