@@ -134,7 +134,7 @@ class RowLayout:
         t = op.operands[0].type
         if isinstance(src, SmemTile) and not src.transposed and op.attrs.axis == len(t.shape) - 1 \
                 and (self.layout_of(op.result) == COL
-                     or self.layout_of(op.result) == ACC and op.attrs.start % op.attrs.size == 0):
+                     or self.layout_of(op.result) == ACC and _tiles_columns(t.shape[-1], op.attrs)):
             # (an (R, C) tile's chunk is read through a (R, width) tile of the slot: `smem_view`)
             self.env[id(op.result)] = replace(src, tile=op.result.type, col0=src.col0 + op.attrs.start)
             return
@@ -347,3 +347,9 @@ class RowLayout:
                 raise BackendError(f"exp2_fma is a share of the elements, in (0, 1]; got {share}", op.loc)
             return f"sm100.exp2_mixed({strip_parens(args[0])}, {ctx.c}, 16, {max(1, round(share * 16))})"
         return super().render_op(op, args, ctx, nest)
+
+
+def _tiles_columns(cols: int, a) -> bool:
+    """Is a slice of `a.size` columns at `a.start` one tile of an (R, cols) tile cut into equal power-of-two
+    column blocks (what `cute.local_tile` of the slot and tcgen05's row copy take)?"""
+    return a.size >= 8 and a.size & (a.size - 1) == 0 and cols % a.size == 0 and a.start % a.size == 0
