@@ -436,6 +436,10 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy, ex.own_streams = occ, own_streams
     S.round_up_to_quantum(g, quantum)
+    if not g.ops:
+        raise SolverError(f"the loop of @{kernel.name} computes nothing the kernel reads: the optimal partitioner "
+                          f"has nothing to schedule", kernel.loop.loc,
+                          hint="use the loop's results or remove the loop; the heuristic partition compiles it")
     try:
         g.validate()
     except S.GraphError as exc:
