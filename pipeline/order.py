@@ -33,6 +33,9 @@ def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anc
         return 0
     pairs = sorted((k[1], v) for k, v in anchors.items() if isinstance(k, tuple) and k[0] == "tc_after")
     kept = 0
+    marked: set[int] = set()
+    held: list = []                 # the kept turns' (arrive, sync, 0) dependences ...
+    inserted: list = []             # ... and their ops, in the schedules until every pair is checked
     next_id = max((nb.id for nb in kernel.named_barriers), default=0) + 1
     for ix, ip in pairs:
         x_at, p_at = _mma_of(kernel, ix), _mma_of(kernel, ip)
@@ -45,20 +48,30 @@ def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anc
         sa, sb = schedules[ga.group.id], schedules[gb.group.id]
         _insert(ga, sa, sync, x, before=True)
         _insert(gb, sb, arrive, p, before=False)
-        fits = global_conflict(kernel, schedules, [(arrive, sync, 0)]) is None and _paced(kernel, schedules, sync,
-                                                                                            arrive)
-        _remove(ga, sa, sync)
-        _remove(gb, sb, arrive)
-        if fits:
+        # (with the turns kept so far in place: together they must not make a cycle either)
+        fits = global_conflict(kernel, schedules, held + [(arrive, sync, 0)]) is None and _paced(
+            kernel, schedules, sync, arrive)
+        if not fits:
+            _remove(ga, sa, sync)
+            _remove(gb, sb, arrive)
+        else:
+            inserted += [(ga, sa, sync), (gb, sb, arrive)]
+            held.append((arrive, sync, 0))
             # the barrier ops are Barrier IR: the lowering places them (`place_turns`) beside every pipeline
-            # step's copy of X and P, which share the op's attrs (a fresh marker per op here)
-            x.attrs, p.attrs = replace(x.attrs), replace(p.attrs)
+            # step's copy of X and P, which share the op's attrs (a fresh marker per op here, made once: an
+            # MMA in two turns, X of one and P of another, keeps the marker the first one recorded)
+            for op in (x, p):
+                if id(op) not in marked:
+                    op.attrs = replace(op.attrs)
+                    marked.add(id(op))
             kernel.named_barriers = list(kernel.named_barriers) + [
                 NamedBarrier(next_id, threads, f"tensor-core turn: {ga.group.name} after {gb.group.name}'s MMA "
                                                f"(line {p.loc.line})")]
             kernel.tc_turns = list(kernel.tc_turns) + [(ga.group.id, x.attrs, gb.group.id, p.attrs, next_id, threads)]
             next_id += 1
             kept += 1
+    for gp, sched, op in inserted:
+        _remove(gp, sched, op)
     return kept
 
 

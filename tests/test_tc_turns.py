@@ -101,3 +101,28 @@ def test_a_turn_without_a_pacing_path_is_refused(lowered):
         # a refused turn leaves the loops as they were
         assert not any(op.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE)
                        for gp in ws.groups if gp.loop is not None for op in gp.loop.body.ops)
+
+
+def test_an_mma_in_two_turns_keeps_both(tmp_path):
+    """Random program 7473196 (found by the hypothesis test), optimal partition on sm_90a: consumer1's MMA
+    waits for consumer2's turn (X of one turn) and consumer2's next MMA waits for it (P of another). Marking
+    it for the second turn replaced the marker the first had recorded, so consumer1 never synced on the
+    first turn's barrier while consumer2 arrived on it: at one iteration a generation never completed (an
+    arrive underflow the simulator found), at more the arrivals paired with the wrong iterations. Every turn
+    is now a sync in one group and an arrive in the other, and every interleaving at one iteration runs."""
+    import sys
+    import os
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from aref import sim
+    from random_programs import random_program
+    prog = random_program(7473196, directory=str(tmp_path))
+    small = prog.with_shape(trips=1, one_cta=True)
+    ws = lower_to(prog.kernel.specialize(**small), "barrier", CompileOptions(arch="sm_90a", partition="optimal"))
+    turns = {nb.id for nb in ws.named_barriers if nb.purpose.startswith("tensor-core turn")}
+    assert len(turns) >= 2, [nb.purpose for nb in ws.named_barriers]
+    for bar in turns:
+        kinds = {(gp.group.name, op.kind) for gp in ws.groups for op in gp.all_ops()
+                 if op.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE) and op.attrs.id == bar}
+        assert {k for _, k in kinds} == {OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE}, (bar, kinds)
+    res = sim.explore(ws, {p.name: small[p.name] for p in ws.params}, max_states=1500)
+    assert not res.violations, res.violations[:1]
