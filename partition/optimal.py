@@ -203,6 +203,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         return stem if counts[stem] == 1 else f"{stem}{counts[stem]}"
 
     own_stream: dict[str, int] = {}           # Blackwell: a CUDA-core node's own instruction stream
+    sends: dict[str, int] = {}                # ... and the hand-off of its results (registers -> a slot)
     clusters: dict[Op, list[Op]] = {}
     for op in cuda:
         clusters.setdefault(sets.find(op), []).append(op)
@@ -350,6 +351,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     # ... and the waits for the loaded tiles it reads: one per ring item (a put's tiles share
                     # one full barrier and one release)
                     items = streams.loaded_items(own, sources, body)
+                    sends[n] = send
                     own_stream[n] = (streams.cluster_stream_cycles(own, m, tmem_traffic) + send
                                      + streams.receive_cycles(m) * (len(mma_reads) + len(items)))
                     if group_streams:   # ... and its group runs its other nodes on the same stream
@@ -399,6 +401,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                         delay = 0 if src_node.streaming else src_node.duration
                     else:
                         delay = streams.load_latency(src, m) if src_node.streaming else src_node.duration
+                    if ex.kind[n] == "gemm" and sn in sends:
+                        # (own streams) the MMA warp is a group of its own: a CUDA-core result reaches it
+                        # through its hand-off (the cast state's 32 KB store into shared memory, its fence
+                        # and arrive: linear_attention's q·S waited ~340 cycles past the cast's end)
+                        delay += sends[sn]
                     if ex.kind[n] == "gemm":                # an MMA reads its operands when the tensor core
                         delay = max(0, delay - g.ops[n].offset.get("tc", 0))  # takes it, after its issue
                     blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
@@ -427,11 +434,12 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.whole_puts(ex, body, m)
         if slots:
             streams.add_post_handoffs(kernel, ex, rep)
-    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES)
+    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES, whole_item=own_streams)
     if m.tmem_columns:
         streams.in_place_readers(ex, sources)
     if own_streams:
         streams.mma_warp_streams(ex, body, m)     # the MMA warp's stream: its waits, issues and commits
+        streams.carried_handoffs(ex, MMA_COMMIT_CYCLES)
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
     ex.occupancy, ex.own_streams = occ, own_streams

@@ -331,10 +331,12 @@ def mma_warp_streams(ex, body: list[Op], m: Machine) -> None:
     the release of each channel whose last reader it is. Every wait and commit holds the warp `sync_cycles`
     (the timing model's cost). The tensor core takes the MMA after the waits and the issue: its `tc` use
     starts there, the result's readers wait that much longer and its operands need be ready only then.
-    An MMA's own accumulator chain and MMA-to-MMA operands need no barrier (the warp issues in order).
-    Each wait first computes its slot and parity (`SLOT_MATH` scalar ops, one more where the warp waits as a
-    producer for an empty slot): attention_fwd's MMA warp runs 34 such ops per iteration in the timing
-    model, 24 of them counted here (its shared quotients and constants are not)."""
+    An MMA's own accumulator chain and MMA-to-MMA operands need no barrier (the warp issues in order). A tile
+    another group computes reaches the tensor core after that group's arrive, the warp's wait returning and
+    the MMA's issue (linear_attention's q·S started ~100 cycles after the cast state's arrive, which the
+    graph had it start at). Each wait first computes its slot and parity (`SLOT_MATH` scalar ops, one more
+    where the warp waits as a producer for an empty slot): attention_fwd's MMA warp runs 34 such ops per
+    iteration in the timing model, 24 of them counted here (its shared quotients and constants are not)."""
     g = ex.graph
     gemms = [n for n in g.ops if ex.kind[n] == "gemm"]
     if not gemms:
@@ -375,7 +377,28 @@ def mma_warp_streams(ex, body: list[Op], m: Machine) -> None:
         if e.src == e.dst:
             continue
         shift = before.get(e.src, 0) - before.get(e.dst, 0)
+        if e.data and e.dst in before and e.src not in before and ex.kind[e.src] != "tma":
+            # a tile another group hands over: the warp's wait for it returns after the producer's arrive,
+            # then it issues the MMA (the shift alone lets those run before the tile comes)
+            shift += m.sync_cycles + mma_issue_cycles(ex.members[e.dst][0], m)
         e.delay = max(0, e.delay + shift)
+
+
+def carried_handoffs(ex, mma_commit_cycles: int) -> None:
+    """Blackwell's own-stream graph: an MMA result carried into the next iteration and read there by another
+    group (linear_attention's state S, read for its cast to q·S's operand) is handed over at the top of the
+    MMA warp's next iteration (`partition.distribute`: a carried value crosses at the loop's top), by a
+    tcgen05.commit that tracks every MMA the warp issued before it. So the reader of iteration i + 1 waits
+    for each MMA of iteration i, not only for the one that made the value: an edge from every other MMA to
+    the reader, distance 1, as the value's own (its end plus the commit reaching the group)."""
+    g = ex.graph
+    gemms = [n for n in g.ops if ex.kind[n] == "gemm"]
+    carried = {(e.src, e.dst) for e in g.edges
+               if e.data and e.distance == 1 and e.src in gemms and e.dst not in gemms}
+    for src, dst in sorted(carried):
+        for o in gemms:
+            if o != src:
+                g.add_edge(o, dst, g.ops[o].duration + mma_commit_cycles, 1, data=False)
 
 
 def tensor_core_order(ex, result, index: dict) -> dict:
@@ -403,7 +426,8 @@ def tensor_core_order(ex, result, index: dict) -> dict:
     return out
 
 
-def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles: int = 64) -> None:
+def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles: int = 64,
+               whole_item: bool = False) -> None:
     """A load into a user channel of depth D reuses the slot of iteration i − D: it may not start before every
     reader of that slot (the ops using the loaded tiles) has finished and released it — so the schedule fits
     the user's ring (`occupancy`: the graph states the release latency too; the occupancy-free graph counts
@@ -414,10 +438,17 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
     issue, latency (`Machine.ring_latency`: a ring read in order waits for its late copies) and the item's
     transfer, the reader's wake-up and, for an MMA, its issue (D·II ≥ that: a reader's own recurrence, so it
     bounds the II without moving the loads in the schedule). `ex`: the `partition.optimal.Extraction` being
-    built; `mma_commit_cycles`: a tcgen05.commit reaching a waiting group."""
+    built; `mma_commit_cycles`: a tcgen05.commit reaching a waiting group.
+    `whole_item`: the ring hands out and frees a put's tiles as one item (one full barrier, one release after
+    the last reader), so the round trip runs from any reader of an item's tiles releasing it to any reader of
+    the item D puts later waiting for it: an edge for each ordered pair of the put's readers (the last one's
+    release to the first one's wait, whichever the schedule makes them), not only each reader's own
+    recurrence (linear_attention on sm_100a: q·Kᵀ waits for the item that the previous O MMA two items
+    back released; per reader the graph proved II 800, the program ran at 2171)."""
     g = ex.graph
     loads = {id(ops[0].result): ops[0] for n, ops in ex.members.items() if ex.kind[n] == "tma"}
     trips: dict[str, int] = {}
+    pairs: dict[tuple[str, str, int], int] = {}
     for n, ops in ex.members.items():
         if ex.kind[n] != "tma":
             continue
@@ -441,5 +472,17 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
             trip = g.ops[r].duration + release + refill + issue
             if trips.get((r, depth), 0) < trip:
                 trips[(r, depth)] = trip
+        if whole_item:
+            put_loads = {ex.node_of.get(o) for o in item}
+            item_readers = sorted({e.dst for e in g.edges if e.src in put_loads and e.distance == 0})
+            for r1 in item_readers:
+                release = mma_commit_cycles if m.tmem_columns and ex.kind[r1] == "gemm" else m.sync_cycles
+                for r2 in item_readers:
+                    issue = mma_issue_cycles(ex.members[r2][0], m) if ex.kind[r2] == "gemm" else 0
+                    trip = g.ops[r1].duration + release + refill + issue
+                    if r1 != r2 and pairs.get((r1, r2, depth), 0) < trip:
+                        pairs[(r1, r2, depth)] = trip
     for (r, depth), trip in sorted(trips.items()):
         g.add_edge(r, r, trip, depth, data=False)
+    for (r1, r2, depth), trip in sorted(pairs.items()):
+        g.add_edge(r1, r2, trip, depth, data=False)

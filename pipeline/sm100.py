@@ -118,6 +118,13 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
     return lambda op: (shared(op), stage[op] if shared(op) in t_first else -stage[op], index[op])
 
 
+def one_subtile(gp, kernel: WSKernel, ops: list[Op]) -> bool:
+    """Do the MMA group's MMAs all work for one sub-tile (`subtiles`)? Then FA4's order has no sub-tiles to
+    interleave and would only issue them in program order."""
+    comp = subtiles(kernel)
+    return len({comp.find(op) for op in ops if op.kind is OpKind.MMA}) <= 1
+
+
 def _t_first_subtiles(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], residue: dict, rank: dict) -> set:
     """Ranks of the sub-tiles whose U (an MMA reading its A operand from a tensor-memory channel another group
     fills) the solver starts one stage after, and later in the step than, a T (an MMA of the sub-tile that
