@@ -49,18 +49,6 @@ KNOWN_GAPS = {
                                   "only where they leave it), the solver takes FA4's partition at II 800, but "
                                   "that schedule holds V two steps (P·V at stage 2), K's copy queues behind V's "
                                   "slot in the producer, and it runs at 1156",
-    ("attention_bwd", "sm_100a"): "the graph of the nodes' own streams (extract_graph's default on Blackwell) "
-                                  "proves II 976 (the softmax node's exponentials, the cast and hand-off of P "
-                                  "and dS one after another, and its wait for the Q/dO item whose LSE and Δ it "
-                                  "reads; the MMA warp's barrier waits and commits, streams.mma_warp_streams). "
-                                  "Its schedule now lowers to the program the occupancy-free graph's did (the "
-                                  "timing guard keeps its own): 1021 cycles per iteration in the steady state, "
-                                  "+4.6% (1001.5, +2.6%, over the example's own 64 iterations); before the MMA "
-                                  "warp's stream it put the softmax node and dQ's load, scale and staging on one "
-                                  "group (~1424 cycles of stream per iteration) and lowered to a slower program. "
-                                  "extract_graph(group_streams=True) adds a "
-                                  "group's streams up and splits them (II 976), but that program waits on the "
-                                  "P store's shared memory behind dQ's 32 KB staging and runs at 1248",
     ("attention_causal", "sm_90a"): "II 2976 (lower bound 2048), simulated 2543 (-14.6%; 2602 over the example's "
                                     "own 32 iterations): the timing guard keeps the "
                                     "heuristic's cooperative program (both consumers run Q·Kᵀ, the masked softmax "
@@ -130,7 +118,7 @@ KNOWN_GAPS = {
                                     "(10 seeds: 1997..2061, mean 2027)",
 }
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
-GAP_AT_MOST = {("attention_bwd", "sm_100a"): 0.08, ("linear_attention", "sm_90a"): 0.09, ("mlp", "sm_90a"): 0.10}
+GAP_AT_MOST = {("linear_attention", "sm_90a"): 0.09, ("mlp", "sm_90a"): 0.10}
 # ... and where compare's 60-second solve finds the II without its proof, and why (then the gap may also close)
 # (none now: attention_bwd on sm_90a, 400 s before, is proven in about 16 s since the search probes the found II
 # minus one first and leaves the IIs below a schedule unexplained)
