@@ -88,7 +88,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     `group_costs` (where `occupancy` is off): the nodes state their stream costs and per group the sum fits
     in II (`solve.Machine.stream_order` off: a linear rule, seconds to solve). Off by default on Blackwell:
     the lowered programs of the partitions it leads to run slower than the default graph's (attention_bwd:
-    1592 cycles per iteration against 1001; see tests/test_cli_compare.py KNOWN_GAPS).
+    1592 cycles per iteration against 1001 when last measured; the default's now runs at 975).
     `operands` (Hopper): a CUDA-core node's group holds the register tiles it reads while it runs
     (`solve.Edge.operand_registers`).
     `reservations`: a CUDA-core node takes each unit when its ops do, one after another in its group
@@ -98,8 +98,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     stream plus the masks it recomputes, its waits for MMA results and for the ring items it reads, and its
     hand-offs (attention_causal's softmax: 2288 cycles, not the MUFU's 1040; it simulates at 2322;
     attention_bwd's softmax: 976, 928 before it counted its wait for the Q/dO item whose LSE and Δ it reads,
-    and its program runs at 1001.5), and the MMAs' barrier waits, issues and commits take the MMA warp's
-    stream (`streams.mma_warp_streams`). Off, the occupancy-free graph of before:
+    and its program runs at 979 in the steady state), and the MMAs' barrier waits, issues and commits take the
+    MMA warp's stream (`streams.mma_warp_streams`). Off, the occupancy-free graph of before:
     `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention backward's
     schedule at the stream graph's II lowers to a slower one: see `group_streams`).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model

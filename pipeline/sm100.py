@@ -79,7 +79,8 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
     P is consumed before S is written over it. Otherwise (P in shared memory) nothing lies over S, and every
     sub-tile's T goes first: each softmax group has its next S while the MMA warp waits for P. Ops shared by
     the sub-tiles (a loaded K or V tile, its release) go with the first sub-tile that uses them, and a release
-    with the last sub-tile that read the slot.
+    with the last sub-tile that read the slot, before the step's next MMA after its last reader there (its
+    commit waits for every MMA issued before it).
     `residue` (a solver's schedule: each anchored op's start cycle modulo II): a sub-tile whose U is one stage
     after its T and starts later in the step than T goes T first, as the solver has it: the schedule writes
     the next S while P waits for its MMA, which FA4's order would hold back until P was read — with one
@@ -112,10 +113,21 @@ def subtile_priority(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int], 
         ranks = [shared(s, seen + (op,)) for s in succ.get(op, []) if s not in seen]
         return min(ranks, default=len(ops))
 
+    # a release's commit signals once every MMA issued before it is done: it goes before the step's next MMA
+    # after the slot's last reader, not behind MMAs that do not read the slot (attention_bwd's Q/dO slot
+    # waited for dQ's MMA, 128 cycles, on a ring whose round trip bounds the loop)
+    at = dict(index)
+    for op in ops:
+        if op.kind is OpKind.CONSUMED:
+            last = max((index[p] for p in pred.get(op, []) if p.kind is not OpKind.GET), default=None)
+            later = [index[m] for m in ops if m.kind is OpKind.MMA and stage[m] == stage[op]
+                     and last is not None and last < index[m] < index[op]]
+            if later:
+                at[op] = min(later) - 0.5
     if not operand_from_tensor_memory(gp, kernel, ops, stage):
-        return lambda op: (stage[op], shared(op), index[op])
+        return lambda op: (stage[op], shared(op), at[op])
     t_first = _t_first_subtiles(gp, kernel, ops, stage, residue, rank) if residue else set()
-    return lambda op: (shared(op), stage[op] if shared(op) in t_first else -stage[op], index[op])
+    return lambda op: (shared(op), stage[op] if shared(op) in t_first else -stage[op], at[op])
 
 
 def one_subtile(gp, kernel: WSKernel, ops: list[Op]) -> bool:
