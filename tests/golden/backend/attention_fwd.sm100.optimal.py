@@ -426,14 +426,12 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         row_1[r] = row[r]
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        for r in cutlass.range_constexpr(1):
-            l0[r] = l0[r] + row_sum[r]
         o0_x_slot = j % 1
-        # aref-ir[softmax2#44] mbarrier_wait %o0.x.full[%o0.x.slot.1] parity %o0.x.phase.1
+        # aref-ir[softmax2#43] mbarrier_wait %o0.x.full[%o0.x.slot.1] parity %o0.x.phase.1
         cute.arch.mbarrier_wait(o0_x_full + o0_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax2#46] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
+        # aref-ir[softmax2#45] mbarrier_arrive %o0.x.empty[%o0.x.slot.1] item %j.2
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o0_x_empty + o0_x_slot, warp_in_group)
@@ -441,15 +439,17 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
             for c in cutlass.range_constexpr(32):
                 o0[r, c] = o0[r, c] * row_1[r]
         mul_x_slot = j % 1
-        # aref-ir[softmax2#51] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
+        # aref-ir[softmax2#50] mbarrier_wait %mul.x.empty[%mul.x.slot.2] parity %mul.x.phase^1
         cute.arch.mbarrier_wait(mul_x_empty + mul_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[softmax2#52] slot_store %101 -> %mul.x.ring0[%mul.x.slot.2] item %j.2
+        # aref-ir[softmax2#51] slot_store %100 -> %mul.x.ring0[%mul.x.slot.2] item %j.2
         sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[softmax2#53] tmem_store_fence
+        # aref-ir[softmax2#52] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[softmax2#54] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.2 count=128
+        # aref-ir[softmax2#53] mbarrier_arrive %mul.x.full[%mul.x.slot.2] item %j.2 count=128
         cute.arch.mbarrier_arrive(mul_x_full + mul_x_slot)  # every thread of the group: count 128
+        for r in cutlass.range_constexpr(1):
+            l0[r] = l0[r] + row_sum[r]
         mma_x_slot = (j + 1) % 1
         # aref-ir[softmax2#58] mbarrier_wait %mma.x.full[%mma.x.slot.1] parity %mma.x.phase.1
         cute.arch.mbarrier_wait(mma_x_full + mma_x_slot, ((j + 1) // 1) % 2)
@@ -495,28 +495,28 @@ def softmax0(mma_x_full, tmem_holder, mma_x_empty, cast_x_empty, s_cast_x_v0, ca
         # carry row into the next iteration
         row_max.store(row.load())
     # ---- epilogue: pipeline drain
-    for r in cutlass.range_constexpr(1):
-        l0[r] = l0[r] + row_sum[r]
-    # aref-ir[softmax2#92] mbarrier_wait %o0.x.full[%o0.x.slot.2] parity %o0.x.phase.2
+    # aref-ir[softmax2#91] mbarrier_wait %o0.x.full[%o0.x.slot.2] parity %o0.x.phase.2
     cute.arch.mbarrier_wait(o0_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o0, o0, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax2#94] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
+    # aref-ir[softmax2#93] mbarrier_arrive %o0.x.empty[%o0.x.slot.2] item %125
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=2, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o0_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(32):
             o0[r, c] = o0[r, c] * row_1[r]
-    # aref-ir[softmax2#99] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
+    # aref-ir[softmax2#98] mbarrier_wait %mul.x.empty[%mul.x.slot.3] parity %mul.x.phase^1.1
     cute.arch.mbarrier_wait(mul_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[softmax2#100] slot_store %130 -> %mul.x.ring0[%mul.x.slot.3] item %125
+    # aref-ir[softmax2#99] slot_store %129 -> %mul.x.ring0[%mul.x.slot.3] item %125
     sm100.tmem_store(t_o0, o0, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[softmax2#101] tmem_store_fence
+    # aref-ir[softmax2#100] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[softmax2#102] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %125 count=128
+    # aref-ir[softmax2#101] mbarrier_arrive %mul.x.full[%mul.x.slot.3] item %125 count=128
     cute.arch.mbarrier_arrive(mul_x_full)  # every thread of the group: count 128
+    for r in cutlass.range_constexpr(1):
+        l0[r] = l0[r] + row_sum[r]
     # ---- after the loop
     # aref-ir[softmax2#113] mbarrier_wait %o0_1.x.full[%139] parity %139
     cute.arch.mbarrier_wait(o0_1_x_full, 0)
@@ -555,10 +555,10 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
     row = cute.make_rmem_tensor(1, cutlass.Float32)
     row_sum = cute.make_rmem_tensor(1, cutlass.Float32)
     s_f16 = sm100.row_tile(64, 128, cutlass.Float16)
-    l1 = cute.make_rmem_tensor(1, cutlass.Float32)
     row_1 = cute.make_rmem_tensor(1, cutlass.Float32)
     o1 = sm100.row_tile(64, 64, cutlass.Float32)
     t_o1 = sm100.tmem_tile(tmem, 64, 64, 64)
+    row_sum_1 = cute.make_rmem_tensor(1, cutlass.Float32)
     s_1 = sm100.row_tile(64, 64, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
         tma_store_O, 0, cute.make_layout(1), cute.group_modes(s_O_softmax3, 0, 2),
@@ -603,17 +603,16 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
     cute.arch.fence_proxy("async.shared", space="cta")
     # aref-ir[softmax3#34] mbarrier_arrive %cast_1.x.full[%150] item %147 count=128
     cute.arch.mbarrier_arrive(cast_1_x_full)  # every thread of the group: count 128
-    l1.fill(0.0)
     for r in cutlass.range_constexpr(1):
         row_1[r] = row[r]
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
         o1_x_slot = j % 1
-        # aref-ir[softmax3#43] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        # aref-ir[softmax3#45] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
         cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax3#45] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
+        # aref-ir[softmax3#47] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
@@ -621,20 +620,24 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             for c in cutlass.range_constexpr(32):
                 o1[r, c] = o1[r, c] * row_1[r]
         mul_1_x_slot = j % 1
-        # aref-ir[softmax3#50] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        # aref-ir[softmax3#52] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
         cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[softmax3#51] slot_store %176 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
+        # aref-ir[softmax3#53] slot_store %177 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
         sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[softmax3#52] tmem_store_fence
+        # aref-ir[softmax3#54] tmem_store_fence
         sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[softmax3#53] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
+        # aref-ir[softmax3#55] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
         cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
         mma_1_x_slot = (j + 1) % 1
-        # aref-ir[softmax3#58] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
+        # aref-ir[softmax3#60] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
         cute.arch.mbarrier_wait(mma_1_x_full + mma_1_x_slot, ((j + 1) // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
+        # aref-ir[softmax3#62] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %173
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
             x = -cutlass.Float32.inf
             for c in cutlass.range_constexpr(64):
@@ -642,83 +645,70 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
             row[r] = x
         for r in cutlass.range_constexpr(1):
-            row[r] = row[r] * 0.18033688011112042
+            row[r] = cute.arch.fmax(row_max[r], row[r] * 0.18033688011112042)
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
-                s[r, c] = s[r, c] * 0.18033688011112042
-        for r in cutlass.range_constexpr(1):
-            l1[r] = l1[r] + row_sum[r]
-        # aref-ir[softmax3#64] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
-        for r in cutlass.range_constexpr(1):
-            row[r] = cute.arch.fmax(row_max[r], row[r])
-        for r in cutlass.range_constexpr(1):
-            for c in cutlass.range_constexpr(64):
-                s[r, c] = cute.math.exp2(s[r, c] - row[r], fastmath=True)
+                s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
             row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
-        for r in cutlass.range_constexpr(1):
-            l1[r] = l1[r] * row_max[r]
         for r in cutlass.range_constexpr(1):
             x = cutlass.Float32(0.0)
             for c in cutlass.range_constexpr(64):
                 x = x + s[r, c]
             x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
-            row_sum[r] = x
+            row_sum_1[r] = x
         cast_1_x_slot = (j + 1) % 2
-        # aref-ir[softmax3#79] mbarrier_wait %cast_1.x.empty[%cast_1.x.slot.2] parity %cast_1.x.phase^1
+        # aref-ir[softmax3#80] mbarrier_wait %cast_1.x.empty[%cast_1.x.slot.2] parity %cast_1.x.phase^1
         cute.arch.mbarrier_wait(cast_1_x_empty + cast_1_x_slot, 1 - (((j + 1) // 2) % 2))
-        # aref-ir[softmax3#80] slot_store %193 -> %cast_1.x.ring0[%cast_1.x.slot.2] item %172
+        # aref-ir[softmax3#81] slot_store %193 -> %cast_1.x.ring0[%cast_1.x.slot.2] item %173
         s_f16.store(s.load().to(cutlass.Float16))
         sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_1_x_v0[None, None, cast_1_x_slot], 64, 128, tidx))
-        # aref-ir[softmax3#81] fence_proxy_async
+        # aref-ir[softmax3#82] fence_proxy_async
         cute.arch.fence_proxy("async.shared", space="cta")
-        # aref-ir[softmax3#82] mbarrier_arrive %cast_1.x.full[%cast_1.x.slot.2] item %172 count=128
+        # aref-ir[softmax3#83] mbarrier_arrive %cast_1.x.full[%cast_1.x.slot.2] item %173 count=128
         cute.arch.mbarrier_arrive(cast_1_x_full + cast_1_x_slot)  # every thread of the group: count 128
+        for r in cutlass.range_constexpr(1):
+            row_sum[r] = (row_sum[r] * row_max[r]) + row_sum_1[r]
         for r in cutlass.range_constexpr(1):
             row_1[r] = row_max[r]
         # carry row into the next iteration
         row_max.store(row.load())
     # ---- epilogue: pipeline drain
-    # aref-ir[softmax3#91] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
+    # aref-ir[softmax3#93] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
     cute.arch.mbarrier_wait(o1_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax3#93] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
+    # aref-ir[softmax3#95] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
         for c in cutlass.range_constexpr(32):
             o1[r, c] = o1[r, c] * row_1[r]
-    # aref-ir[softmax3#98] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
+    # aref-ir[softmax3#100] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
     cute.arch.mbarrier_wait(mul_1_x_empty, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[softmax3#99] slot_store %205 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %201
+    # aref-ir[softmax3#101] slot_store %205 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %201
     sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[softmax3#100] tmem_store_fence
+    # aref-ir[softmax3#102] tmem_store_fence
     sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[softmax3#101] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %201 count=128
+    # aref-ir[softmax3#103] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %201 count=128
     cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
-    for r in cutlass.range_constexpr(1):
-        l1[r] = l1[r] + row_sum[r]
     # ---- after the loop
-    # aref-ir[softmax3#116] mbarrier_wait %o1_1.x.full[%218] parity %218
+    # aref-ir[softmax3#116] mbarrier_wait %o1_1.x.full[%216] parity %216
     cute.arch.mbarrier_wait(o1_1_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax3#118] mbarrier_arrive %o1_1.x.empty[%218] item %217
+    # aref-ir[softmax3#118] mbarrier_arrive %o1_1.x.empty[%216] item %215
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
-        row_l_safe = aref.where(l1[r] == 0.0, 1.0, l1[r])
+        row_l_safe = aref.where(row_sum[r] == 0.0, 1.0, row_sum[r])
         inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(32):
             s_1[r, c] = cutlass.Float16(o1[r, c] * inv_row)
-    # aref-ir[softmax3#121] store %O[%bh.2, %215, %212] = %220 tile=(64, 64)
+    # aref-ir[softmax3#121] store %O[%bh.2, %213, %210] = %218 tile=(64, 64)
     sm100.rows_to_smem(s_1, s_O_softmax3, 64, 64, tidx, barrier_id=3)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + 1, 0, bh], warp_in_group)
     # aref-ir[softmax3#122] named_barrier_arrive id=1 threads=288
