@@ -38,6 +38,14 @@ def partition_from_schedule(kernel: Kernel, ex, result, arch: str) -> Partition:
     for n, ops in ex.members.items():
         for o in ops:
             assign[o] = remap[result.assignment[n]]
+    if not any(r == "producer" for _, r, _ in specs) and any(
+            op.kind is OpKind.LOAD and op not in assign for op in kernel.all_ops()):
+        # a loop without loads of its own (its operands loaded before it, or its loads dead) has no TMA
+        # group in the schedule, but the loads around it need one: the backend keeps TMA issue out of the
+        # groups that compute
+        specs.insert(0, ("producer", "producer", 1 if blackwell else 4))
+        assign = {o: g + 1 for o, g in assign.items()}
+        order = [None] + order
     _place_rest(kernel, assign, [WarpGroup(i, n, r, w, 0) for i, (n, r, w) in enumerate(specs)])
     if blackwell:
         _mma_warp_for_register_operands(kernel, assign, specs)

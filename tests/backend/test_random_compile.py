@@ -128,6 +128,27 @@ def test_a_pipelined_tensor_memory_read_carried_in_registers(tmp_path, backend_c
     assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_optimal_partition_of_a_loop_without_loads_keeps_a_producer(tmp_path, backend_cache, arch):
+    """Seed 1067 (bench/coverage.py): the loop's loads are dead, so the loop is register math only and the
+    solver's schedule has no TMA group; the loads before and after the loop went to the computing group,
+    which the backend refuses (TMA issue stays in a data-movement role). The partition adds the producer
+    group those loads need."""
+    from aref.backend.cute import compile_barrier
+    from aref.compiler import CompileOptions
+    prog = random_program(1067, directory=str(tmp_path))
+    o = check_config(prog, f"optimal-{arch}", {"options": CompileOptions(arch=arch, partition="optimal",
+                                                                         solver_time_limit=10)},
+                     seeds=2, exhaustive=False)
+    assert o.status == "ok", o.detail
+    assert not any(op.kind.value == "load" for gp in o.ir.groups if gp.loop is not None
+                   for op in gp.loop.body.ops), "the premise: no load in the loop"
+    producers = [gp for gp in o.ir.groups if gp.group.role == "producer"]
+    assert len(producers) == 1 and all(gp.group.role == "producer" for gp in o.ir.groups
+                                       if any(op.kind.value == "tma_load" for op in gp.all_ops()))
+    assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
+
+
 def test_the_sample_is_varied(programs):
     """The sample covers the generator's features (a test that always refuses would pass vacuously)."""
     feats = set().union(*(p.features for p in programs.values()))
