@@ -409,8 +409,7 @@ ONE_WARP_REGS = 48                  # load, MMA and epilogue warps: addresses an
 def register_budgets(ws: WSKernel) -> None:
     """Per-group register budgets (setmaxnreg) from the resource model's liveness (`aref.resources.
     register_demand` in tcgen05's row layout: the figure the backend checks its code against): one-warp groups
-    share `ONE_WARP_REGS`, or the most one of them needs (they and the padding warps of their warp group
-    execute one setmaxnreg), each
+    share `ONE_WARP_REGS` (they and the padding warps of their warp group execute one setmaxnreg), each
     four-warp group gets what it needs, and the registers left over are shared out among the four-warp groups
     (multiples of 8, at most 256). When the needs add up to more than the register file, every four-warp group
     gets an equal share (the kernel still simulates) and the refusal is recorded in `ws.resource_error` with
@@ -421,11 +420,9 @@ def register_budgets(ws: WSKernel) -> None:
     one = [gp for gp in ws.groups if gp.group.warps == 1]
     wide = [gp for gp in ws.groups if gp.group.warps != 1]
     one_warp_threads = -(-len(one) // 4) * 4 * 32
-    # ... at least: a one-warp group that holds tiles (an epilogue's vectors) needs more than its addresses
-    one_regs = max([ONE_WARP_REGS] + [-(-register_demand(gp, "sm_100a").need // 8) * 8 for gp in one])
     demand = {gp.group.id: register_demand(gp, "sm_100a") for gp in wide}
     need = {g: d.need for g, d in demand.items()}
-    room = REGISTERS_PER_SM - one_warp_threads * one_regs
+    room = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS
     free = room - sum(need[gp.group.id] * gp.group.threads for gp in wide)
     over = [gp for gp in wide if need[gp.group.id] > MAX_REGS]
     if (free < 0 or over) and ws.resource_error is None:
@@ -438,7 +435,7 @@ def register_budgets(ws: WSKernel) -> None:
             excess = d.need - MAX_REGS
         else:
             message = f"register budgets need {room - free} registers ({detail}) beside the one-warp roles' " \
-                      f"{one_warp_threads}×{one_regs}, but an SM has {REGISTERS_PER_SM}"
+                      f"{one_warp_threads}×{ONE_WARP_REGS}, but an SM has {REGISTERS_PER_SM}"
             excess = -(-(-free) // max(1, sum(gp.group.threads for gp in wide)))
         hint = ("split the work over more groups or use smaller tiles" if over else
                 "use smaller tiles, or fewer independent chains of register math (each gets its own warp group)")
@@ -457,6 +454,6 @@ def register_budgets(ws: WSKernel) -> None:
                 budgets[gp.group.id] += 8
                 free -= 8 * gp.group.threads
     for gp in ws.groups:
-        regs = one_regs if gp.group.warps == 1 else budgets[gp.group.id]
+        regs = ONE_WARP_REGS if gp.group.warps == 1 else budgets[gp.group.id]
         g = gp.group
         gp.group = WarpGroup(g.id, g.name, g.role, g.warps, regs)

@@ -149,26 +149,6 @@ def test_optimal_partition_of_a_loop_without_loads_keeps_a_producer(tmp_path, ba
     assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
 
 
-def test_one_warp_groups_get_the_registers_they_need(tmp_path, backend_cache):
-    """Seed 1062 (bench/coverage.py), heuristic on sm_100a: the one-warp epilogue holds a vector it stores
-    (64 registers per thread by the resource model) but the one-warp roles were given a fixed 48, and ptxas
-    spilled 240 bytes. They now share the most any of them needs; the budgets still fit the register file
-    (here by packing the register math into fewer groups), and the kernel compiles without spills."""
-    from aref.backend.cute import compile_barrier
-    from aref.compiler import CompileOptions
-    from aref.resources import register_demand
-    prog = random_program(1062, directory=str(tmp_path))
-    o = check_config(prog, "heuristic-sm_100a", {"options": CompileOptions(arch="sm_100a")}, seeds=2,
-                     exhaustive=False)
-    assert o.status == "ok", o.detail
-    one = [gp for gp in o.ir.groups if gp.group.warps == 1]
-    assert max(register_demand(gp, "sm_100a").need for gp in one) > 48, "the premise: a one-warp group over 48"
-    assert all(gp.group.regs >= register_demand(gp, "sm_100a").need for gp in o.ir.groups)
-    assert sum(gp.group.regs * gp.group.threads for gp in o.ir.groups if gp.group.warps > 1) \
-        + 128 * one[0].group.regs <= 65536
-    assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
-
-
 def test_the_sample_is_varied(programs):
     """The sample covers the generator's features (a test that always refuses would pass vacuously)."""
     feats = set().union(*(p.features for p in programs.values()))
