@@ -266,28 +266,19 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
         if ws.streams:
             # the same schedule with each tensor-memory slot held until its last reader (where the early
             # release lets the MMA warp run ahead into a slower order: attention_fwd, 1681 against 1606)
-            held = _alternative(kernel, replace(options, early_tmem_release=False))
-            report = _faster(held, own, machine, cta)
-            if report is not None:
-                ws, own = held, report
-        free = _free_graph_program(kernel, options)
-        report = _faster(free, own, machine, cta)
-        if report is not None:
-            free.fallback = (f"the schedule of the solver's stream graph ran {own.cycles_per_iter:.0f} "
-                             f"cycles/iteration in the timing model, the occupancy-free graph's "
-                             f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
-            ws, own = free, report
+            ws, own = _keep_faster(_alternative(kernel, replace(options, early_tmem_release=False)), ws, own,
+                                   machine, cta)
+        ws, own = _keep_faster(_free_graph_program(kernel, options), ws, own, machine, cta,
+                               "the schedule of the solver's stream graph ran {own} cycles/iteration in the timing "
+                               "model, the occupancy-free graph's {new}: the optimal partitioner keeps the latter")
     if not machine.tmem_columns and options.solver_detached_stores is None and _stores_in_loop(kernel):
         # Hopper: the schedule of the graph whose TMA stores hold their group until the copy ends, where it
         # lowers to a faster program (the tensor core serves MMAs as they come, not at the schedule's
         # cycles: linear_attention's detached schedule lowers to 4046 cycles per iteration, this one 2243)
-        waited = _alternative(kernel, replace(options, solver_detached_stores=False))
-        report = _faster(waited, own, machine, cta)
-        if report is not None:
-            waited.fallback = (f"the schedule with fire-and-forget stores ran {own.cycles_per_iter:.0f} "
-                               f"cycles/iteration in the timing model, the one with waited stores "
-                               f"{report.cycles_per_iter:.0f}: the optimal partitioner keeps the latter")
-            ws, own = waited, report
+        ws, own = _keep_faster(_alternative(kernel, replace(options, solver_detached_stores=False)), ws, own,
+                               machine, cta, "the schedule with fire-and-forget stores ran {own} cycles/iteration "
+                                             "in the timing model, the one with waited stores {new}: the optimal "
+                                             "partitioner keeps the latter")
     if own.violations:
         return ws
     other = heuristic()
@@ -305,6 +296,17 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
 def _stores_in_loop(kernel: Kernel) -> bool:
     """Does `kernel`'s loop store tiles (where `extract_graph`'s `detached_stores` changes the graph)?"""
     return kernel.loop is not None and any(op.kind is OpKind.STORE for op in kernel.loop.body.ops)
+
+
+def _keep_faster(candidate, ws, own, machine, cta, why: str = ""):
+    """(`candidate`, its report) where it runs faster than `ws` timed in `own` (`_faster`), its `fallback` set
+    from `why` (formatted with both figures); else (`ws`, `own`)."""
+    report = _faster(candidate, own, machine, cta)
+    if report is None:
+        return ws, own
+    if why:
+        candidate.fallback = why.format(own=f"{own.cycles_per_iter:.0f}", new=f"{report.cycles_per_iter:.0f}")
+    return candidate, report
 
 
 def _faster(candidate, own, machine, cta):

@@ -89,18 +89,23 @@ def test_blackwell_rules_found_by_coverage(tmp_path, backend_cache, seed):
     assert compile_barrier(o.ir, cache_dir=backend_cache).spill_bytes == 0
 
 
+def _optimal(tmp_path, seed: int, arch: str):
+    """Random program `seed` lowered with the optimal partition on `arch` and checked in the simulator."""
+    from aref.compiler import CompileOptions
+    o = check_config(random_program(seed, directory=str(tmp_path)), f"optimal-{arch}",
+                     {"options": CompileOptions(arch=arch, partition="optimal", solver_time_limit=10)},
+                     seeds=2, exhaustive=False)
+    assert o.status == "ok", o.detail
+    return o
+
+
 def test_a_tensor_core_group_hands_register_math_through_tensor_memory(tmp_path, backend_cache):
     """Seed 902, optimal partition on sm_100a: a four-warp group that issues MMAs also puts a cast it
     computed into a tensor-memory channel for the MMA warp. The slot was published as an MMA result (one
     tcgen05.commit, full count 1) and the backend refused the group's per-thread arrival; every thread stores
     its row (tcgen05.st) and arrives, so the count is the group's threads."""
     from aref.backend.cute import compile_barrier
-    from aref.compiler import CompileOptions
-    prog = random_program(902, directory=str(tmp_path))
-    o = check_config(prog, "optimal-sm_100a", {"options": CompileOptions(arch="sm_100a", partition="optimal",
-                                                                          solver_time_limit=10)},
-                     seeds=2, exhaustive=False)
-    assert o.status == "ok", o.detail
+    o = _optimal(tmp_path, 902, "sm_100a")
     by_threads = [ch for ch in o.ir.channels if ch.kind == "store" and ch.full_count == 128
                   and any(t.space.value == "tmem" for t in ch.payload)
                   and o.ir.groups[ch.producer].group.role != "softmax"]
@@ -116,12 +121,7 @@ def test_a_pipelined_tensor_memory_read_carried_in_registers(tmp_path, backend_c
     tensor-memory tile not computed by an MMA'); a tile the group holds in registers is carried as
     registers."""
     from aref.backend.cute import compile_barrier
-    from aref.compiler import CompileOptions
-    prog = random_program(1029, directory=str(tmp_path))
-    o = check_config(prog, "optimal-sm_100a", {"options": CompileOptions(arch="sm_100a", partition="optimal",
-                                                                          solver_time_limit=10)},
-                     seeds=2, exhaustive=False)
-    assert o.status == "ok", o.detail
+    o = _optimal(tmp_path, 1029, "sm_100a")
     carried = [c for g in o.ir.groups if g.loop is not None for c in g.loop.carried
                if getattr(c.type, "space", None) is not None and c.type.space.value == "tmem"]
     assert carried, "the premise: a tensor-memory tile carried across the loop"
@@ -135,12 +135,7 @@ def test_optimal_partition_of_a_loop_without_loads_keeps_a_producer(tmp_path, ba
     which the backend refuses (TMA issue stays in a data-movement role). The partition adds the producer
     group those loads need."""
     from aref.backend.cute import compile_barrier
-    from aref.compiler import CompileOptions
-    prog = random_program(1067, directory=str(tmp_path))
-    o = check_config(prog, f"optimal-{arch}", {"options": CompileOptions(arch=arch, partition="optimal",
-                                                                         solver_time_limit=10)},
-                     seeds=2, exhaustive=False)
-    assert o.status == "ok", o.detail
+    o = _optimal(tmp_path, 1067, arch)
     assert not any(op.kind.value == "load" for gp in o.ir.groups if gp.loop is not None
                    for op in gp.loop.body.ops), "the premise: no load in the loop"
     producers = [gp for gp in o.ir.groups if gp.group.role == "producer"]

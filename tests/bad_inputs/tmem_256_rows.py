@@ -1,9 +1,8 @@
 # expect: error
 # command: compile FILE --arch sm_100a --json
-import torch
-
 import aref
 from aref import aref_kernel
+from _shared import example_inputs, reference  # noqa: F401
 
 
 @aref_kernel
@@ -17,14 +16,3 @@ def wide_gemm(A, B, C, *, BM: int = 256, BN: int = 128, BK: int = 64):
         acc = aref.mma(a, b.T, acc)  # <-
         ab.consumed()
     aref.store(C, (pid_m, pid_n), acc.to(C.dtype))
-
-
-def example_inputs(size="small", **kw):
-    g = torch.Generator().manual_seed(0)
-    A = torch.randn(256, 256, generator=g).half()
-    B = torch.randn(128, 256, generator=g).half()
-    return {"A": A, "B": B, "C": torch.zeros(256, 128).half(), **kw}
-
-
-def reference(A, B, C, **_):
-    return {"C": (A.float() @ B.float().T).half()}
