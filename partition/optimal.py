@@ -434,7 +434,9 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.whole_puts(ex, body, m)
         if slots:
             streams.add_post_handoffs(kernel, ex, rep)
-    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES, whole_item=own_streams)
+    # a ring item is one full barrier and one release wherever the graph states the groups' streams (Hopper's
+    # consumers read it as Blackwell's MMA warp does): its round trip runs from any reader to any reader
+    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES, whole_item=own_streams or occ)
     if m.tmem_columns:
         streams.in_place_readers(ex, sources)
     if own_streams:
