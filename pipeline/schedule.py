@@ -344,6 +344,13 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     late = float("inf")
 
     release_at = _release_residues(ops, edges, stage, residue)
+    # the copies of a ring item land after a memory latency the solver plans at its mean (they may land later);
+    # a hand-off from another group, which an op reads beside the item, is waited for first: a wait returns
+    # sync_cycles after it may proceed, so the op issues that much sooner after a late item lands
+    # (linear_attention on sm_90a: q·S waited for the state's hand-off after its qkv item, 36 cycles on the
+    # ring's round trip; 1981 cycles per iteration at the mean latency, 1962 so, II 1952)
+    copied = {op for op in ops if op.kind is OpKind.GET and any(
+        ch.kind == "tma" and op.operands[0] is ch.value for ch in kernel.channels)}
     busy_until = _busy_until(ops, anchor, kernel.arch)
 
     def priority(op):
@@ -376,10 +383,29 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
         # the loaded slot before the MMA warp waits for the next item: linear_attention's depth-2 ring, whose
         # V the late U holds, ran at 2475 cycles per iteration behind T's wait for the copies, 1627 so)
         priority = sm100.subtile_priority(gp, kernel, ops, stage, edges, residue)
+    if copied:
+        priority = _copies_waited_last(ops, priority, copied, edges)
     order = step_order(ops, stage, edges, priority=priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
     return sched
+
+
+def _copies_waited_last(ops, priority, copied: set, edges):
+    """`priority` with each get of a TMA-filled ring (`copied`) after the other gets that issue at its place
+    (same residue and stage) for the same first user."""
+    key = {op: priority(op) for op in ops}
+
+    def first_user(get):
+        return min(_users_of_get(edges, get), key=key.get, default=None)
+    for g in copied:
+        r, s, i = key[g]
+        user = first_user(g)
+        later = [key[o][2] for o in ops if o.kind is OpKind.GET and o not in copied and key[o][:2] == (r, s)
+                 and key[o][2] > i and user is not None and first_user(o) is user]
+        if later:
+            key[g] = (r, s, max(later) + 0.5)
+    return key.__getitem__
 
 
 def _busy_until(ops, anchor: dict, arch: str) -> dict[Op, float]:

@@ -87,35 +87,9 @@ KNOWN_GAPS = {
                                      "wait: ~54 cycles), the MMA warp's second wait before the O MMA (~19), the "
                                      "cast's 147 cycles against 128 and its slot wait (~38), and the O MMA's "
                                      "commits ahead of the loop-top state commit (~32)",
-    ("mlp", "sm_90a"): "II 1432, simulated 1544 in the steady state (+7.8%; 1575 over the example's own 62, seeds "
-                       "0-9: 1526..1593, mean 1557). With every copy at "
-                       "the mean latency the program runs at 1485 (+3.7%): the group running SiLU and the "
-                       "second MMA needs ~1450 cycles of its own per iteration, and the depth-3 w ring has no "
-                       "slack in the solver's schedule (a slot's release to the first MMA of its next item is "
-                       "the critical chain), so a copy that lands late delays the first MMA, which its group "
-                       "issues when the item lands, into the tensor-core slot the solver gave the other "
-                       "group's second MMA (first come first served). The graph counts a copy's landing from "
-                       "its load node's start without the copy's issue (the node's 'tma' offset: 80 cycles "
-                       "for the first copy of a put); counted, the II is 1464 (+7.6%; gemm and gemm_reduce "
-                       "sm_90a then run at 877, batched_gemm at 926), but attention_bwd sm_90a's proof then "
-                       "takes ~230 s instead of ~60 s on a loaded machine. The user's ring cannot deepen: the "
-                       "optimal's 226 KiB leave no 32 KB slot",
-    ("linear_attention", "sm_90a"): "II 1912, simulated 2016 in the steady state (+5.4%; 2046 over the example's "
-                                    "own 63; 2243 before the "
-                                    "lowering kept the solver's tensor-core order, pipeline.order: consumer1 issued"
-                                    " its state MMA when the ring item landed, ~770 cycles before its planned "
-                                    "start, ahead of consumer2's q·S and q·kᵀ, and held its qkv slot through the "
-                                    "state's cast and hand-off). What is left is the depth-2 qkv ring, which the "
-                                    "schedule leaves 32 cycles of slack: with every copy at the mean latency the "
-                                    "program runs at 1981 (+3.6%: from a release to the next item's first MMA the "
-                                    "producer's wake-up, the item's three copies one after another on the copy "
-                                    "engine and the consumers' two full-barrier waits take ~117 cycles more per "
-                                    "round trip than the graph states; counting each copy's issue in its landing, "
-                                    "as for mlp, the II is 1944, +5.2%); the copies' random latency adds the rest "
-                                    "(10 seeds: 1997..2061, mean 2027)",
 }
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
-GAP_AT_MOST = {("linear_attention", "sm_90a"): 0.09, ("linear_attention", "sm_100a"): 0.10, ("mlp", "sm_90a"): 0.10}
+GAP_AT_MOST = {("linear_attention", "sm_100a"): 0.10}
 # ... and where compare's 60-second solve finds the II without its proof, and why (then the gap may also close)
 # (none now: attention_bwd on sm_90a, 400 s before, is proven in about 16 s since the search probes the found II
 # minus one first and leaves the IIs below a schedule unexplained)
