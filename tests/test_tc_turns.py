@@ -104,7 +104,9 @@ def test_a_turn_without_a_pacing_path_is_refused(lowered):
 
 
 def test_an_mma_in_two_turns_keeps_both(tmp_path):
-    """Random program 7473196 (found by the hypothesis test), optimal partition on sm_90a: consumer1's MMA
+    """Random program 7473196 (found by the hypothesis test), optimal partition on sm_90a (the schedule of the
+    graph whose stores hold their group until the copy ends, one the timing guard lowers too: the
+    fire-and-forget graph's, since it states the ring items' round trips, makes one turn): consumer1's MMA
     waits for consumer2's turn (X of one turn) and consumer2's next MMA waits for it (P of another). Marking
     it for the second turn replaced the marker the first had recorded, so consumer1 never synced on the
     first turn's barrier while consumer2 arrived on it: at one iteration a generation never completed (an
@@ -117,9 +119,12 @@ def test_an_mma_in_two_turns_keeps_both(tmp_path):
     from random_programs import random_program
     prog = random_program(7473196, directory=str(tmp_path))
     small = prog.with_shape(trips=1, one_cta=True)
-    ws = lower_to(prog.kernel.specialize(**small), "barrier", CompileOptions(arch="sm_90a", partition="optimal"))
+    ws = lower_to(prog.kernel.specialize(**small), "barrier",
+                  CompileOptions(arch="sm_90a", partition="optimal", solver_detached_stores=False))
     turns = {nb.id for nb in ws.named_barriers if nb.purpose.startswith("tensor-core turn")}
     assert len(turns) >= 2, [nb.purpose for nb in ws.named_barriers]
+    # one MMA is X of one turn and P of the other
+    assert any(x[1] is p[3] for x in ws.tc_turns for p in ws.tc_turns), ws.tc_turns
     for bar in turns:
         kinds = {(gp.group.name, op.kind) for gp in ws.groups for op in gp.all_ops()
                  if op.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE) and op.attrs.id == bar}
