@@ -92,6 +92,9 @@ class Channel:
     loc: SrcInfo = UNKNOWN_LOC
     items_per_iter: int = 1
     async_read: bool = False        # some consumer reads the payload through the async proxy (MMA operand)
+    # a loop channel whose producer puts the next iteration's item (iteration i puts item i + lead; the first
+    # `lead` items before the loop): a carried value handed over right after the op that makes it
+    lead: int = 0
     # Barrier IR resources
     full: Value | None = None
     empty: Value | None = None

@@ -439,9 +439,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.in_place_readers(ex, sources)
     if own_streams:
         streams.mma_warp_streams(ex, body, m)     # the MMA warp's stream: its waits, issues and commits
-        streams.carried_handoffs(ex, MMA_COMMIT_CYCLES)
+        streams.carried_handoffs(ex, kernel, MMA_COMMIT_CYCLES)
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
+    if not group_streams:                          # (there `stream` states them, without their order)
+        streams.group_order(ex, own_stream)
     ex.occupancy, ex.own_streams = occ, own_streams
     S.round_up_to_quantum(g, quantum)
     if not g.ops:
