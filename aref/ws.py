@@ -178,6 +178,8 @@ class WSKernel:
     anchors: dict | None = None
     # that schedule's graph stated each group's instruction stream (`partition.model.Partition.streams`)
     streams: bool = False
+    # the optimal partitioner's schedule runs two nodes of one group at once (`Partition.group_overlap`)
+    group_overlap: bool = False
     # the resource model's refusal of the groups' register budgets (Barrier IR): the backend raises it, the
     # simulator and the timing model still run the kernel (registers do not change what it computes)
     resource_error: Exception | None = None

@@ -423,9 +423,29 @@ def group_order(ex, own_stream: dict[str, int]) -> None:
     do not overlap modulo the II (`solve.Op.issue`, the machine's `stream_order`), as the group runs them one
     after another. Set after the graph's edges: a node's results still leave it at its ops' end (the edges
     state that), not its stream's. Without it the solver put linear_attention's state cast (640 cycles of its
-    own) and the rescale of q·S (336) in one group at II 1224, and the group ran them in 1345."""
+    own) and the rescale of q·S (336) in one group at II 1224, and the group ran them in 1345. Not by default:
+    the solver then spreads attention_fwd's softmax and correction nodes over more groups than the
+    registers take (the timing guard solves it where the schedule overlaps a group's nodes:
+    `group_overlap`)."""
     for n, cycles in own_stream.items():
         ex.graph.ops[n].issue = cycles
+
+
+def group_overlap(ex, result) -> bool:
+    """Does the solver's schedule have one group run two CUDA-core nodes at once, modulo the II, by their own
+    streams (the own-stream recurrences: a group runs them one after another, `group_order`)?"""
+    g, ii = ex.graph, result.ii
+    own = {e.src: e.delay for e in g.edges if e.src == e.dst and e.distance == 1 and not e.data}
+    spans: dict = {}
+    for n, cycles in own.items():
+        if n in result.schedule and ex.kind.get(n) not in ("gemm", "tma"):
+            spans.setdefault(result.assignment[n], []).append((result.schedule[n] % ii, min(cycles, ii)))
+    for group in spans.values():
+        for i, (a, la) in enumerate(group):
+            for b, lb in group[i + 1:]:
+                if (b - a) % ii < la or (a - b) % ii < lb:
+                    return True
+    return False
 
 
 def tensor_core_order(ex, result, index: dict) -> dict:

@@ -204,10 +204,19 @@ def test_timing_guard_is_said(capsys):
     fits = compare(capsys, "attention_fwd", "sm_100a")
     assert fits["optimal"]["refused"] is None and fits["heuristic"]["refused"] is None
     assert fits["optimal"]["smem_bytes"] <= 232448 and "does not fit" not in fits["verdict"]
-    # (linear_attention in chunks of 32 tokens: 1420 cycles per iteration against the stream graph's 1472)
+    # (linear_attention in chunks of 32 tokens kept it, 1420 cycles per iteration against the stream graph's
+    # 1472, until the state was handed over right after its MMA: the stream graph's program runs at ~1133 and
+    # is kept; what is kept is never slower than the occupancy-free graph's program)
+    from aref.cli_compare import measure
+    from aref.compiler import CompileOptions
+    from aref.harness import load_example
     free = compare(capsys, "linear_attention", "sm_100a", "--set", "BC=32")
-    assert "occupancy-free graph" in free["optimal"]["fallback"] and "timing guard" in free["verdict"]
     assert free["optimal"]["cycles_per_iter"] < free["heuristic"]["cycles_per_iter"]
+    ex = load_example(example_path("linear_attention"))
+    inputs = ex.inputs("large", "sm_100a", BC=32)
+    other = measure(ex.kernel.specialize(**inputs), inputs,
+                    CompileOptions(arch="sm_100a", partition="optimal", solver_occupancy_free=True))[0]
+    assert free["optimal"]["cycles_per_iter"] <= other["cycles_per_iter"]
     # on Hopper the guard also lowers the schedule of the graph whose stores hold their group until the copy
     # ends (attention_bwd: 1788 cycles per iteration, the fire-and-forget graph's schedule 1819)
     waited = compare(capsys, "attention_bwd", "sm_90a")

@@ -380,7 +380,7 @@ def test_in_place_accumulator_is_read_before_its_mma_on_blackwell():
                  and ops[0].operands[2] in kernel.loop.carried)
     readers = [e for e in ex.graph.edges if e.dst == state and e.distance == 0 and not e.data]
     # ... before the tensor core takes it: after the MMA warp's waits and issue (`offset["tc"]`); the reader's
-    # ops end with its units (its `duration` also counts its group's stream: `streams.group_order`)
+    # ops end with its units (with `group_order` its `duration` also counts its group's stream)
     tc = ex.graph.ops[state].offset.get("tc", 0)
 
     def ops_end(n):
