@@ -55,6 +55,9 @@ class CompileOptions:
                                       # `reservations`); the timing guard lowers both
     solver_detached_stores: bool | None = None   # the solver's TMA stores are fire and forget (`extract_graph`'s
                                       # `detached_stores`; None: on Hopper); the timing guard lowers both
+    solver_group_order: bool = False  # Blackwell: a group's nodes hold its stream one at a time in the solver's
+                                      # graph (`extract_graph`'s `group_order`); the timing guard lowers both
+                                      # where the schedule without it overlaps them
     early_tmem_release: bool = True   # Blackwell, where the solver's graph stated the streams: a tensor-memory
                                       # tile CUDA cores load whole is released after its load
                                       # (`aref.lower_sm100`); the timing guard lowers both
@@ -133,6 +136,7 @@ def _partition(kernel: Kernel, options: CompileOptions):
         ws = distribute(kernel, part, options.arch)
     ws.anchors = anchors
     ws.streams = anchors is not None and part.streams and options.early_tmem_release
+    ws.group_overlap = anchors is not None and part.group_overlap
     from aref.promote import promote_note
     ws.notes = list(part.notes) + promote_note(options.arch, options.promote_every)
     return _checked(ws, options, "loop distribution")
@@ -267,6 +271,11 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
             # the same schedule with each tensor-memory slot held until its last reader (where the early
             # release lets the MMA warp run ahead into a slower order: attention_fwd, 1681 against 1606)
             ws, own = _keep_faster(_alternative(kernel, replace(options, early_tmem_release=False)), ws, own,
+                                   machine, cta)
+        if ws.group_overlap:
+            # the schedule of the graph whose groups run their nodes one at a time, where the solver's ran two
+            # of one group at once (linear_attention: the state's cast and q·S's rescale, 1626 against 1242)
+            ws, own = _keep_faster(_alternative(kernel, replace(options, solver_group_order=True)), ws, own,
                                    machine, cta)
         ws, own = _keep_faster(_free_graph_program(kernel, options), ws, own, machine, cta,
                                "the schedule of the solver's stream graph ran {own} cycles/iteration in the timing "

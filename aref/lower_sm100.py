@@ -294,6 +294,13 @@ def _wait_before_writing(ops: list[Op]) -> None:
                 moved.append(j)
                 need |= {id(v) for v in ops[j].operands}
         block = [ops[j] for j in sorted(moved)]
+        if ops[wait].pred is not ops[first].pred:
+            # the MMA writes the columns whether or not the put publishes them (a carried value's put of the
+            # next iteration's item, skipped in the last one): its wait takes the MMA's predicate; the
+            # empty barrier's phase for the next item is the release of this one, which the readers make
+            w = ops[wait]
+            block[block.index(w)] = Op(w.kind, w.operands, w.results, w.attrs, w.loc, pred=ops[first].pred,
+                                       stage=w.stage)
         for j in sorted(moved, reverse=True):
             del ops[j]
         ops[first:first] = block

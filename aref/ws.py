@@ -92,6 +92,9 @@ class Channel:
     loc: SrcInfo = UNKNOWN_LOC
     items_per_iter: int = 1
     async_read: bool = False        # some consumer reads the payload through the async proxy (MMA operand)
+    # a loop channel whose producer puts the next iteration's item (iteration i puts item i + lead; the first
+    # `lead` items before the loop): a carried value handed over right after the op that makes it
+    lead: int = 0
     # Barrier IR resources
     full: Value | None = None
     empty: Value | None = None
@@ -175,6 +178,8 @@ class WSKernel:
     anchors: dict | None = None
     # that schedule's graph stated each group's instruction stream (`partition.model.Partition.streams`)
     streams: bool = False
+    # the optimal partitioner's schedule runs two nodes of one group at once (`Partition.group_overlap`)
+    group_overlap: bool = False
     # the resource model's refusal of the groups' register budgets (Barrier IR): the backend raises it, the
     # simulator and the timing model still run the kernel (registers do not change what it computes)
     resource_error: Exception | None = None

@@ -25,7 +25,7 @@ from aref.resources.layout import column_reads, rank1
 from aref.verify import expected_result_types
 from aref.ws import Channel, GroupProgram, WSKernel
 from partition.model import Partition
-from partition.streams import mma_reads_from_tmem
+from partition.streams import accumulates_in_place, mma_reads_from_tmem
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
@@ -413,8 +413,10 @@ class _Builder:
             return self.const(j, out, loc)
         if n == 1 and j == 0:
             return self.iv
-        scaled = Value(ScalarType(DType.int32))
-        out.append(Op(OpKind.SCALAR_BINARY, (self.iv, self.const(n, out, loc)), (scaled,), FnAttrs("mul"), loc))
+        scaled = self.iv
+        if n != 1:
+            scaled = Value(ScalarType(DType.int32))
+            out.append(Op(OpKind.SCALAR_BINARY, (self.iv, self.const(n, out, loc)), (scaled,), FnAttrs("mul"), loc))
         if j == 0:
             return scaled
         item = Value(ScalarType(DType.int32))
@@ -456,7 +458,11 @@ class _Builder:
         out.append(Op(OpKind.CONSUMED, (cr.channel.value, item), (), NoAttrs(), loc))
 
     # -- regions
-    def emit_region(self, region: str, out: list[Op], carried_sends: list[_Crossing] = ()) -> None:
+    def emit_region(self, region: str, out: list[Op], carried_sends: list[_Crossing] = (),
+                    early_sends: list[_Crossing] = ()) -> None:
+        """Emit the group's ops of `region` with its channel ops. `carried_sends`: loop-carried values put at
+        the top of each iteration; `early_sends`: carried values put as the next iteration's item right after
+        the op that yields them (`_early_handoff`)."""
         ops = self.region_ops(region)
         for cr in carried_sends:
             self.put(cr, region, out)
@@ -481,10 +487,15 @@ class _Builder:
             self.consumed(cr, region, out, cr.channel.loc)
         put_after: dict[Op, list[_Crossing]] = {}
         for cr in self.sends:
-            if cr.def_region != region or cr in carried_sends:
+            if cr.def_region != region or cr in carried_sends or cr in early_sends:
                 continue
             producers = [op for op in ops if any(r is v for v in cr.values for r in op.results)]
             put_after.setdefault(producers[-1], []).append(cr)
+        early_after: dict[Op, list[_Crossing]] = {}
+        for cr in early_sends:
+            yields = [self.kernel.loop.yields[self.facts.carry_index[id(v)]] for v in cr.values]
+            producers = [op for op in ops if any(r is y for y in yields for r in op.results)]
+            early_after.setdefault(producers[-1], []).append(cr)
         counters: dict[tuple, int] = {}
         for op in ops:
             for cr in get_before.get(op, []):
@@ -503,10 +514,38 @@ class _Builder:
                 self.clone(op, out)
             for cr in put_after.get(op, []):
                 self.put(cr, region, out)
+            for cr in early_after.get(op, []):             # the next iteration's item, as soon as it is made
+                item = self.item(region, 1, 1, out, cr.channel.loc)
+                last = Value(ScalarType(DType.bool_))          # the last iteration has no next one
+                out.append(Op(OpKind.SCALAR_BINARY, (item, self.val(self.kernel.loop.trip_count)), (last,),
+                              FnAttrs("lt"), cr.channel.loc))
+                yields = (self.kernel.loop.yields[self.facts.carry_index[id(v)]] for v in cr.values)
+                out.append(Op(OpKind.PUT, (cr.channel.value, item, *(self.val(y) for y in yields)), (),
+                              NoAttrs(), cr.channel.loc, pred=last))
             for cr in release_after.get(op, []):
                 self.consumed(cr, region, out, op.loc)
         for cr in get_at_end:
             self.get(cr, region, out, cr.channel.loc)
+
+
+def _early_handoff(cr: _Crossing, facts: _Facts, want) -> bool:
+    """Is the loop-carried value `cr` carries handed over right after the MMA that makes it, as the next
+    iteration's item, rather than at the top of the next iteration? On Blackwell a carried MMA result in
+    tensor memory is signalled by a tcgen05.commit, which tracks every MMA the warp issued before it: at the
+    loop's top it also waits for the MMAs issued after the carried one. Where the MMA accumulates on the
+    value in place (linear_attention's state S: the reader only casts a copy for q·S) that put the O MMA,
+    whose chain runs through the reader, ahead of the state (1599 cycles per iteration; right after the
+    state's MMA: 1345). The rule and the solver's graph: `partition.streams.accumulates_in_place`."""
+    if not cr.tmem:
+        return False
+    lp = facts.kernel.loop
+    for v in cr.values:
+        i = facts.carry_index.get(id(v))
+        made = facts.prod.get(id(lp.yields[i])) if i is not None else None
+        if made is None or made not in lp.body.ops or made not in want \
+                or not accumulates_in_place(made, facts.kernel) or made.operands[2] is not v:
+            return False
+    return True
 
 
 def _build(kernel, part, facts, want, group, crossings, channels) -> GroupProgram:
@@ -529,7 +568,16 @@ def _build(kernel, part, facts, want, group, crossings, channels) -> GroupProgra
         top = [c for c in b.sends if c.def_region == "loop"
                and any(id(v) in facts.carry_index and facts.region[id(v)] == "loop" for v in c.values)
                and not any(facts.prod.get(id(v)) in lp.body.ops for v in c.values)]
-        b.emit_region("loop", body, top)
+        early = [c for c in top if _early_handoff(c, facts, want)]
+        for cr in early:     # the first item, the carried value's initial one, before a loop that runs at all
+            cr.channel.lead = 1
+            first, runs = b.const(0, prog.pre.ops, cr.channel.loc), Value(ScalarType(DType.bool_))
+            prog.pre.ops.append(Op(OpKind.SCALAR_BINARY, (first, b.val(lp.trip_count)), (runs,), FnAttrs("lt"),
+                                   cr.channel.loc))
+            prog.pre.ops.append(Op(OpKind.PUT, (cr.channel.value, first,
+                                                *(b.m[id(lp.inits[facts.carry_index[id(v)]])] for v in cr.values)),
+                                   (), NoAttrs(), cr.channel.loc, pred=runs))
+        b.emit_region("loop", body, [c for c in top if c not in early], early)
         yields = tuple(b.val(lp.yields[i]) for i in carried)
         results = tuple(Value(lp.results[i].type, lp.results[i].name) for i in carried)
         for i, r in zip(carried, results):

@@ -77,6 +77,8 @@ class Partition:
     # the optimal partitioner's graph stated each group's instruction stream (`partition.streams`): its reader
     # of a tensor-memory tile takes the tile at its start, which the Blackwell lowering then realizes
     streams: bool = False
+    # ... and its schedule runs two nodes of one group at once by their own streams (`streams.group_overlap`)
+    group_overlap: bool = False
 
     def group_of(self, op: Op) -> int | None:
         return self.assign.get(op)

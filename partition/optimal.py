@@ -69,7 +69,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                   register_cap: int | None = None, occupancy: bool | None = None,
                   channel_memory: bool = True, group_costs: bool = False, operands: bool = False,
                   reservations: bool | None = None, detached_stores: bool | None = None,
-                  group_streams: bool = False) -> Extraction:
+                  group_streams: bool = False, group_order: bool = False) -> Extraction:
     """The solver's view of `kernel`'s loop body on `arch`'s machine model, with cycle costs rounded up to
     `quantum` cycles (the machine model's figures are estimates at about that precision; whole quanta let the
     search work in quantum units, which is what makes proofs fast — the solver is exact on this graph).
@@ -116,7 +116,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     lowers to ~2066 cycles per iteration (the timing guard keeps the occupancy-free graph's program); with it
     they take two groups at the same II. Off by default: on attention_fwd at the large size each softmax
     group's max, exponentials and rescale take 1936 cycles against its II of 1440, and the search proves
-    every II up to 1432 infeasible but finds no schedule within 60 s."""
+    every II up to 1432 infeasible but finds no schedule within 60 s. `group_order` (own streams): a group's
+    nodes hold its stream one at a time (`streams.group_order`; the timing guard's alternative)."""
     if kernel.loop is None:
         raise SolverError("the optimal partitioner schedules the kernel's loop; this kernel has none", kernel.loc,
                           hint="a kernel without an aref.range loop has nothing to pipeline: use the heuristic "
@@ -441,9 +442,11 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         streams.in_place_readers(ex, sources)
     if own_streams:
         streams.mma_warp_streams(ex, body, m)     # the MMA warp's stream: its waits, issues and commits
-        streams.carried_handoffs(ex, MMA_COMMIT_CYCLES)
+        streams.carried_handoffs(ex, kernel, MMA_COMMIT_CYCLES)
     for n, cycles in own_stream.items():
         g.add_edge(n, n, cycles, 1, data=False)
+    if group_order and not group_streams:         # (`stream` states them there, without their order)
+        streams.group_order(ex, own_stream)
     ex.occupancy, ex.own_streams = occ, own_streams
     S.round_up_to_quantum(g, quantum)
     if not g.ops:
@@ -489,7 +492,7 @@ def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = 
                register_cap: int | None = None, allow_transfers: bool = True, progress=None,
                explain_found: bool = True, operands: bool = False, unmetered: bool = True,
                channel_memory: bool = True, reservations: bool | None = None,
-               detached_stores: bool | None = None):
+               detached_stores: bool | None = None, group_order: bool = False):
     """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
     partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
     them is solved instead (`unmetered`; off: that proven infeasible result is returned with its proof): the
@@ -502,6 +505,7 @@ def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = 
     def run(channel_memory: bool):
         ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
                            channel_memory=channel_memory, operands=operands, detached_stores=detached_stores,
+                           group_order=group_order,
                            **({} if reservations is None else {"reservations": reservations}))
         return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
                                                        explain_found=explain_found))
@@ -524,7 +528,8 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
                           register_cap=options.solver_register_cap, allow_transfers=options.solver_transfers,
                           explain_found=False, operands=options.solver_operands,
                           reservations=False if options.solver_occupancy_free else None,
-                          detached_stores=options.solver_detached_stores, **how)
+                          detached_stores=options.solver_detached_stores,
+                          group_order=options.solver_group_order, **how)
     # the graph without its hand-off channels' memory is solved only where the row split does not answer
     ex, result, proof = solve(kernel, unmetered=False)
     split = _row_split_fallback(kernel, result, proof, options, solve)
@@ -552,6 +557,7 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
         anchors.update(streams.tensor_core_order(ex, result, index))
     # the lowering may rely on the nodes' stated streams (a tensor-memory tile released after its load)
     part.streams = ex.occupancy or ex.own_streams
+    part.group_overlap = ex.own_streams and not options.solver_group_order and streams.group_overlap(ex, result)
     part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
     if proof:

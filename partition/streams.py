@@ -384,21 +384,68 @@ def mma_warp_streams(ex, body: list[Op], m: Machine) -> None:
         e.delay = max(0, e.delay + shift)
 
 
-def carried_handoffs(ex, mma_commit_cycles: int) -> None:
+def accumulates_in_place(mma: Op, kernel: Kernel) -> bool:
+    """Does `mma` make a loop-carried value by accumulating on that value itself (linear_attention's state:
+    S += kᵀ·v), so that a reader in another group is off the value's chain? Then the lowering hands the
+    value over right after the MMA, as the next iteration's item (`partition.distribute._early_handoff`): its
+    tcgen05.commit fires when that MMA ends (the tensor core runs the MMAs in the warp's order, so those
+    issued before it have ended too). Where the value reaches the MMA through the reader (attention's O,
+    rescaled by the correction group) it crosses at the loop's top."""
+    lp = kernel.loop
+    if lp is None or mma.kind is not OpKind.MMA or len(mma.operands) < 3:
+        return False
+    return any(c is mma.operands[2] and y is mma.result for c, y in zip(lp.carried, lp.yields))
+
+
+def carried_handoffs(ex, kernel: Kernel, mma_commit_cycles: int) -> None:
     """Blackwell's own-stream graph: an MMA result carried into the next iteration and read there by another
-    group (linear_attention's state S, read for its cast to q·S's operand) is handed over at the top of the
-    MMA warp's next iteration (`partition.distribute`: a carried value crosses at the loop's top), by a
-    tcgen05.commit that tracks every MMA the warp issued before it. So the reader of iteration i + 1 waits
-    for each MMA of iteration i, not only for the one that made the value: an edge from every other MMA to
-    the reader, distance 1, as the value's own (its end plus the commit reaching the group)."""
+    group (attention's O, read by the correction group) is handed over at the top of the MMA warp's next
+    iteration (`partition.distribute`: a carried value crosses at the loop's top), by a tcgen05.commit that
+    tracks every MMA the warp issued before it. So the reader of iteration i + 1 waits for each MMA of
+    iteration i, not only for the one that made the value: an edge from every other MMA to the reader,
+    distance 1, as the value's own (its end plus the commit reaching the group). A value its MMA accumulates
+    on in place is handed over right after that MMA (`accumulates_in_place`): its own edge states it
+    (linear_attention's state waited for the O MMA, ~300 cycles a step on its reader's chain, at the top)."""
     g = ex.graph
     gemms = [n for n in g.ops if ex.kind[n] == "gemm"]
     carried = {(e.src, e.dst) for e in g.edges
-               if e.data and e.distance == 1 and e.src in gemms and e.dst not in gemms}
+               if e.data and e.distance == 1 and e.src in gemms and e.dst not in gemms
+               and not accumulates_in_place(ex.members[e.src][0], kernel)}
     for src, dst in sorted(carried):
         for o in gemms:
             if o != src:
                 g.add_edge(o, dst, g.ops[o].duration + mma_commit_cycles, 1, data=False)
+
+
+def group_order(ex, own_stream: dict[str, int]) -> None:
+    """Blackwell's own-stream graph: a CUDA-core node holds its group's instruction stream for its own
+    stream (`own_stream`: its ops, waits and hand-off per iteration) from its start, so two nodes of one group
+    do not overlap modulo the II (`solve.Op.issue`, the machine's `stream_order`), as the group runs them one
+    after another. Set after the graph's edges: a node's results still leave it at its ops' end (the edges
+    state that), not its stream's. Without it the solver put linear_attention's state cast (640 cycles of its
+    own) and the rescale of q·S (336) in one group at II 1224, and the group ran them in 1345. Not by default:
+    the solver then spreads attention_fwd's softmax and correction nodes over more groups than the
+    registers take (the timing guard solves it where the schedule overlaps a group's nodes:
+    `group_overlap`)."""
+    for n, cycles in own_stream.items():
+        ex.graph.ops[n].issue = cycles
+
+
+def group_overlap(ex, result) -> bool:
+    """Does the solver's schedule have one group run two CUDA-core nodes at once, modulo the II, by their own
+    streams (the own-stream recurrences: a group runs them one after another, `group_order`)?"""
+    g, ii = ex.graph, result.ii
+    own = {e.src: e.delay for e in g.edges if e.src == e.dst and e.distance == 1 and not e.data}
+    spans: dict = {}
+    for n, cycles in own.items():
+        if n in result.schedule and ex.kind.get(n) not in ("gemm", "tma"):
+            spans.setdefault(result.assignment[n], []).append((result.schedule[n] % ii, min(cycles, ii)))
+    for group in spans.values():
+        for i, (a, la) in enumerate(group):
+            for b, lb in group[i + 1:]:
+                if (b - a) % ii < la or (a - b) % ii < lb:
+                    return True
+    return False
 
 
 def tensor_core_order(ex, result, index: dict) -> dict:
@@ -446,7 +493,8 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
     recurrence (linear_attention on sm_100a: q·Kᵀ waits for the item that the previous O MMA two items
     back released; per reader the graph proved II 800, the program ran at 2171; on Hopper mlp's W1/W2 item:
     the depth-3 ring's round trip from the second MMA's release to the first MMA's wait three items later
-    left no slack at II 1432, the program ran at 1544; stated, II 1504)."""
+    left no slack at II 1432, the program ran at 1544; stated, II 1504), and the item lands with the latest
+    of its copies (`Machine.ring_latency`'s `copies`: linear_attention's Q, K and V at depth 2)."""
     g = ex.graph
     loads = {id(ops[0].result): ops[0] for n, ops in ex.members.items() if ex.kind[n] == "tma"}
     trips: dict[str, int] = {}
@@ -466,7 +514,9 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
         item = [loads[id(v)] for v in put.operands[1:] if id(v) in loads]
         landed = max(-(-sum(tma_bytes(o) for o in item) // m.tma_bytes_per_clk),
                      max(-(-tma_bytes(o) // m.tma_copy_rate) for o in item))
-        refill = m.async_issue_cycles * len(item) + m.ring_latency(depth) + landed + m.sync_cycles
+        # (a whole item lands with the latest of its copies, each of its own latency)
+        latency = m.ring_latency(depth, len(item) if whole_item else 1)
+        refill = m.async_issue_cycles * len(item) + latency + landed + m.sync_cycles
         for r in sorted(readers):
             mma = ex.kind[r] == "gemm"
             release = mma_commit_cycles if m.tmem_columns and mma else m.sync_cycles

@@ -163,10 +163,10 @@ def global_edges(kernel: WSKernel, schedules: dict[int, GroupSchedule]) -> tuple
         ps = table.get((OpKind.PUT, id(ch.value), ch.producer), [])
         for g in ch.consumers:
             for j, get in enumerate(table.get((OpKind.GET, id(ch.value), g), [])):
-                if j < len(ps):
-                    edges.append((ps[j], get, 0))
+                if j < len(ps):                     # (a put `lead` iterations ahead of its item)
+                    edges.append((ps[j], get, ch.lead))
             for j, rel in enumerate(table.get((OpKind.CONSUMED, id(ch.value), g), [])):
                 if (j + ch.depth) % m < len(ps):
-                    edges.append((rel, ps[(j + ch.depth) % m], (j + ch.depth) // m))
+                    edges.append((rel, ps[(j + ch.depth) % m], (j + ch.depth) // m - ch.lead))
     return nodes, stage, edges
 

@@ -43,7 +43,7 @@ class _Expander:
         self.len_c = [1] * len(self.lp.carried)
         for op in self.lp.body.ops:
             sr = self.stage[op]
-            for v in op.operands:
+            for v in (*op.operands, *([op.pred] if op.pred is not None else [])):
                 if id(v) in self.prod:
                     gap = sr - self.stage[self.prod[id(v)]]
                     if gap > 0:
@@ -96,7 +96,11 @@ class _Expander:
                 continue
             operands = tuple(self.operand(v, s, state, fresh, iteration, t) for v in op.operands)
             results = tuple(Value(r.type, r.name) for r in op.results)
-            out.append(Op(op.kind, operands, results, op.attrs, op.loc, pred=pred.get(s), stage=s))
+            guard = pred.get(s)
+            if op.pred is not None:          # an op of the loop's own condition (a carried value's early put)
+                own = self.operand(op.pred, s, state, fresh, iteration, t)
+                guard = own if guard is None else self.select(guard, own, guard, out)
+            out.append(Op(op.kind, operands, results, op.attrs, op.loc, pred=guard, stage=s))
             for r, nr in zip(op.results, results):
                 fresh[id(r)] = nr
         new: dict = {}

@@ -65,7 +65,7 @@ def body_edges(gp: GroupProgram) -> list[tuple[Op, Op, int]]:
     got_users: dict[tuple[int, int], list[Op]] = {}
     derived: dict[int, Op] = {}        # value id -> the GET it borrows from (through views)
     for op in lp.body.ops:
-        for v in op.operands:
+        for v in (*op.operands, *([op.pred] if op.pred is not None else [])):   # (a predicate is read too)
             if id(v) in prod:
                 edges.append((prod[id(v)], op, 0))
             elif id(v) in carried_src:

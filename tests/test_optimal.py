@@ -379,8 +379,13 @@ def test_in_place_accumulator_is_read_before_its_mma_on_blackwell():
     state = next(n for n, ops in ex.members.items() if ex.kind[n] == "gemm" and ops[0].operands[2:]
                  and ops[0].operands[2] in kernel.loop.carried)
     readers = [e for e in ex.graph.edges if e.dst == state and e.distance == 0 and not e.data]
-    # ... before the tensor core takes it: after the MMA warp's waits and issue (`offset["tc"]`)
+    # ... before the tensor core takes it: after the MMA warp's waits and issue (`offset["tc"]`); the reader's
+    # ops end with its units (with `group_order` its `duration` also counts its group's stream)
     tc = ex.graph.ops[state].offset.get("tc", 0)
-    assert readers and all(e.delay + tc >= ex.graph.ops[e.src].duration for e in readers)
+
+    def ops_end(n):
+        op = ex.graph.ops[n]
+        return max(o + c for u in op.usage for o, c in op.spans(u))
+    assert readers and all(e.delay + tc >= ops_end(e.src) for e in readers)
     r = S.solve(ex.graph, S.SolveOptions(time_limit=60))
-    assert all(r.schedule[e.src] + ex.graph.ops[e.src].duration <= r.schedule[state] + tc for e in readers)
+    assert all(r.schedule[e.src] + ops_end(e.src) <= r.schedule[state] + tc for e in readers)

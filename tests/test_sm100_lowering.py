@@ -204,11 +204,12 @@ def test_tensor_memory_slot_released_after_its_load_where_the_graph_states_the_s
 
 
 def test_mma_waits_for_the_readers_of_a_published_accumulator_before_updating_it():
-    """linear attention's state lives in tensor memory: the MMA warp publishes it (the state before this chunk)
-    to the group that casts it for q·S, then accumulates kᵀ·v into the same columns. That MMA first waits on
-    the state's empty barrier for this item (its reader's release), not only, at the next put, for the item
-    before: without the wait the update wrote the columns under the reader on the solver's own schedule (the
-    timing model's write-to-borrowed-slot)."""
+    """linear attention's state lives in tensor memory: the MMA warp publishes it to the group that casts it
+    for q·S right after the MMA that makes it (the next chunk's item), then the next chunk's MMA accumulates
+    kᵀ·v into the same columns. That MMA first waits on the state's empty barrier for the item it publishes
+    (free once its reader released the state before it), and in every iteration, also the last, which
+    publishes nothing: without the wait the update wrote the columns under the reader (the timing model's
+    write-to-borrowed-slot). The put itself runs in all but the last iteration."""
     from aref.interpret import longest_cta
     from aref.sim.timing import simulate_timing
 
@@ -217,13 +218,12 @@ def test_mma_waits_for_the_readers_of_a_published_accumulator_before_updating_it
     ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal"))
     ops = mma_group(ws).loop.body.ops
     put = next(i for i, op in enumerate(ops) if op.kind is OpKind.SLOT_STORE and op.attrs.channel == "state.x")
-    update = next(i for i, op in enumerate(ops) if op.kind is OpKind.MMA_ASYNC and len(op.operands) > 2
-                  and op.operands[2] is ops[put].operands[3])
-    assert put < update
+    update = next(i for i, op in enumerate(ops) if op.kind is OpKind.MMA_ASYNC and op.result is ops[put].operands[3])
+    assert update < put and ops[update].operands[2] in mma_group(ws).loop.carried
     wait = ops[update - 1]
     assert wait.kind is OpKind.MBAR_WAIT and wait.attrs.channel == "state.x" and wait.attrs.which == "empty"
-    first = next(op for op in ops[:put] if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == "state.x")
-    assert wait.operands[1] is first.operands[1] and wait.operands[2] is not first.operands[2]  # this item's
+    assert wait.operands[1] is ops[put].operands[1] and wait.pred is ops[update].pred      # the put's slot
+    assert ops[put].pred is not None and ops[put].pred is not wait.pred                   # ... not the last
     report = simulate_timing(ws, None, B200, cta=longest_cta(kernel))
     assert not report.violations, report.violations[:1]
 
@@ -233,11 +233,12 @@ def test_a_ring_get_issues_with_the_readers_of_its_own_stage():
     chunk's q, k, v issues with the first MMA of its own stage, after the MMAs of the previous chunk that the
     solver starts earlier in the step (the previous chunk's O MMA): sorted by those it waited for the next
     item at the top of the step (2025 cycles per iteration against 1708 on the stream graph's schedule of
-    then). The occupancy-free graph's schedule, the one the timing guard keeps for this kernel, has that
-    shape (the stream graph's now starts every MMA in the item's own stage)."""
+    then). The stream graph's schedule in chunks of 32 tokens has that shape (the O MMA a stage after the
+    item's other MMAs; the occupancy-free graph's of 64-token chunks, which had it before, now starts every
+    MMA in the item's own stage)."""
     ex = load_example(example_path("linear_attention"))
-    kernel = ex.kernel.specialize(**ex.inputs("large"))
-    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal", solver_occupancy_free=True))
+    kernel = ex.kernel.specialize(**ex.inputs("large", BC=32))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_100a", partition="optimal"))
     ops = mma_group(ws).loop.body.ops
     wait = next(i for i, op in enumerate(ops) if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == "qkv")
     first = next(i for i, op in enumerate(ops) if op.kind is OpKind.MMA_ASYNC)

@@ -522,7 +522,7 @@ def _items_per_tile(ws: WSKernel) -> dict[str, object]:
         if n is not None and id(n) not in static and ch.region == "loop":
             fixed = sum(1 for region, block in gp.regions() if region in ("pre", "post") for op in block.ops
                         if op.kind is OpKind.MBAR_WAIT and op.attrs.channel == ch.name and op.attrs.which == "empty")
-            out[ch.name] = RuntimeItems(ch.items_per_iter, fixed)
+            out[ch.name] = RuntimeItems(ch.items_per_iter, fixed - ch.lead)
             continue
         trip = static.get(id(gp.loop.trip_count)) if gp.loop is not None else 0
         count = 0
@@ -532,7 +532,9 @@ def _items_per_tile(ws: WSKernel) -> dict[str, object]:
                     if op.pred is not None and static.get(id(op.pred)) is False:
                         continue
                     count += trip if region == "loop" else 1
-        out[ch.name] = count
+        # a channel put ahead of its items (`Channel.lead`) waits once more for a slot than it puts: its
+        # last iteration's wait (for the item after the last, the MMA writing the columns) puts nothing
+        out[ch.name] = count - ch.lead
     return out
 
 
