@@ -24,7 +24,7 @@ columns — is not separable, and the register rule refuses the block.
 """
 from __future__ import annotations
 
-from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, SliceAttrs, Space,
+from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, SliceAttrs,
                      StoreAttrs, TileType, Value)
 from aref.ws import GroupProgram, WSKernel
 

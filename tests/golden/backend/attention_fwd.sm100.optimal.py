@@ -158,7 +158,7 @@ def load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empt
 
 
 @cute.jit
-def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_x_empty, zmma0, s_zero, o0_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_1_x_empty, o0_1_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1):
+def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_x_empty, zmma0, s_zero, o0_x_full, o1_x_empty, o1_x_full, cast_x_full, mul_x_full, vc_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_1_x_empty, o0_1_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1):
     """MMA warp: tcgen05 MMAs into tensor memory, completion by tcgen05.commit: group 1 'mma1' (48 registers)."""
     # aref-ir[mma1#0] setmaxnreg dec 48
     cute.arch.setmaxregister_decrease(48)
@@ -254,21 +254,21 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
         sm100.commit(mma_1_x_full + mma_1_x_slot)  # tcgen05.commit
         # aref-ir[mma1#63] mma_commit %kc.empty[%kc.slot.1] item %29
         sm100.commit(kc_empty + kc_slot)  # tcgen05.commit
-        vc_slot = j % 3
-        # aref-ir[mma1#67] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
-        cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 3) % 2)
         cast_x_slot = j % 2
-        # aref-ir[mma1#72] mbarrier_wait %cast.x.full[%cast.x.slot] parity %cast.x.phase
+        # aref-ir[mma1#67] mbarrier_wait %cast.x.full[%cast.x.slot] parity %cast.x.phase
         cute.arch.mbarrier_wait(cast_x_full + cast_x_slot, (j // 2) % 2)
         mul_x_slot = j % 1
-        # aref-ir[mma1#77] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
+        # aref-ir[mma1#72] mbarrier_wait %mul.x.full[%mul.x.slot] parity %mul.x.phase
         cute.arch.mbarrier_wait(mul_x_full + mul_x_slot, (j // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        vc_slot = j % 3
+        # aref-ir[mma1#77] mbarrier_wait %vc.full[%vc.slot.1] parity %vc.phase.1
+        cute.arch.mbarrier_wait(vc_full + vc_slot, (j // 3) % 2)
         o0_x_slot = (j + 1) % 1
         # aref-ir[mma1#82] mbarrier_wait %o0.x.empty[%o0.x.slot] parity %o0.x.phase^1
         cute.arch.mbarrier_wait(o0_x_empty + o0_x_slot, 1 - (((j + 1) // 1) % 2))
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[mma1#83] %43 = mma_async %40, %v, %42 -> tmem o0
+        # aref-ir[mma1#83] %43 = mma_async %39, %v, %41 -> tmem o0
         sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, cast_x_slot], b_vc_V_t[None, None, None, vc_slot], accumulate=True)
         # aref-ir[mma1#84] slot_store %43 -> %o0.x.ring0[%o0.x.slot] item %29
         # in place: the MMA wrote o0 (tensor memory), which holds o0.x
@@ -302,14 +302,14 @@ def mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc
         # aref-ir[mma1#105] mma_commit %vc.empty[%vc.slot.1] item %j.1
         sm100.commit(vc_empty + vc_slot)  # tcgen05.commit
     # ---- epilogue: pipeline drain
-    # aref-ir[mma1#114] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
-    cute.arch.mbarrier_wait(vc_full + 1, 0)
-    # aref-ir[mma1#119] mbarrier_wait %cast.x.full[%cast.x.slot.1] parity %cast.x.phase.1
+    # aref-ir[mma1#113] mbarrier_wait %cast.x.full[%cast.x.slot.1] parity %cast.x.phase.1
     cute.arch.mbarrier_wait(cast_x_full + 1, 0)
-    # aref-ir[mma1#125] mbarrier_wait %mul.x.full[%mul.x.slot.1] parity %mul.x.phase.1
+    # aref-ir[mma1#119] mbarrier_wait %mul.x.full[%mul.x.slot.1] parity %mul.x.phase.1
     cute.arch.mbarrier_wait(mul_x_full, 1)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[mma1#127] %58 = mma_async %54, %v.1, %57 -> tmem o0
+    # aref-ir[mma1#125] mbarrier_wait %vc.full[%vc.slot.2] parity %vc.phase.2
+    cute.arch.mbarrier_wait(vc_full + 1, 0)
+    # aref-ir[mma1#127] %58 = mma_async %52, %v.1, %55 -> tmem o0
     sm100.umma(mma1, acc_o0, a_cast_x_v0[None, None, None, 1], b_vc_V_t[None, None, None, 1], accumulate=True)
     # aref-ir[mma1#128] mma_commit %mul.x.empty[%mul.x.slot.1] item %49
     sm100.commit(mul_x_empty)  # tcgen05.commit
@@ -819,7 +819,7 @@ def attention_fwd_kernel(
     elif warp == 8:  # producer0
         load(load_x_empty, load_x_full, s_load_x_Q, tma_Q, tma_Q_gmem, load_1_x_empty, load_1_x_full, s_load_1_x_Q, kc_empty, kc_full, s_kc_K, tma_K, tma_K_gmem, vc_empty, vc_full, s_vc_V, tma_V, tma_V_gmem)
     elif warp == 9:  # mma1
-        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_x_empty, zmma0, s_zero, o0_x_full, o1_x_empty, o1_x_full, vc_full, cast_x_full, mul_x_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_1_x_empty, o0_1_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1)
+        mma(load_x_full, load_1_x_full, kc_full, mma_x_empty, s_load_x_Q, mma0, s_kc_K, tmem_holder, mma_x_full, mma_1_x_empty, s_load_1_x_Q, mma_1_x_full, kc_empty, o0_x_empty, zmma0, s_zero, o0_x_full, o1_x_empty, o1_x_full, cast_x_full, mul_x_full, vc_full, s_cast_x_v0, mma1, s_vc_V, cast_x_empty, mul_x_empty, cast_1_x_full, mul_1_x_full, s_cast_1_x_v0, cast_1_x_empty, mul_1_x_empty, vc_empty, o0_1_x_empty, o0_1_x_full, o1_1_x_empty, o1_1_x_full, load_x_empty, load_1_x_empty, mma_done_mma1)
     else:  # idle warps of the last warp group: they only join its register reallocation
         cute.arch.setmaxregister_decrease(48)
 
