@@ -437,7 +437,8 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             streams.add_post_handoffs(kernel, ex, rep)
     # a ring item is one full barrier and one release wherever the graph states the groups' streams (Hopper's
     # consumers read it as Blackwell's MMA warp does): its round trip runs from any reader to any reader
-    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES, whole_item=own_streams or occ)
+    streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES, whole_item=own_streams or occ,
+                       latest_copy=own_streams)
     if m.tmem_columns:
         streams.in_place_readers(ex, sources)
     if own_streams:
