@@ -457,6 +457,14 @@ class _Builder:
         item = self.item(region, 0, 1, out, loc)
         out.append(Op(OpKind.CONSUMED, (cr.channel.value, item), (), NoAttrs(), loc))
 
+    def put_ahead(self, cr: _Crossing, item: Value, values: list[Value], out: list[Op]) -> None:
+        """Put `values` as item `item` of a channel put ahead of its items (`Channel.lead`), where that item
+        exists: the loop's last iteration has no next one, and a loop that does not run has no first."""
+        exists = Value(ScalarType(DType.bool_))
+        out.append(Op(OpKind.SCALAR_BINARY, (item, self.val(self.kernel.loop.trip_count)), (exists,),
+                      FnAttrs("lt"), cr.channel.loc))
+        out.append(Op(OpKind.PUT, (cr.channel.value, item, *values), (), NoAttrs(), cr.channel.loc, pred=exists))
+
     # -- regions
     def emit_region(self, region: str, out: list[Op], carried_sends: list[_Crossing] = (),
                     early_sends: list[_Crossing] = ()) -> None:
@@ -515,13 +523,9 @@ class _Builder:
             for cr in put_after.get(op, []):
                 self.put(cr, region, out)
             for cr in early_after.get(op, []):             # the next iteration's item, as soon as it is made
-                item = self.item(region, 1, 1, out, cr.channel.loc)
-                last = Value(ScalarType(DType.bool_))          # the last iteration has no next one
-                out.append(Op(OpKind.SCALAR_BINARY, (item, self.val(self.kernel.loop.trip_count)), (last,),
-                              FnAttrs("lt"), cr.channel.loc))
-                yields = (self.kernel.loop.yields[self.facts.carry_index[id(v)]] for v in cr.values)
-                out.append(Op(OpKind.PUT, (cr.channel.value, item, *(self.val(y) for y in yields)), (),
-                              NoAttrs(), cr.channel.loc, pred=last))
+                yields = [self.kernel.loop.yields[self.facts.carry_index[id(v)]] for v in cr.values]
+                self.put_ahead(cr, self.item(region, 1, 1, out, cr.channel.loc), [self.val(y) for y in yields],
+                               out)
             for cr in release_after.get(op, []):
                 self.consumed(cr, region, out, op.loc)
         for cr in get_at_end:
@@ -571,12 +575,8 @@ def _build(kernel, part, facts, want, group, crossings, channels) -> GroupProgra
         early = [c for c in top if _early_handoff(c, facts, want)]
         for cr in early:     # the first item, the carried value's initial one, before a loop that runs at all
             cr.channel.lead = 1
-            first, runs = b.const(0, prog.pre.ops, cr.channel.loc), Value(ScalarType(DType.bool_))
-            prog.pre.ops.append(Op(OpKind.SCALAR_BINARY, (first, b.val(lp.trip_count)), (runs,), FnAttrs("lt"),
-                                   cr.channel.loc))
-            prog.pre.ops.append(Op(OpKind.PUT, (cr.channel.value, first,
-                                                *(b.m[id(lp.inits[facts.carry_index[id(v)]])] for v in cr.values)),
-                                   (), NoAttrs(), cr.channel.loc, pred=runs))
+            b.put_ahead(cr, b.const(0, prog.pre.ops, cr.channel.loc),
+                        [b.m[id(lp.inits[facts.carry_index[id(v)]])] for v in cr.values], prog.pre.ops)
         b.emit_region("loop", body, [c for c in top if c not in early], early)
         yields = tuple(b.val(lp.yields[i]) for i in carried)
         results = tuple(Value(lp.results[i].type, lp.results[i].name) for i in carried)

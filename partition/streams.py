@@ -520,23 +520,21 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
         # (`latest_copy`: a whole item lands with the latest of its copies, each of its own latency)
         latency = m.ring_latency(depth, len(item) if whole_item and latest_copy else 1)
         refill = m.async_issue_cycles * len(item) + latency + landed + m.sync_cycles
+
+        def trip(r1: str, r2: str) -> int:
+            """r1's work and release, the refill, r2's wake-up and, for an MMA, its issue (it starts then)."""
+            release = mma_commit_cycles if m.tmem_columns and ex.kind[r1] == "gemm" else m.sync_cycles
+            issue = mma_issue_cycles(ex.members[r2][0], m) if ex.kind[r2] == "gemm" else 0
+            return g.ops[r1].duration + release + refill + issue
         for r in sorted(readers):
-            mma = ex.kind[r] == "gemm"
-            release = mma_commit_cycles if m.tmem_columns and mma else m.sync_cycles
-            issue = mma_issue_cycles(ex.members[r][0], m) if mma else 0      # an MMA starts once issued
-            trip = g.ops[r].duration + release + refill + issue
-            if trips.get((r, depth), 0) < trip:
-                trips[(r, depth)] = trip
+            trips[(r, depth)] = max(trips.get((r, depth), 0), trip(r, r))
         if whole_item:
             put_loads = {ex.node_of.get(o) for o in item}
             item_readers = sorted({e.dst for e in g.edges if e.src in put_loads and e.distance == 0})
             for r1 in item_readers:
-                release = mma_commit_cycles if m.tmem_columns and ex.kind[r1] == "gemm" else m.sync_cycles
                 for r2 in item_readers:
-                    issue = mma_issue_cycles(ex.members[r2][0], m) if ex.kind[r2] == "gemm" else 0
-                    trip = g.ops[r1].duration + release + refill + issue
-                    if r1 != r2 and pairs.get((r1, r2, depth), 0) < trip:
-                        pairs[(r1, r2, depth)] = trip
+                    if r1 != r2:
+                        pairs[(r1, r2, depth)] = max(pairs.get((r1, r2, depth), 0), trip(r1, r2))
     for (r, depth), trip in sorted(trips.items()):
         g.add_edge(r, r, trip, depth, data=False)
     for (r1, r2, depth), trip in sorted(pairs.items()):
