@@ -446,7 +446,10 @@ def register_budgets(ws: WSKernel) -> None:
             excess = -(-(-free) // max(1, sum(gp.group.threads for gp in wide)))
         hint = ("split the work over more groups or use smaller tiles" if over else
                 "use smaller tiles, or fewer independent chains of register math (each gets its own warp group)")
-        ws.resource_error = ResourceError(message, ws.loc, hint=hint, excess=excess, register_file=not over)
+        # a group over setmaxnreg's limit is refused at the user's line where its tiles peak (as on Hopper)
+        where = getattr(d.at, "loc", None) if over else None
+        ws.resource_error = ResourceError(message, where or ws.loc, hint=f"{hint}: {d.remedy()}" if over else hint,
+                                          excess=excess, register_file=not over)
     if free < 0 or over:
         share = max(MIN_REGS, min(MAX_REGS, room // max(1, sum(gp.group.threads for gp in wide)) // 8 * 8))
         need = {g: share for g in need}

@@ -222,8 +222,11 @@ def test_not_separable_blocks_are_refused_by_the_register_rule(kernel, outs):
     assert _columns(_epilogue(ws).post.ops) is None
     from aref.backend.cute import generate_source
     ws = lower_to(kernel.specialize(**args), "barrier", CompileOptions(arch="sm_100a"))
-    with pytest.raises(ResourceError, match=r"\(at line \d+\).*more than the 256"):
+    with pytest.raises(ResourceError, match=r"\(at line \d+\).*more than the 256") as err:
         generate_source(ws)
+    # the error points at the line where the tiles peak (the one its text names), not at the kernel's def
+    line = int(re.search(r"\(at line (\d+)\)", str(err.value)).group(1))
+    assert err.value.loc.line == line != ws.loc.line and "halve the rows" in err.value.hint
 
 
 def _scales():
