@@ -9,6 +9,8 @@ i + stage. Step order within a step (`order`) respects same-step dependences. Tw
     tensor-core stage U, so T of iteration j overlaps C/U of iteration j−1 (FA3's intra-warpgroup overlap);
   - fine (MMA issue depth P): a channel slot read by MMAs is released P steps after the last MMA reading it,
     so up to P MMA groups stay in flight (wgmma wait_group semantics); the lowering inserts the exact waits.
+  - step order: MMAs and what feeds them first, then the hand-off to another group that needs the least of
+    the group's own work (`handoff_rank`), then program order.
 * `from_modulo_schedule`: a solver's start cycles and II (stage = cycle // II, order by cycle % II).
 
 `choose_depths` sizes every channel from the schedule: at least the number of steps a consumer holds a slot,
