@@ -9,6 +9,8 @@ i + stage. Step order within a step (`order`) respects same-step dependences. Tw
     tensor-core stage U, so T of iteration j overlaps C/U of iteration j−1 (FA3's intra-warpgroup overlap);
   - fine (MMA issue depth P): a channel slot read by MMAs is released P steps after the last MMA reading it,
     so up to P MMA groups stay in flight (wgmma wait_group semantics); the lowering inserts the exact waits.
+  - step order: MMAs and what feeds them first, then the hand-off to another group that needs the least of
+    the group's own work (`handoff_rank`), then program order.
 * `from_modulo_schedule`: a solver's start cycles and II (stage = cycle // II, order by cycle % II).
 
 `choose_depths` sizes every channel from the schedule: at least the number of steps a consumer holds a slot,
@@ -178,7 +180,8 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     if tensor_core and options.tensor_core_first:
         priority = sm100.subtile_priority(gp, kernel, ops, stage, edges)
     else:
-        priority = tensor_core_first(ops, stage, edges) if options.tensor_core_first else None
+        priority = tensor_core_first(ops, stage, edges, handoff_rank(ops, stage, edges, kernel.arch)) \
+            if options.tensor_core_first else None
     order = step_order(ops, stage, edges, priority)
     sched = GroupSchedule(stage, order, depth if any(op.kind is OpKind.MMA for op in ops) else 0)
     validate(gp, sched)
@@ -203,9 +206,10 @@ def _coarse_stages(ops: list[Op], edges, index) -> dict[Op, int]:
     return stage
 
 
-def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges):
+def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges, rank: dict[Op, int] | None = None):
     """Step-order priority: MMAs and what feeds them within the step issue first (keeping the tensor core
-    busy while the CUDA-core work of the step runs), then by stage and program order."""
+    busy while the CUDA-core work of the step runs), then by stage, `rank` (`handoff_rank`) and program
+    order."""
     index = {op: i for i, op in enumerate(ops)}
     feeds = {op for op in ops if op.kind is OpKind.MMA}
     changed = True
@@ -215,7 +219,54 @@ def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges):
             if d == 0 and v in feeds and u not in feeds and stage[u] == stage[v]:
                 feeds.add(u)
                 changed = True
-    return lambda op: (0 if op in feeds else 1, stage[op], index[op])
+    rank = rank or {}
+    return lambda op: (0 if op in feeds else 1, stage[op], rank.get(op, 0), index[op])
+
+
+def handoff_rank(ops: list[Op], stage: dict[Op, int], edges, arch: str) -> dict[Op, int]:
+    """Cheapest hand-off first: each put of the step (a value another group waits for) ranks by the cycles of
+    the group's own work it needs within the step (its same-step ancestors, `aref.machine.op_cost`); an op
+    takes the rank of the cheapest put it feeds, and one that feeds none (a release, a carried state update)
+    the rank of the put that follows it in program order, so it keeps its place beside that put. A group
+    runs its ops one after another, so a hand-off behind unrelated work waits for all of it: FA4's softmax
+    sends the rescale factor to the correction warps before its exponential (4 cycles of MUFU against 256),
+    where program order (the exponential first) held the O rescale, and the MMA warp's P·V behind it, ~250
+    cycles every iteration (860 cycles per iteration against the solver's II of 800; 804 so)."""
+    from aref.machine import machine_for, op_cost
+    m = machine_for(arch)
+    preds: dict[Op, list[Op]] = {}
+    for u, v, d in edges:
+        if u in stage and v in stage and stage[u] == stage[v] + d:
+            preds.setdefault(v, []).append(u)
+
+    def cost(op):
+        try:
+            unit, cycles = op_cost(op, m)
+        except ValueError:
+            return 0
+        return 0 if unit in ("tc", "tma") else cycles       # (asynchronous: the group only issues them)
+    cones = []
+    for i, put in enumerate(ops):
+        if put.kind is not OpKind.PUT:
+            continue
+        cone, stack = {put}, [put]
+        while stack:
+            for u in preds.get(stack.pop(), []):
+                if u not in cone:
+                    cone.add(u)
+                    stack.append(u)
+        cones.append((sum(cost(op) for op in cone), i, cone))
+    rank: dict[Op, int] = {}
+    for r, (_, _, cone) in enumerate(sorted(cones, key=lambda c: c[:2])):
+        for op in cone:
+            rank.setdefault(op, r)
+    # the rest stays beside the hand-off that follows it in program order (or after all of them)
+    following = len(cones)
+    for op in reversed(ops):
+        if op.kind is OpKind.PUT:
+            following = rank[op]
+        rank.setdefault(op, following)
+    return rank
 
 
 def slack_steps(ch) -> int:
