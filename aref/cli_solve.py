@@ -19,9 +19,11 @@ def _solve_args(p):
 def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=None, explain_found: bool = True):
     """Extract the dependence graph of `kernel`'s loop and solve it; returns (extraction, schedule).
     `explain_found=False` leaves the IIs below a schedule found unexplained (as the compiler's own solve)."""
-    from partition.optimal import solve_loop
-    ex, result, _ = solve_loop(kernel, arch, time_limit=time_limit, encoding=encoding, progress=progress,
-                               explain_found=explain_found)
+    from aref.compiler import CompileOptions
+    from partition.optimal import solve_partition
+    # the compiler's own solve (with its row-split fallback), so the II is that of the partition it lowers
+    _, ex, result, _, _ = solve_partition(kernel, CompileOptions(arch=arch, solver_time_limit=time_limit),
+                                          encoding=encoding, progress=progress, explain_found=explain_found)
     return ex, result
 
 

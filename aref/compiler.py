@@ -115,8 +115,10 @@ def _partition(kernel: Kernel, options: CompileOptions):
     if options.partition == "optimal":
         from partition.optimal import optimal_partition
         with compiler_pass("the optimal partitioner", kernel.loc):
-            kernel, part, anchors = optimal_partition(kernel, options)
-            expert = _matching_heuristic(kernel, part, options)
+            own, (kernel, part, anchors) = kernel, optimal_partition(kernel, options)
+            # the expert templates are the heuristic's answers for the user's program: a kernel the solver
+            # rewrote (its rows split over replicas) is realized op by op from its schedule
+            expert = _matching_heuristic(kernel, part, options) if kernel is own else None
         if expert is not None:
             # the solver proved this assignment optimal and it is one the expert templates know (e.g. FA3
             # ping-pong): realize it with the expert structure rather than op by op from the modulo schedule

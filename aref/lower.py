@@ -387,9 +387,10 @@ def _pingpong(kernel: WSKernel) -> None:
         return
     groups = {gp.group.id: gp for gp in kernel.groups}
     feeds = any(ch.producer in order and set(ch.consumers) & (set(order) - {ch.producer}) for ch in kernel.channels)
-    if len({_turns(groups[g]) for g in order}) > 1 or feeds:
+    if len({_turns(groups[g]) for g in order}) > 1 or feeds or kernel.named_barriers:
         kernel.pingpong = ()                # unbalanced turns, or a group waiting on data of the group whose
-        return                              # turn it holds: either deadlocks
+        return                              # turn it holds: either deadlocks (or the pipeline already orders
+        #                                     the groups' MMAs by the solver's schedule: `pipeline.order`)
     threads = 2 * groups[order[0]].group.threads
     ids = {g: i + 1 for i, g in enumerate(order)}
     kernel.named_barriers = [NamedBarrier(ids[g], threads, f"tensor-core turn of {groups[g].group.name}")

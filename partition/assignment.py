@@ -52,7 +52,25 @@ def partition_from_schedule(kernel: Kernel, ex, result, arch: str) -> Partition:
         _blackwell_one_warp_groups(kernel, assign, specs)
     one_producer_per_channel(kernel, assign)
     groups = _budgets(specs, result, order)
-    return Partition(groups, assign, "optimal")
+    return Partition(groups, assign, "optimal", () if blackwell else _tensor_core_turns(ex, result, assign))
+
+
+def _tensor_core_turns(ex, result, assign: dict[Op, int]) -> tuple[int, ...]:
+    """Hopper groups that issue MMAs and, in the solver's schedule, each hold the tensor core for one run of
+    their MMAs per II: the order of those runs in the II (FA3's ping-pong consumers, taken from the schedule).
+    The lowering has them take turns in that order (`aref.lower._pingpong`); without it, two in-order groups
+    that share the tensor core can settle into another order, each waiting on the other's data (the row-split
+    causal attention: 2365 cycles per iteration for II 2048, 2074 in turns). Empty where fewer than two groups
+    issue MMAs or one group's MMAs are interleaved with another's."""
+    runs = sorted((result.schedule[n] % result.ii, assign[op]) for n, ops in ex.members.items()
+                  if ex.kind[n] == "gemm" for op in ops[:1] if op.kind is OpKind.MMA and op in assign)
+    labels = [g for _, g in runs]
+    groups = set(labels)
+    starts = {labels[i]: runs[i][0] for i in range(len(runs)) if labels[i] != labels[i - 1]}
+    if len(groups) < 2 or len(starts) != len(groups) or \
+            sum(labels[i] != labels[i - 1] for i in range(len(runs))) != len(groups):
+        return ()
+    return tuple(sorted(groups, key=lambda g: starts[g]))
 
 
 # what a one-warp group (Blackwell's load and MMA warps) can do: TMA loads and their puts, MMA issue

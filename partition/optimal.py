@@ -491,53 +491,56 @@ _users = streams.users
 # ------------------------------------------------------------------------------------- the mapping
 def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
                register_cap: int | None = None, allow_transfers: bool = True, progress=None,
-               explain_found: bool = True, operands: bool = False, unmetered: bool = True,
-               channel_memory: bool = True, reservations: bool | None = None,
-               detached_stores: bool | None = None, group_order: bool = False):
-    """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). Where the solver proves that no
-    partition fits the SM with its hand-off channels' shared memory (`proof`: its reasons), the graph without
-    them is solved instead (`unmetered`; off: that proven infeasible result is returned with its proof): the
-    lowering's resource model then refuses the kernel by that rule, recorded on its Barrier IR (which the
-    simulator still runs). `channel_memory=False` solves the graph without them at once. `reservations`:
-    `extract_graph`'s (False on Blackwell: the occupancy-free graph), as `detached_stores`. Where the graph
-    with the channels' memory has no schedule found within the time limit (proven infeasible up to some II
-    only), the graph without them is solved too, as after a proof (attention_causal on sm_90a: with its
-    output's staging stated, no partition of the unsplit tile is found)."""
-    def run(channel_memory: bool):
-        ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                           channel_memory=channel_memory, operands=operands, detached_stores=detached_stores,
-                           group_order=group_order,
-                           **({} if reservations is None else {"reservations": reservations}))
-        return ex, solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
-                                                       explain_found=explain_found))
-    ex, result = run(channel_memory)
+               explain_found: bool = True, operands: bool = False, channel_memory: bool = True,
+               reservations: bool | None = None, detached_stores: bool | None = None, group_order: bool = False):
+    """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). `proof` says why no partition
+    of the graph with its hand-off channels' shared memory was found: the solver's proof that none fits the
+    SM, or its time-out without one (`solve_partition` then solves the row split, or the graph without that
+    memory, `channel_memory=False`, whose partition the lowering's resource model refuses by that rule,
+    recorded on its Barrier IR, which the simulator still runs). `reservations`: `extract_graph`'s (False on
+    Blackwell: the occupancy-free graph), as `detached_stores`."""
+    ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
+                       channel_memory=channel_memory, operands=operands, detached_stores=detached_stores,
+                       group_order=group_order, **({} if reservations is None else {"reservations": reservations}))
+    result = solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
+                                                 explain_found=explain_found))
     g = ex.graph
     metered = g.post_handoffs or g.post_staging or any(o.handoff for o in g.ops.values())
     if channel_memory and metered and (_hardware_limits(result) or result.status == S.TIMEOUT):
         proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
         if result.status == S.TIMEOUT:
             proof = (f"none found in {time_limit:g} s" + (f": {proof}" if proof else ""))
-        return (*run(False), proof) if unmetered else (ex, result, proof)
+        return ex, result, proof
     return ex, result, ""
+
+
+def solve_partition(kernel: Kernel, options, *, encoding: str = "interval", progress=None,
+                    explain_found: bool = False):
+    """The solve the optimal partitioner lowers (`options`: its `CompileOptions`): the kernel's graph with its
+    hand-off channels' memory; where no partition of it is found, the row split's (`_row_split_fallback`),
+    else the graph without that memory. Returns (kernel, extraction, result, proof, why the rows split)."""
+    def solve(k: Kernel, **how):
+        return solve_loop(k, options.arch, time_limit=options.solver_time_limit, encoding=encoding,
+                          progress=progress, register_cap=options.solver_register_cap,
+                          allow_transfers=options.solver_transfers, explain_found=explain_found,
+                          operands=options.solver_operands,
+                          reservations=False if options.solver_occupancy_free else None,
+                          detached_stores=options.solver_detached_stores,
+                          group_order=options.solver_group_order, **how)
+    ex, result, proof = solve(kernel)
+    split = _row_split_fallback(kernel, result, proof, options, solve)
+    if split is not None:
+        kernel, (ex, result, proof), why = split
+        return kernel, ex, result, proof, why
+    if proof:
+        ex, result, _ = solve(kernel, channel_memory=False)
+    return kernel, ex, result, proof, ""
 
 
 def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
     """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
     anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    def solve(k: Kernel, **how):
-        return solve_loop(k, options.arch, time_limit=options.solver_time_limit,
-                          register_cap=options.solver_register_cap, allow_transfers=options.solver_transfers,
-                          explain_found=False, operands=options.solver_operands,
-                          reservations=False if options.solver_occupancy_free else None,
-                          detached_stores=options.solver_detached_stores,
-                          group_order=options.solver_group_order, **how)
-    # the graph without its hand-off channels' memory is solved only where the row split does not answer
-    ex, result, proof = solve(kernel, unmetered=False)
-    split = _row_split_fallback(kernel, result, proof, options, solve)
-    if split is not None:
-        kernel, (ex, result, proof), why = split
-    elif proof:
-        ex, result, _ = solve(kernel, channel_memory=False)
+    kernel, ex, result, proof, why = solve_partition(kernel, options)
     if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
         hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
@@ -563,7 +566,7 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
                       f"{'proven optimal' if result.proven_optimal else 'not proven'})")
     if proof:
         part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
-    if split is not None:
+    if why:
         part.notes.append(f"rows split over {options.num_consumers} replicas: {why}")
     return kernel, part, anchors
 
@@ -571,21 +574,24 @@ def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[
 def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve):
     """Where no partition of the kernel's own graph fits the SM (a proof naming shared memory or registers:
     e.g. two 128-row fp32 accumulators, too many registers for one group and, in two, a 64 KB hand-off after
-    the loop beside the ring), the solver's space grows by the cooperative consumers' rewrite: the tile rows
-    split over `num_consumers` replicas (`partition.rowsplit`), whose nodes the solver places and schedules
-    like any other. Returns (split kernel, its solve, why), or None when the kernel's own answer stands, the
-    rows do not split, or the split kernel fits no better."""
+    the loop beside the ring) or none is found in the time limit (causal attention's 128-row tile), the
+    solver's space grows by the cooperative consumers' rewrite: the tile rows split over `num_consumers`
+    replicas (`partition.rowsplit`), whose nodes the solver places and schedules like any other. Returns
+    (split kernel, its solve, why), or None when the kernel's own answer stands, the rows do not split, or
+    the split kernel fits no better."""
     limits = proof or _hardware_limits(result)
-    if not limits or result.status != S.INFEASIBLE or options.arch != "sm_90a" or options.num_consumers < 2:
+    if not limits or result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.arch != "sm_90a" \
+            or options.num_consumers < 2:
         return None
     from partition.rowsplit import can_row_split, row_split
     if can_row_split(kernel, options.num_consumers) is not None:
         return None
     split, _ = row_split(kernel, options.num_consumers)
-    ex, res, why_not = solve(split, unmetered=False)
+    ex, res, why_not = solve(split)
     if why_not or res.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         return None
-    why = f"no partition of the unsplit tile fits the SM ({limits})"
+    why = (f"no partition of the unsplit tile found ({limits})" if result.status == S.TIMEOUT
+           else f"no partition of the unsplit tile fits the SM ({limits})")
     return split, (ex, res, why_not), why
 
 

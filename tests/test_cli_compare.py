@@ -27,39 +27,7 @@ FIDELITY = 0.03
 # figures: the steady state, `aref.cli_compare.steady_state`, a loop of at least STEADY_ITERATIONS iterations,
 # the mean over STEADY_SEEDS copy-latency seeds). Each entry must still be outside 3%: when a fix closes a gap,
 # this list has to shrink with it.
-KNOWN_GAPS = {
-    ("attention_causal", "sm_90a"): "II 2976 (lower bound 2048), simulated 2543 (-14.6%; 2602 over the example's "
-                                    "own 32 iterations): the timing guard keeps the "
-                                    "heuristic's cooperative program (both consumers run Q·Kᵀ, the masked softmax "
-                                    "and P·V on their 64 rows, overlapped across iterations by the coarse pipeline: "
-                                    "tensor core 80% busy, the consumers wait for the 2-deep K ring). The II is "
-                                    "not that program's: with the store staging stated (O's staging goes into Q's "
-                                    "tile only where Q·Kᵀ runs in O's group: partition.streams.add_post_staging) "
-                                    "no partition is found in 60 s (IIs up to a few thousand proven infeasible, "
-                                    "then the time-out; 6144 on a loaded machine), so the "
-                                    "graph without the hand-off channels' memory is solved; its partition (Q·Kᵀ "
-                                    "alone on one group; the "
-                                    "softmax, O's rescale and P·V on another, S handed over in 64 KB of shared "
-                                    "memory) is refused by the lowering, 568 registers per thread in the softmax "
-                                    "group (O and O·α, the received S, P), where the graph counts neither the "
-                                    "received S (solver_operands is off) nor O beside O·α; with "
-                                    "solver_operands=True no unsplit partition fits (every II up to 18432 proven "
-                                    "infeasible in 60 s, then the time-out), so the row-split fallback, taken only "
-                                    "on a proof, never runs. The row-split tile (two 64-row replicas) solves to II "
-                                    "2048 in 2 s; lowered with the heuristic's ping-pong roles it fits but runs at "
-                                    "2823 (steady state 2748): the producer waits 2300-2950 "
-                                    "cycles per iteration on the V ring's empty barrier: the example's rings are 2 "
-                                    "deep (3 do not fit: 196608 B of rings, 181248 left beside Q and O's staging), "
-                                    "a consumer frees V(j) only after its next softmax (where P·V(j) retires), and "
-                                    "the next K copy queues behind that V copy in the producer's program order. "
-                                    "Op by op from the modulo schedule (its three steps) it runs at 2385 in the "
-                                    "steady state but does not fit: 304 registers per consumer thread (O and O·α, "
-                                    "S, and two P tiles: P(j), the wgmma's register operand, stays live until "
-                                    "P·V(j) retires after softmax(j+1)). The split graph counts a register "
-                                    "operand live until its MMA starts and a ring slot free at its reader's end; "
-                                    "the lowering holds both to the wgmma wait before the next use of the MMA's "
-                                    "result: stating that retirement point is the step left",
-}
+KNOWN_GAPS: dict = {}
 # ... the most a known gap may grow to (measured figure plus a margin): closing a gap in part stays closed
 GAP_AT_MOST: dict = {}
 # ... and where compare's 60-second solve finds the II without its proof, and why (then the gap may also close)

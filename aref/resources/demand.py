@@ -102,11 +102,20 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
             materialize(src.operands[0], pos)
         elif isinstance(v.type, TileType) and v.type.space is Space.RMEM:
             c = carried_of_yield.get(id(v))
-            if c is not None and lv.last_use(c) <= pos and not _busy(carried_cls[id(c)], inflight):
+            if c is not None and lv.last_use(c) <= pos and vacated(carried_cls[id(c)], pos) \
+                    and not _busy(carried_cls[id(c)], inflight):
                 owner[id(v)] = carried_cls[id(c)]       # made straight into its carried storage
                 extend(owner[id(v)], lv.last_use(v))
+                held.setdefault(owner[id(v)], []).append(v)
             else:
                 new(v, pos)
+
+    # the values computed over a storage class in place (a carried tile's storage is the loop's: a yield may
+    # take it only once what was computed over it there is dead too, not its carried value alone)
+    held: dict[int, list[Value]] = {}
+
+    def vacated(c: int, pos: float) -> bool:
+        return all(lv.last_use(v) <= pos for v in held.get(c, ()))
 
     lp = gp.loop
     carried_of_yield: dict[int, Value] = {}
@@ -154,14 +163,16 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
                 elif k in ELEMENTWISE or k is OpKind.SELECT:
                     placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None
                                    and o.type.with_space(Space.RMEM) == r.type
-                                   and lv.last_use(o) <= pos and not _busy(cls(o), inflight)), None)
+                                   and (lv.last_use(o) <= pos or kept_by_select(op, o, lv))
+                                   and not _busy(cls(o), inflight)), None)
                 c = carried_of_yield.get(id(r))
                 if placed is None and c is not None and lv.last_use(c) <= pos \
-                        and not _busy(carried_cls[id(c)], inflight):
+                        and vacated(carried_cls[id(c)], pos) and not _busy(carried_cls[id(c)], inflight):
                     placed = carried_cls[id(c)]               # a yield computed after its carried value's last read
                 if placed is not None:
                     owner[id(r)] = placed
                     extend(placed, lv.last_use(r))
+                    held.setdefault(placed, []).append(r)
                 else:
                     new(r, pos)
             if k is OpKind.MMA_ASYNC:
@@ -181,6 +192,19 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
         if n > peak:
             peak, at, live = n, op, [(s[3], s[0]) for s in here]
     return RegisterDemand(gp.group.name, peak, at, live, computes)
+
+
+def kept_by_select(op: Op, o: Value, lv: Liveness) -> bool:
+    """Does `op`, a step of a pipeline fill or drain that runs only where its predicate holds, leave `o` read
+    afterwards only by selects between its own chain's value and `o` under that same predicate? Then it may
+    compute over `o`'s storage: where the step runs the selects pick the new value, where it does not `o` is
+    untouched (a drain's `o · α` rescaling the carried output in place, as an MMA's `keeps_state`)."""
+    if op.pred is None or lv.skipped(op):
+        return False
+    pos = lv.position[id(op)]
+    later = [u for at, u in lv.use_at.get(id(lv.root(o)), []) if at > pos]
+    return bool(later) and all(u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
+                               and lv.root(u.operands[2]) is lv.root(o) for u in later)
 
 
 def _label(v: Value, lv: Liveness) -> str:

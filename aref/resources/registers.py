@@ -187,6 +187,9 @@ class Liveness:
                  and op.result.type.dtype.is_float
                  and not all(u is not None and u.kind in FUSABLE_USERS for _, u in self.use_at.get(id(op.result), []))
                  and not self.from_mma(op.operands[0]) and not self.reads_slot(op.operands[0])]
+        # (casts made where the IR puts them, whole, as the loop takes them in: `_only_carried`)
+        self.carried_casts = {id(op.result) for op in casts if self._only_carried(op)}
+        casts = [op for op in casts if id(op.result) not in self.carried_casts]
         rounded = [op for op in casts if self._rounds_expression(op)]
         # A rounded expression is written element by element into 16-bit registers; read by an MMA from
         # registers, it is packed into the wgmma's 32-bit operand registers only where the wgmma reads it
@@ -374,6 +377,22 @@ class Liveness:
         while id(v) in self.alias:
             v = self.alias[id(v)]
         return v
+
+    def _only_carried(self, op: Op) -> bool:
+        """Is `op`'s result read only where the loop takes it in (an init) or hands it on (a yield), with an
+        MMA issued between? Deferred to there, the cast would fuse into nothing and keep its wider source live
+        beside that MMA's accumulator (the next iteration's scores issued after the last P of a pipeline fill,
+        or after this iteration's P): it is made where the IR puts it. (A yield's cast with no MMA after it
+        stays deferred to the loop's end: made there, after the waits before it, it goes straight into the
+        carried storage that an in-flight MMA still reads where the IR puts it.)"""
+        uses = self.use_at.get(id(op.result), [])
+        if not uses or any(u is not None for _, u in uses):
+            return False
+        start, end = self.loop_span
+        at = self.position[id(op)]
+        issued_after = any(o.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and at < self.position[id(o)] < end
+                           for o in self.ops)
+        return all(p == start or p == end and start < at and issued_after for p, _ in uses)
 
     def _use(self, v: Value, pos: float, op: Op | None) -> None:
         v = self.root(v)

@@ -20,6 +20,7 @@ from aref.backend.cute.xthread import CrossThread
 from aref.ir import Op, OpKind, TileType, Value
 
 from aref.resources import ROLE_OVERHEAD, Liveness, register_demand
+from aref.resources.demand import kept_by_select
 from aref.resources.registers import ELEMENTWISE, FUSABLE_USERS, LAZY, MAX_FUSED_LEAVES  # noqa: F401
 
 
@@ -34,6 +35,8 @@ class MathEmitter(Renderer, CrossThread):
         self.carried_bufs: dict[str, Value] = {}   # in the loop body: carried buffer -> its yield value
         self.peak: tuple[int, list] = (0, [])
         self.converted: dict[tuple, Buffer] = {}    # (buffer, value, layout) -> the value moved to that layout
+        self.kept: dict[str, float] = {}           # buffer name -> position up to which a guarded step's
+        #                                            selects may still read the value it computed over
         self.region = "pre"
 
     # ----------------------------------------------------------------------------------------- liveness
@@ -118,7 +121,8 @@ class MathEmitter(Renderer, CrossThread):
         if owner is None:
             return None
         once = self.transient.get(b.name)
-        return once[1] if once is not None and once[0] is owner else self.last_use(owner)
+        last = once[1] if once is not None and once[0] is owner else self.last_use(owner)
+        return max(last, self.kept.get(b.name, last))
 
     def _yield_carried(self, v: Value):
         lp = self.gp.loop
@@ -249,21 +253,48 @@ class MathEmitter(Renderer, CrossThread):
     def elementwise(self, v: Value, op: Op) -> Buffer:
         t = v.type
         layout = self.layout_of(v)
-        prefer = None
+        prefer, kept = None, None
         for o in self.leaves(op):
             oc = self.env.get(id(o))
             if isinstance(oc, Reg) and self._fits(oc.buf, t, layout) and self.last_use(o) <= self.pos:
                 prefer = oc.buf                      # compute in place over an input that dies here
                 break
+        state = self.kept_state(op) if prefer is None else None
+        if state is not None:
+            prefer, kept = self.env[id(state)].buf, self.last_use(state)
         nest, ctx = self.nest_for(layout, t), root_ctx(layout)
         text = strip_parens(self.render(v, ctx, nest, top=True))
+        if kept is not None:
+            # where the step does not run, each element keeps the state (a select, not a branch: ptxas
+            # serializes a wgmma whose accumulator a branch may have written)
+            text = f"aref.where({strip_parens(self.scalar(op.pred).expr)}, {text}, {prefer.at('r', 'c')})"
         if prefer is not None and not any(nest.levels) and text == prefer.at("r", "c"):
             self.holder[prefer.name] = v                 # the value is the operand itself (x + 0): no code
             return prefer
-        buf = self.new_buffer(v, hint=self.hint(v), prefer=prefer)
+        if kept is not None:
+            self.kept[prefer.name] = kept
+            buf = prefer
+            self.holder[prefer.name] = v
+        else:
+            buf = self.new_buffer(v, hint=self.hint(v), prefer=prefer)
         nest.levels[-1].append(f"{buf.at('r', 'c')} = {self.convert_to(text, buf.dtype)}")
         self.emit_nest(nest)
         return buf
+
+    def kept_state(self, op: Op) -> Value | None:
+        """The state a pipeline step guarded at run time computes over in place (`kept_by_select`: read later
+        only by its own step's selects), if `op` is such a step here; else None."""
+        if op.pred is None or self.pos != self.liveness.position[id(op)] or op.kind not in ELEMENTWISE:
+            return None
+        t = op.result.type
+        if not isinstance(t, TileType) or id(op.result) in self.fused or not self.use_at.get(id(op.result)):
+            return None
+        for o in self.leaves(op):
+            oc = self.env.get(id(o))
+            if isinstance(oc, Reg) and self._fits(oc.buf, t, self.layout_of(op.result)) \
+                    and self.last_use(o) > self.pos and kept_by_select(op, o, self.liveness) and not self.busy(oc.buf):
+                return o
+        return None
 
     def leaves(self, op: Op) -> list[Value]:
         """The materialized inputs of a fused expression (iterative: chains may be long)."""

@@ -182,7 +182,7 @@ class RoleEmitter(AccessEmitter, MathEmitter):
                     self.out(f"# aref-ir[{self.gp.group.name}#{self.op_index[id(op)]}] {tag_text(op, self.irname)}"
                              f"  (skipped: no such pipeline step in this specialization)")
                 return
-            if not p.static and op.kind not in PURE:
+            if not p.static and op.kind not in PURE and self.kept_state(op) is None:
                 guard = p            # a pipeline step that runs only for some trip counts (decided at run time)
         k = op.kind
         handler = getattr(self, "op_" + k.name.lower(), None)
@@ -492,12 +492,13 @@ class RoleEmitter(AccessEmitter, MathEmitter):
 
     def op_cast(self, op: Op) -> None:
         t = op.result.type
-        if not isinstance(t, TileType) or id(op.result) not in self.deferred:
+        carried = id(op.result) in self.liveness.carried_casts
+        if not isinstance(t, TileType) or id(op.result) not in self.deferred and not carried:
             self.lazy_or_now(op)                          # register math reads it: rounded in the expression
             return
         self.env[id(op.result)] = ("cast", op)           # materialized where an MMA or a store needs it ...
-        if id(op.result) not in self.deferred:
-            self.materialize(op.result)                   # ... unless its input is a slot about to be released
+        if carried:
+            self.materialize(op.result)                   # ... or here, whole, where the loop takes it in
 
     def reads_smem(self, v: Value) -> bool:
         stack = [v]

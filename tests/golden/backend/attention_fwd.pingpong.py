@@ -188,9 +188,9 @@ def consumer(load, kc_full, s_load, mma0, s_kc_K, kc_empty, mma1, vc_full, s_vc_
         x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
         x = x + cute.arch.shuffle_sync_bfly(x, offset=2)
         row_sum[r] = x  # the row's other columns live in the quad
+    s_f16.store(s.load().to(cutlass.Float16))
     # aref-ir[consumer0#41 consumer1#42] mbarrier_arrive %kc.empty[%22] item %20
     aref.arrive_once(kc_empty, warp_in_group)
-    s_f16.store(s.load().to(cutlass.Float16))
     o0.fill(0.0)
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
