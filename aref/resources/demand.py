@@ -1,6 +1,7 @@
 """A warp group's register demand: the most registers per thread its tiles take at once, where, and what is live
 there (`register_demand`, walking `aref.resources.registers.Liveness` over the group's program in emission
-order), plus `ROLE_OVERHEAD` rounded to the setmaxnreg step (`RegisterDemand.need`)."""
+order), plus `ROLE_OVERHEAD` rounded to the setmaxnreg step (`RegisterDemand.need`). On Blackwell the walk also
+counts what ptxas computes before a group's loop and keeps for all of it (`hoisted_over_loop`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
