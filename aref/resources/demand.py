@@ -187,9 +187,9 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
     return RegisterDemand(gp.group.name, peak, at, live, computes)
 
 
+HOISTED_ADDRESSES = 32      # elements per thread of the largest written tile whose addresses ptxas was seen to hoist
 # ops after which ptxas may not reuse a shared-memory value loaded before them (memory barriers; a column
 # reduction exchanges partial sums through shared memory between warp-group barriers)
-HOISTED_ADDRESSES = 32      # elements per thread of the largest written tile whose addresses ptxas was seen to hoist
 _SYNC = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.MMA_WAIT)
 
 
