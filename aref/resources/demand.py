@@ -1,6 +1,7 @@
 """A warp group's register demand: the most registers per thread its tiles take at once, where, and what is live
 there (`register_demand`, walking `aref.resources.registers.Liveness` over the group's program in emission
-order), plus `ROLE_OVERHEAD` rounded to the setmaxnreg step (`RegisterDemand.need`)."""
+order), plus `ROLE_OVERHEAD` rounded to the setmaxnreg step (`RegisterDemand.need`). On Blackwell the walk also
+counts what ptxas computes before a group's loop and keeps for all of it (`hoisted_over_loop`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -181,6 +182,9 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
         if region == "loop":
             for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
                 materialize(y, lv.loop_span[1])
+    if arch == "sm_100a":
+        for key, (regs, name) in hoisted_over_loop(lv, layout_of).items():
+            spans[key] = [regs, lv.loop_span[0], lv.loop_span[1], name]
     if _DEBUG:
         for key, sp in spans.items():
             print("span", sp)
@@ -205,6 +209,74 @@ def kept_by_select(op: Op, o: Value, lv: Liveness) -> bool:
     later = [u for at, u in lv.use_at.get(id(lv.root(o)), []) if at > pos]
     return bool(later) and all(u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
                                and lv.root(u.operands[2]) is lv.root(o) for u in later)
+
+
+HOISTED_ADDRESSES = 32      # elements per thread of the largest written tile whose addresses ptxas was seen to hoist
+# ops after which ptxas may not reuse a shared-memory value loaded before them (memory barriers; a column
+# reduction exchanges partial sums through shared memory between warp-group barriers)
+_SYNC = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.MMA_WAIT)
+
+
+def hoisted_over_loop(lv: Liveness, layout_of) -> dict:
+    """Blackwell: what ptxas hoists out of a group's loop and keeps in registers for the whole loop, beside its
+    tiles (measured on random programs: compute groups at the tiles' need spilled these).
+
+      * addresses: a row-layout write of a swizzled shared-memory tile computes one address per element (the
+        swizzle is applied to the whole address, so ptxas cannot derive one element's address from another's);
+        where the tile's address is the same every iteration (a depth-1 ring, a store's staging tile) ptxas
+        computes them before the loop and keeps them. Counted at the tile's registers per tile the loop writes
+        (a 16-bit tile's 32 addresses at 16), reads of fixed slots not counted, and only for tiles of at most
+        `HOISTED_ADDRESSES` elements per thread: calibrated with ptxas (random program seed 1062: two 64x64
+        tiles' 32 addresses each hoisted, the group needed 208 where the tiles' count gave 184; a count per
+        element and per read tile refused seed 1107's heuristic partition, which ptxas compiles at the tiles'
+        need alone; rowwise at N = 256 writes a 64x256 staging tile, 128 elements per thread, whose
+        addresses ptxas computes in the loop: it compiles at the tiles' need);
+      * values: in a loop body without memory barriers (no waits, arrives or column reductions), a shared-
+        memory tile got before the loop is loaded once before it, its registers live for the whole loop (a
+        column vector read in place is no longer free).
+
+    Keys are span keys of `register_demand`; values (registers per thread, a name for `describe`)."""
+    gp = lv.gp
+    if gp.loop is None:
+        return {}
+    start, end = lv.loop_span
+    body = [op for op in lv.ops if start < lv.position[id(op)] < end and not lv.skipped(op)]
+    synced = any(op.kind in _SYNC or op.kind is OpKind.REDUCE and op.attrs.axis == 0 for op in body)
+    out: dict = {}
+
+    def fixed_slot(op: Op) -> bool:
+        return op.operands[0].type.depth == 1 or id(op.operands[1]) in lv.static
+
+    def address(ring: Value, t: TileType) -> None:
+        if len(t.shape) == 2 and t.numel // 128 <= HOISTED_ADDRESSES:
+            out[("addresses", id(ring))] = (tile_registers(t, "sm_100a"), f"addresses of {ring.name}")
+
+    reads: dict[int, Op] = {}             # value id (through views) -> the slot read of a shared-memory tile
+    for op in lv.ops:
+        if lv.skipped(op):
+            continue
+        if op.kind is OpKind.SLOT_READ and op.result.type.space is Space.SMEM:
+            reads[id(op.result)] = op
+        elif op.kind in VIEWS + (OpKind.SELECT,) and op.results and any(
+                id(lv.root(o)) in reads for o in op.operands):
+            reads[id(op.result)] = next(reads[id(lv.root(o))] for o in op.operands if id(lv.root(o)) in reads)
+    for op in body:
+        if op.kind is OpKind.SLOT_STORE and op.operands[0].type.tile.space is Space.SMEM \
+                and isinstance(op.operands[3].type, TileType) and op.operands[3].type.space is not Space.SMEM:
+            if fixed_slot(op):
+                address(op.operands[0], op.operands[0].type.tile)
+        elif op.kind is OpKind.STORE and isinstance(op.operands[-1].type, TileType) \
+                and lv.root(op.operands[-1]).type.space is not Space.SMEM:
+            address(op.operands[0], op.operands[-1].type)          # the store's staging tile
+        if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.STORE) or op.kind in VIEWS + (OpKind.SELECT,):
+            continue                          # read by the tensor core or a TMA store, or a view
+        for o in op.operands:                 # CUDA-core reads of a shared-memory slot's tile
+            src = reads.get(id(lv.root(o)))
+            if src is not None and not synced and lv.position[id(src)] <= start:
+                v = src.result
+                out[("values", id(v))] = (tile_registers(v.type, lv.arch, layout=layout_of(v)),
+                                          v.name or _label(v, lv))
+    return out
 
 
 def _label(v: Value, lv: Liveness) -> str:
