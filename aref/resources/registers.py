@@ -379,10 +379,10 @@ class Liveness:
         return v
 
     def _only_carried(self, op: Op) -> bool:
-        """Is `op`'s result read only where the loop takes it in (an init) or hands it on (a yield), with an
-        MMA issued between? Deferred to there, the cast would fuse into nothing and keep its wider source live
-        beside that MMA's accumulator (the next iteration's scores issued after the last P of a pipeline fill,
-        or after this iteration's P): it is made where the IR puts it. (A yield's cast with no MMA after it
+        """Is `op`'s result read only where the loop takes it in (an init), or where it hands it on (a yield)
+        with an MMA issued after it in the body? Deferred to there, the cast would fuse into nothing and keep
+        its wider source live beside an MMA's accumulator (the next iteration's scores issued after the last P
+        of a pipeline fill, or after this iteration's P): it is made where the IR puts it. (A yield's cast with no MMA after it
         stays deferred to the loop's end: made there, after the waits before it, it goes straight into the
         carried storage that an in-flight MMA still reads where the IR puts it.)"""
         uses = self.use_at.get(id(op.result), [])
