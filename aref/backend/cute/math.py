@@ -254,14 +254,14 @@ class MathEmitter(Renderer, CrossThread):
         t = v.type
         layout = self.layout_of(v)
         prefer, kept = None, None
-        for o in self.leaves(op):
+        state = self.kept_state(op)          # (then `emit_op` left the step unguarded: it must select)
+        if state is not None:
+            prefer, kept = self.env[id(state)].buf, self.last_use(state)
+        for o in () if state is not None else self.leaves(op):
             oc = self.env.get(id(o))
             if isinstance(oc, Reg) and self._fits(oc.buf, t, layout) and self.last_use(o) <= self.pos:
                 prefer = oc.buf                      # compute in place over an input that dies here
                 break
-        state = self.kept_state(op) if prefer is None else None
-        if state is not None:
-            prefer, kept = self.env[id(state)].buf, self.last_use(state)
         nest, ctx = self.nest_for(layout, t), root_ctx(layout)
         text = strip_parens(self.render(v, ctx, nest, top=True))
         if kept is not None:
