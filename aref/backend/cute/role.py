@@ -66,6 +66,7 @@ class RoleEmitter(AccessEmitter, MathEmitter):
         self.loc = plan.ws.loc
         self.op_index = {id(op): i for i, op in enumerate(self.gp.all_ops())}
         self.pending_store: set[str] = set()       # staging tiles with a TMA store in flight
+        self.under_guard = False                   # emitting a pipeline step under its run-time guard
         self.bases: dict[str, str] = {}            # persistent: ring position of each channel at the tile start
         self.base_inits: dict[str, str] = {}       # ... kept as a running sum (run-time trip counts)
         self.base_channels: dict[str, str] = {}
@@ -205,7 +206,11 @@ class RoleEmitter(AccessEmitter, MathEmitter):
             with self.out.block(f"if {strip_parens(guard.expr)}:"):
                 if k in self.tagged:
                     self.tag(op)
-                handler(op)
+                self.under_guard = True
+                try:
+                    handler(op)
+                finally:
+                    self.under_guard = False
         self.track_live()
 
     def held_in_registers(self, v: Value) -> bool:
@@ -426,6 +431,7 @@ class RoleEmitter(AccessEmitter, MathEmitter):
                       and id(op) not in self.liveness.staged_mmas)
         if getattr(self, "scratch_reads", None):
             reads, self.scratch_reads = reads + self.scratch_reads, None
+        fresh = len(self.buffers)
         if len(op.operands) > 2:
             acc_v = op.operands[2]
             c = self.env[id(acc_v)]
@@ -445,6 +451,13 @@ class RoleEmitter(AccessEmitter, MathEmitter):
         self.holder[buf.name] = r           # accumulated in place: the buffer now holds the result, not acc
         self.out(f"aref.wgmma({self.arg(mma)}, {buf.name}, {a}, {b}, accumulate={accumulate})")
         self.issued(buf, *reads)
+        if self.under_guard and (accumulate or len(self.buffers) == fresh):
+            # a pipeline step's MMA under a run-time guard writes storage that held a value before it: where the
+            # guard ends, the register allocator merges the two states with copies of the accumulator, and a copy
+            # while the wgmma runs makes ptxas serialize every wgmma of the kernel (C7514 for a read, C7515 for a
+            # write). Retired inside the guard, the merge reads a finished result. (The model keeps its in-flight
+            # list: when the step does not run, what was issued before it is still in flight.)
+            self.out("warpgroup.wait_group(0)  # retired inside its guard: the merge after it reads no running wgmma")
 
     def keeps_state(self, op: Op, acc: Value) -> bool:
         """Is every later read of `acc` a pipeline select between this MMA's result and `acc` under the MMA's own
