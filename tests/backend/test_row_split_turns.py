@@ -49,9 +49,7 @@ def test_consumers_fit_their_budgets_and_compile_without_spills(lowered, backend
         assert register_demand(gp, "sm_90a").need <= gp.group.regs == (240 if gp.group.role == "consumer" else 24)
     result = compile_barrier(lowered, cache_dir=backend_cache, emit="cubin")
     assert result.spill_bytes == 0, result.ptxas_log
-    # the drain's O rescale keeps O per element (a select): written under a branch, ptxas reported wgmmas
-    # serialized for a non-wgmma definition of their accumulator (C7515). A pipeline step's MMA under a run-time
-    # guard is retired inside the guard: left in flight past it, the copies that merge its accumulator with the
+    # a pipeline step's MMA under a run-time guard is retired inside the guard: left in flight past it, the copies that merge its accumulator with the
     # state of the step not run read (C7514) or write (C7515) registers of a running wgmma, and ptxas serializes
     # every wgmma of the kernel.
     assert "C7515" not in result.ptxas_log and "C7514" not in result.ptxas_log, result.ptxas_log

@@ -265,8 +265,7 @@ class MathEmitter(Renderer, CrossThread):
         nest, ctx = self.nest_for(layout, t), root_ctx(layout)
         text = strip_parens(self.render(v, ctx, nest, top=True))
         if kept is not None:
-            # where the step does not run, each element keeps the state (a select, not a branch: ptxas
-            # serializes a wgmma whose accumulator a branch may have written)
+            # where the step does not run, each element keeps the state: a select, so the step needs no branch
             text = f"aref.where({strip_parens(self.scalar(op.pred).expr)}, {text}, {prefer.at('r', 'c')})"
         if prefer is not None and not any(nest.levels) and text == prefer.at("r", "c"):
             self.holder[prefer.name] = v                 # the value is the operand itself (x + 0): no code
