@@ -92,6 +92,13 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
     def extend(c: int, last: float) -> None:
         spans[c][2] = max(spans[c][2], last)
 
+    # the values computed over a storage class in place (a carried tile's storage is the loop's: a yield may
+    # take it only once what was computed over it there is dead too, not its carried value alone)
+    held: dict[int, list[Value]] = {}
+
+    def vacated(c: int, pos: float) -> bool:
+        return all(lv.last_use(v) <= pos for v in held.get(c, ()))
+
     def materialize(v: Value, pos: float) -> None:
         """A deferred value read here: a 16-bit cast takes registers from here on; a transposed register tile
         is staged in shared memory (no registers), which materializes what it transposes."""
@@ -110,13 +117,6 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
                 held.setdefault(owner[id(v)], []).append(v)
             else:
                 new(v, pos)
-
-    # the values computed over a storage class in place (a carried tile's storage is the loop's: a yield may
-    # take it only once what was computed over it there is dead too, not its carried value alone)
-    held: dict[int, list[Value]] = {}
-
-    def vacated(c: int, pos: float) -> bool:
-        return all(lv.last_use(v) <= pos for v in held.get(c, ()))
 
     lp = gp.loop
     carried_of_yield: dict[int, Value] = {}
