@@ -172,27 +172,13 @@ class KernelFunction:
         tensors, constexprs = self.bind(args, kwargs, SHAPE_DEVICES)
         return self._specialize(tensors, constexprs)
 
-    @user_facing
     def __call__(self, *args, **kwargs):
-        """Run on the given tensors. CPU tensors run the reference interpreter; outputs are written in place."""
-        tensors, constexprs = self.bind(args, kwargs)
-        if any(t.is_cuda for t in tensors.values()):
-            # GPU: compile this specialization once through the CuTe DSL backend (cached), check the
-            # arguments (device, dtype, shape, contiguity, alignment) and launch it on the tensors' device
-            from aref.backend.cute.launch import launch
-            if self.configs is None:
-                launch(self._specialize(tensors, constexprs), tensors, user_loc())
-                return
-            given = {k: v for k, v in kwargs.items() if k in self.parsed.constexpr_params}
-            cfg = self._tuned_config(tensors, given)
-            kernel = self._specialize(tensors, {**constexprs, **cfg.consts, **given})
-            from aref.tune_gpu import gpu_arch
-            arch = gpu_arch() or "sm_90a"
-            launch(kernel, tensors, user_loc(), cfg.compile_options(arch), **cfg.launch_kwargs(arch))
-            return
-        kernel = self._specialize(tensors, constexprs)
-        from aref.interpret import run_kernel
-        run_kernel(kernel, tensors)
+        """Run on the given tensors, through the kernel's PyTorch operator (`aref.runtime.torch_library`):
+        CPU tensors run the reference interpreter, CUDA tensors the compiled kernel, meta and fake tensors
+        only check the arguments; outputs are written in place. Under `torch.compile` the call is one
+        operator of the graph."""
+        from aref.runtime.torch_library import call
+        call(self, args, kwargs)
 
     def search_space(self) -> list:
         """The tuning candidates: `configs`, or one derived from the constants' defaults."""

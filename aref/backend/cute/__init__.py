@@ -25,7 +25,7 @@ from aref.backend.cute.analysis import BackendError, plan_kernel
 from aref.backend.cute.module import emit_module
 
 EMITS = ("cute", "ptx", "cubin")
-DEFAULT_CACHE = Path.home() / ".cache" / "aref" / "cute"
+DEFAULT_CACHE = Path.home() / ".cache" / "aref" / "cute"    # `aref.config.kernel_cache` unless changed
 
 
 @dataclass
@@ -169,7 +169,8 @@ def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "p
     from aref.backend.cute import toolchain
 
     key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)
-    cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
+    from aref.settings import config
+    cache = Path(cache_dir or config.kernel_cache) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
         source = generate_source(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)

@@ -48,16 +48,12 @@ class Launcher:
             args.append(from_dlpack(x.permute(*perm) if perm != sorted(perm) else x, assumed_align=t.align))
         return args
 
-    def compile(self, args: list) -> None:
-        """Compile once, with the real (static-shape) tensors and a fake stream, from the generated source kept
-        by compile_barrier; the arch comes from the device, never from CUTE_DSL_* variables."""
-        from cutlass.cute.runtime import make_fake_stream
-
-        from aref.backend.cute import toolchain
-        module = toolchain.load_module_from_path(self.result.source_path)
-        report = toolchain.compile_jit(module.host, [*args, make_fake_stream()], self.ws.arch,
-                                       self.result.source_path.parent / "gpu", resources=False)
-        self.compiled = report.compiled
+    def compile(self, args: list | None = None) -> None:
+        """Get the compiled function: loaded from the disk cache when any process compiled this specialization
+        before, else compiled for `ws.arch` (never from CUTE_DSL_* variables) from the generated module's fake
+        arguments and exported there (`aref.runtime.binary_cache`). `args` is not needed (kept for callers)."""
+        from aref.runtime.binary_cache import compiled_function
+        self.compiled = compiled_function(self.result.source_path, self.ws.arch)
 
     def __call__(self, tensors: dict) -> None:
         self.bound(tensors)()
@@ -69,7 +65,7 @@ class Launcher:
 
         args = self.arguments(tensors)
         if self.compiled is None:
-            self.compile(args)
+            self.compile()
         device = next(iter(tensors.values())).device
         stream = current_stream(device)
 
