@@ -258,6 +258,13 @@ def _plan(kfn, args, kwargs):
     return kop.overload, encode_constants(given), pick
 
 
+def operator_call(kfn, *args, **kwargs) -> tuple:
+    """(operator overload, its arguments) of the call `kfn(*args, **kwargs)` without running it: what
+    `torch.library.opcheck` and other torch tooling take."""
+    overload, constants, pick = _plan(kfn, args, kwargs)
+    return overload, (*pick(args, kwargs), constants)
+
+
 # --------------------------------------------------------------------------------------- torch.compile
 @torch._dynamo.assume_constant_result
 def _trace_plan(kfn, nargs: int, tensor_kw: tuple, const_items: tuple, metas: tuple) -> tuple:
