@@ -79,7 +79,8 @@ def test_linear_gradients_match_torch():
     from aref.precision import matmul_tolerance
     checks = [(y, yf, 64), (x.grad, xf.grad, 80), (w.grad, wf.grad, 120), (b.grad, bf.grad, 120)]
     for got, want, k in checks:
-        assert compare({"t": got}, {"t": want.half()}, {"t": matmul_tolerance(torch.float16, torch.float16, k)}).ok
+        assert compare({"t": got.detach()}, {"t": want.detach().half()},
+                       {"t": matmul_tolerance(torch.float16, torch.float16, k)}).ok
     y2 = aref.nn.linear(x.detach(), w.detach())          # no bias
     assert torch.allclose(y2.float(), x.detach().float() @ w.detach().float().T, atol=3e-2, rtol=1e-2)
 

@@ -10,9 +10,11 @@ launch behind, keyed by that signature, so a later call with tensors of the same
   holds the address and nothing of the tensor, so it is reused for any tensor at that address with the
   signature's layout, while the tensor itself is not kept alive — and builds it once per address,
 - reads torch's current stream handle (`torch._C._cuda_getCurrentRawStream`, as Inductor does),
-- calls the compiled function (the DSL marshals the descriptors and launches on that stream).
+- concatenates the descriptors' C pointers and the stream's (marshalled by the DSL once per stream handle:
+  what `generate_execution_args` would make of them every call) and runs the compiled program.
 
-`Prepared.arguments(tensors)` is that work up to the launch; `bench/launch_overhead.py` times it on the CPU.
+`Prepared.marshal(tensors, stream)` is that work up to the launch; `bench/launch_overhead.py` times it on the
+CPU and checks it against the DSL's own marshalling (`dsl_marshal`).
 """
 from __future__ import annotations
 
@@ -49,7 +51,6 @@ class Prepared:
     def __init__(self, launcher, params: tuple, device: torch.device):
         self.compiled = launcher.compiled
         self.device = device
-        taken = {t.name: t for t in launcher.plan.tensors if not t.empty}
         # (position among the operator's tensors, mode permutation or None, alignment) per kernel argument
         self.slots = []
         for t in launcher.plan.tensors:
@@ -58,14 +59,12 @@ class Prepared:
             lead = len(t.shape) - t.tiled
             perm = list(range(lead, len(t.shape))) + list(range(lead))
             self.slots.append((params.index(t.name), perm if perm != sorted(perm) else None, t.align, t.name))
-        self.names = taken
         self.cache = [dict() for _ in self.slots]
-        self.streams: dict = {}
+        self.streams: dict = {}                  # raw stream handle -> its marshalled C arguments
 
-    def arguments(self, tensors) -> list:
-        """The compiled function's arguments for `tensors` (the operator's, in order), stream last: the
-        per-call work before the launch."""
-        args = []
+    def descriptors(self, tensors) -> list:
+        """The DLPack descriptors of `tensors` (the operator's, in order) the compiled function takes."""
+        out = []
         for (i, perm, align, name), cache in zip(self.slots, self.cache):
             x = tensors[i]
             ptr = x.data_ptr()
@@ -78,25 +77,40 @@ class Prepared:
                 if len(cache) >= _MAX_DESCRIPTORS:
                     cache.clear()
                 d = cache[ptr] = descriptor(x, perm, align)
-            args.append(d)
-        return args
+            out.append(d)
+        return out
 
-    def stream(self):
+    def marshal(self, tensors, stream: int) -> list:
+        """The compiled function's C arguments for `tensors` on `stream` (a raw stream handle): what the DSL's
+        `generate_execution_args` makes of the descriptors and the stream, with the stream's part made once
+        per stream (`dsl_marshal` is the DSL's own, for checking)."""
+        descs = self.descriptors(tensors)
+        exe = [p for d in descs for p in d._pointers]
+        chunk = self.streams.get(stream)
+        if chunk is None:
+            full, adapted = self._dsl_arguments(descs, stream)
+            chunk = self.streams[stream] = (full[len(exe):], adapted)
+        exe += chunk[0]
+        return exe
+
+    def _dsl_arguments(self, descs, stream: int):
         from cuda.bindings.driver import CUstream
-        handle = torch._C._cuda_getCurrentRawStream(self.device.index)
-        s = self.streams.get(handle)
-        if s is None:
-            s = self.streams[handle] = CUstream(handle)
-        return s
+        cu = CUstream(stream)
+        exe, adapted = self.compiled.execution_args.generate_execution_args([*descs, cu], {})
+        return exe, (adapted, cu)                # keeps what the stream's pointers point into alive
+
+    def dsl_marshal(self, tensors, stream: int) -> tuple:
+        """The DSL's marshalling of the same call: (C arguments, what they point into: keep it alive)."""
+        return self._dsl_arguments(self.descriptors(tensors), stream)
 
     def __call__(self, tensors) -> None:
-        args = self.arguments(tensors)
-        args.append(self.stream())
-        if torch._C._cuda_getDevice() == self.device.index:
-            self.compiled(*args)
+        index = self.device.index
+        exe = self.marshal(tensors, torch._C._cuda_getCurrentRawStream(index))
+        if torch._C._cuda_getDevice() == index:
+            self.compiled.run_compiled_program(exe)
         else:
             with torch.cuda.device(self.device):   # the launch uses the current device's context
-                self.compiled(*args)
+                self.compiled.run_compiled_program(exe)
 
 
 def _nothing(tensors) -> None:
@@ -128,7 +142,8 @@ def prepare(kop, tensors, constants: str):
 
 def launch_op(kop, tensors, constants: str) -> None:
     """Launch operator `kop` on CUDA `tensors` (its implementation on the CUDA dispatch key)."""
-    key = (constants, *[(t.dtype, t.shape, t.stride(), t.device) for t in tensors])
+    from aref.runtime.torch_library import _launch_key
+    key = _launch_key(tensors, constants)
     prepared = kop.launches.get(key)
     if prepared is None:
         prepared = kop.launches[key] = prepare(kop, tensors, constants)

@@ -218,28 +218,63 @@ def _binder(kfn, nargs: int, kwnames: tuple) -> _Binder | None:
     return _Binder(tuple(at), consts, {})
 
 
+class _Plan:
+    """A call signature's operator and constants string, and, once its first call has prepared a GPU launch,
+    the launch itself (`direct`): later calls with plain tensors and nothing intercepting torch's dispatch
+    (no TorchDispatchMode or TorchFunctionMode, no profiler, no tensor requiring grad or of a subclass —
+    all in the signature or checked per call) call it without the dispatcher, which would only route the call
+    to the same implementation."""
+
+    __slots__ = ("overload", "constants", "kop", "direct", "plain")
+
+    def __init__(self, overload, constants: str, kop, plain: bool):
+        self.overload, self.constants, self.kop, self.plain = overload, constants, kop, plain
+        self.direct = None
+
+
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_profiling = torch.autograd._profiler_enabled
+_Tensor = torch.Tensor
+
+
 def call(kfn, args: tuple, kwargs: dict) -> None:
     """`kfn(*args, **kwargs)`: through its operator (see the module docstring)."""
     if torch.compiler.is_compiling():
         return _traced_call(kfn, args, kwargs)
-    binders = kfn.__dict__.setdefault("_torch_binders", {})
-    skey = (len(args), tuple(kwargs))
+    binders = kfn.__dict__.get("_torch_binders")
+    if binders is None:
+        binders = kfn.__dict__["_torch_binders"] = {}
+    skey = (len(args), *kwargs)
     binder = binders.get(skey)
     if binder is None:
-        binder = binders[skey] = _binder(kfn, len(args), skey[1]) or _Binder((), (), {})
+        binder = binders[skey] = _binder(kfn, len(args), tuple(kwargs)) or _Binder((), (), {})
     try:
         tensors = [args[a] if a.__class__ is int else kwargs[a] for a in binder.tensor_at]
-        key = (tuple([kwargs[k] for k in binder.const_names]),
-               tuple([(t.dtype, t.shape, t.device) for t in tensors]))
+        key = (*[kwargs[k] for k in binder.const_names],
+               *[(t.__class__, t.dtype, t.shape, t.stride(), t.get_device(), t.requires_grad) for t in tensors])
         plan = binder.plans.get(key) if binder.tensor_at else None
     except (AttributeError, KeyError, TypeError, IndexError):   # not tensors, unhashable constants: bind says
         plan = None
     if plan is None:
-        plan = _plan(kfn, args, kwargs)
+        overload, constants, pick, kop = _plan(kfn, args, kwargs)
+        tensors = pick(args, kwargs)
+        plain = all(t.__class__ is _Tensor and not t.requires_grad and t.is_cuda for t in tensors)
+        plan = _Plan(overload, constants, kop, plain)
         if binder.tensor_at:
             binder.plans[key] = plan
-        tensors = plan[2](args, kwargs)
-    plan[0](*tensors, plan[1])
+    direct = plan.direct
+    if direct is not None and not (_dispatch_modes() or _function_modes() or _profiling()):
+        direct(tensors)
+        return
+    plan.overload(*tensors, plan.constants)
+    if plan.plain and direct is None:
+        plan.direct = plan.kop.launches.get(_launch_key(tensors, plan.constants))
+
+
+def _launch_key(tensors, constants: str) -> tuple:
+    """The signature a prepared GPU launch is kept under (`fast_launch.launch_op`)."""
+    return (constants, *[(t.dtype, t.shape, t.stride(), t.device) for t in tensors])
 
 
 @user_facing
@@ -255,13 +290,13 @@ def _plan(kfn, args, kwargs):
     def pick(a, kw):
         t, _ = kfn.bind(a, kw, SHAPE_DEVICES)
         return [t[p] for p in order]
-    return kop.overload, encode_constants(given), pick
+    return kop.overload, encode_constants(given), pick, kop
 
 
 def operator_call(kfn, *args, **kwargs) -> tuple:
     """(operator overload, its arguments) of the call `kfn(*args, **kwargs)` without running it: what
     `torch.library.opcheck` and other torch tooling take."""
-    overload, constants, pick = _plan(kfn, args, kwargs)
+    overload, constants, pick, _ = _plan(kfn, args, kwargs)
     return overload, (*pick(args, kwargs), constants)
 
 
@@ -272,7 +307,7 @@ def _trace_plan(kfn, nargs: int, tensor_kw: tuple, const_items: tuple, metas: tu
     tensors = [torch.empty_strided(shape, stride, dtype=dtype, device="meta") for dtype, shape, stride in metas]
     args, kwargs = tensors[:nargs], dict(zip(tensor_kw, tensors[nargs:]))
     kwargs.update(dict(const_items))
-    overload, constants, _ = _plan(kfn, args, kwargs)
+    overload, constants, _, _ = _plan(kfn, args, kwargs)
     bound = {id(t): i for i, t in enumerate(tensors)}
     bt, _ = kfn.bind(args, kwargs, ("meta",))
     order = tuple(bound[id(bt[p])] for p in kfn.parsed.tensor_params)
