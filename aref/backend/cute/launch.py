@@ -1,8 +1,10 @@
 """Launching a generated kernel on a GPU: `kernel(*cuda_tensors, **constexprs)`.
 
 The first call of a specialization lowers its Tile IR to Barrier IR for the device's architecture, generates
-and compiles the CuTe DSL module (cached in memory and on disk by `compile_barrier`) and keeps the compiled
-function; later calls only check their arguments and launch. Tensors cross into CuTe through DLPack, in the
+the CuTe DSL module (cached in memory and on disk by `compile_barrier`) and gets its compiled function — loaded
+from the disk cache when any process compiled it before, else compiled and exported there
+(`aref.runtime.binary_cache`); later calls only check their arguments and launch (a kernel call's own hot path
+is `aref.runtime.fast_launch`). Tensors cross into CuTe through DLPack, in the
 mode order the generated kernel expects (tiled modes first, batch modes last); the grid is the kernel's own
 (a constant of the generated module). The kernel runs on torch's current stream, like a torch operator: it is
 ordered after the work that produced its inputs on that stream, and under `torch.cuda.graph(g)` it is recorded
