@@ -31,7 +31,8 @@ _LIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (
 PASSES = (
     ("aref.frontend", "the frontend (tracing)"), ("aref.lang", "the frontend (tracing)"),
     ("aref.trace", "the frontend (tracing)"), ("aref.typing_rules", "the frontend (type rules)"),
-    ("aref.kernel", "the kernel call"), ("aref.verify", "the Tile IR verifier"),
+    ("aref.kernel", "the kernel call"), ("aref.runtime", "the kernel call"), ("aref.nn", "aref.nn"),
+    ("aref.verify", "the Tile IR verifier"),
     ("aref.ws_verify", "the warp-specialized IR verifier"), ("partition.optimal", "the optimal partitioner"),
     ("partition.distribute", "loop distribution"), ("partition", "the heuristic partitioner"),
     ("pipeline", "pipelining"), ("aref.lower", "aref lowering"), ("aref.interpret", "the interpreter"),

@@ -124,7 +124,8 @@ def part_nn() -> list:
                 try:
                     rows.append({"op": "attention", **_attention_case(torch, aref_nn, 2, 4, S, D, causal, dtype)})
                 except Exception as exc:  # noqa: BLE001
-                    rows.append({"op": "attention", "D": D, "causal": causal, "error": f"{type(exc).__name__}: {exc}"[:600]})
+                    rows.append({"op": "attention", "D": D, "causal": causal,
+                                 "error": f"{type(exc).__name__}: {exc}"[:600]})
     try:
         g = torch.Generator(device="cuda").manual_seed(0)
         x = torch.randn(3, 100, 256, device="cuda", generator=g).half().requires_grad_()
@@ -295,7 +296,8 @@ def part_overhead() -> list:
     start = time.perf_counter()
     for _ in range(2000):
         torch.matmul(a, a)
-    rows.append({"kernel": "torch.matmul (for scale)", "host_us_per_call": round((time.perf_counter() - start) / 2000 * 1e6, 2)})
+    rows.append({"kernel": "torch.matmul (for scale)",
+                 "host_us_per_call": round((time.perf_counter() - start) / 2000 * 1e6, 2)})
     torch.cuda.synchronize()
     return rows
 
@@ -393,7 +395,8 @@ def main() -> int:
     except ImportError:
         gpu = False
     if not gpu or args.dry_run:
-        print(("No CUDA GPU here: " if not gpu else "Dry run: ") + f"would run, within {args.budget:.0f} s, writing {out}:")
+        print(("No CUDA GPU here: " if not gpu else "Dry run: ")
+              + f"would run, within {args.budget:.0f} s, writing {out}:")
         files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(EXAMPLES, "*.py")))
         print(f"  examples    launch every kernel of {len(files)} example files ({', '.join(files)}) at small and "
               f"ragged sizes vs their references (timeout {PLAN['examples']} s)")

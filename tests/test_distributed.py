@@ -1,6 +1,6 @@
 """aref.nn inside torch.distributed: two CPU processes (gloo) train one step of an attention block built on
-aref.nn under DistributedDataParallel and FSDP2 (fully_shard); the gradients and updated weights equal a single-process torch
-reference (torch's linear and SDPA in float32 on the whole batch) within fp16 tolerances."""
+aref.nn under DistributedDataParallel and FSDP2 (fully_shard); the gradients and updated weights equal a
+single-process torch reference (torch's linear and SDPA in float32 on the whole batch) within fp16 tolerances."""
 import os
 import subprocess
 import sys

@@ -53,7 +53,8 @@ def attention(backend: str, causal: bool) -> dict:
     compiled = torch.compile(f, fullgraph=True, backend=backend)
     lc, gc = run(compiled)
     le, ge = run(f)
-    return {"equal_loss": bool(torch.equal(lc, le)), "equal_grads": all(bool(torch.equal(a, b)) for a, b in zip(gc, ge))}
+    return {"equal_loss": bool(torch.equal(lc, le)),
+            "equal_grads": all(bool(torch.equal(a, b)) for a, b in zip(gc, ge))}
 
 
 def main() -> None:
