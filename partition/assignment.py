@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aref import resources
 from aref.ir import DType, Kernel, Op, OpKind, TileType
-from aref.ws import WarpGroup
+from aref.ir.ws import WarpGroup
 from partition.model import Partition, check_registers, one_producer_per_channel, replicated_ops, split_budget, \
     value_owner
 

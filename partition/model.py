@@ -17,7 +17,7 @@ from aref.errors import ArefError
 from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType, index_math
 from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
                             split_budget)
-from aref.ws import WarpGroup
+from aref.ir.ws import WarpGroup
 
 REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE,
                         OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CHANNEL, OpKind.GET,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aref.ir import NamedBarrierAttrs, Op, OpKind
-from aref.ws import GroupProgram, NamedBarrier, WSKernel
+from aref.ir.ws import GroupProgram, NamedBarrier, WSKernel
 from pipeline.depths import global_conflict, global_edges
 from pipeline.schedule import GroupSchedule, _retired_in_own_step
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind, index_math
-from aref.ws import GroupProgram, WSKernel
+from aref.ir.ws import GroupProgram, WSKernel
 from pipeline import sm100
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -225,14 +225,14 @@ def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges, rank: dict[Op,
 
 def handoff_rank(ops: list[Op], stage: dict[Op, int], edges, arch: str) -> dict[Op, int]:
     """Cheapest hand-off first: each put of the step (a value another group waits for) ranks by the cycles of
-    the group's own work it needs within the step (its same-step ancestors, `aref.machine.op_cost`); an op
+    the group's own work it needs within the step (its same-step ancestors, `aref.target.machine.op_cost`); an op
     takes the rank of the cheapest put it feeds, and one that feeds none (a release, a carried state update)
     the rank of the put that follows it in program order, so it keeps its place beside that put. A group
     runs its ops one after another, so a hand-off behind unrelated work waits for all of it: FA4's softmax
     sends the rescale factor to the correction warps before its exponential (4 cycles of MUFU against 256),
     where program order (the exponential first) held the O rescale, and the MMA warp's P·V behind it, ~250
     cycles every iteration (860 cycles per iteration against the solver's II of 800; 804 so)."""
-    from aref.machine import machine_for, op_cost
+    from aref.target.machine import machine_for, op_cost
     m = machine_for(arch)
     preds: dict[Op, list[Op]] = {}
     for u, v, d in edges:
@@ -461,8 +461,8 @@ def _copies_waited_last(ops, priority, copied: set, edges):
 
 def _busy_until(ops, anchor: dict, arch: str) -> dict[Op, float]:
     """For each anchored synchronous op: its node's residue plus the cycles the node's ops keep the group
-    busy (`aref.machine.op_cost`, the figures the solver's graph was built from)."""
-    from aref.machine import ISSUE, machine_for, op_cost
+    busy (`aref.target.machine.op_cost`, the figures the solver's graph was built from)."""
+    from aref.target.machine import ISSUE, machine_for, op_cost
     m = machine_for(arch)
     work: dict[tuple, float] = {}
     for op in ops:

@@ -98,7 +98,7 @@ def test_frontend_inconsistency_is_not_the_users_error(monkeypatch):
 
 def test_user_errors_still_name_the_users_line():
     with pytest.raises(ChannelError) as info:
-        from aref.harness import load_example
+        from aref.runtime.harness import load_example
         ex = load_example(example_path("gemm"))
         lower_to(ex.kernel.specialize(**ex.inputs()), "pipelined", CompileOptions(consumers="plain", mma_depth=5))
     assert not isinstance(info.value, CompilerBugError) and isinstance(info.value, ArefError)

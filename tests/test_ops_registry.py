@@ -11,11 +11,11 @@ import torch
 import aref
 from aref import ops
 from aref.compiler import CompileOptions, lower_to
-from aref.dtypes import to_torch
+from aref.ir.dtypes import to_torch
 from aref.errors import ArefTypeError, VerifyError
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 from aref.ir import DType, FnAttrs, Op, OpKind, Space, TileType, Value
-from aref.machine import H100, op_cost
+from aref.target.machine import H100, op_cost
 from aref.sim import simulate
 from tests.ops_kernels import (ROLES, T, VARIANTS, all_ops, all_ops_inputs, case_id, entry_cases, inputs,
                                one_op)
@@ -45,7 +45,7 @@ def test_pass_tables_derive_from_traits():
     assert rowsplit.ELEMENTWISE == cuda - {OpKind.REDUCE}
     assert set(cute_math.FUSABLE_USERS) == set(cute_math.ELEMENTWISE) | {OpKind.REDUCE}
     assert OpKind.EXPAND_DIMS in cute_math.ELEMENTWISE and OpKind.ARANGE in cute_math.LAZY
-    from aref.machine import MUFU_FNS
+    from aref.target.machine import MUFU_FNS
     assert MUFU_FNS == {"exp", "exp2", "log", "log2", "sqrt", "rsqrt"}
 
 

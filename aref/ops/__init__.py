@@ -8,7 +8,7 @@ Each `OpDef` keeps an op's rules side by side (see ../shared/OPS_REGISTRY.md):
               calls it while tracing and the verifier calls it again on every op, so the two cannot drift;
   interpret   float32 torch math of the op (the rounding to the result dtype is `round_to`, one policy for
               all ops); the interpreter and the simulator both evaluate ops through it;
-  cost        the machine unit the op occupies and a cycles formula (`aref.machine.op_cost` asks here);
+  cost        the machine unit the op occupies and a cycles formula (`aref.target.machine.op_cost` asks here);
   cute        how the CuTe DSL backend emits it, per (role, layout), looked up by `cute_emission` in the
               order exact → default → decomposition → one uniform error;
   hints       what a test needs to exercise it: input domain, dtypes, a torch oracle, the roles it claims
@@ -118,7 +118,7 @@ class Algebra:
 
 @dataclass(frozen=True)
 class Cost:
-    """The unit an op occupies (names of `aref.machine`) and its cycles: `cycles(op, machine, rng)`.
+    """The unit an op occupies (names of `aref.target.machine`) and its cycles: `cycles(op, machine, rng)`.
     `unit` may be a callable of the op when it depends on operand types."""
 
     unit: str | Callable
@@ -286,7 +286,7 @@ def round_to(x, t):
     """
     import torch
 
-    from aref.dtypes import to_torch
+    from aref.ir.dtypes import to_torch
     if not isinstance(t, TileType):
         return x.item() if isinstance(x, torch.Tensor) else x
     if t.dtype in _FP8_MAX and x.is_floating_point() and x.dtype != to_torch(t.dtype):

@@ -2,11 +2,11 @@
 
 Numerics (the interpreter's, which the backend reproduces): a float result is computed in float32 and then
 rounded to its dtype (`aref.ops.round_to`); integer results use int32 arithmetic (wrapping); booleans come
-from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.typing_rules.elementwise`).
+from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.ir.typing_rules.elementwise`).
 """
 from __future__ import annotations
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind, TileType
 from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Algebra, Case, Cost, Emit, Hints, OpDef,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import VerifyError
 from aref.ir import ArefType, DType, OpKind, RingType, ScalarType, Space, TensorType, TileType
 from aref.ops import (CHANNEL, MEMORY, MMA, SIDE_EFFECT, STRUCTURAL, SYNC, VIEW, Cost, Emit, Hints, OpDef,
@@ -42,18 +42,18 @@ def _store_rule(types, attrs, loc):
 
 
 def _load(op, vals, cta):
-    from aref.interpret import load_box
+    from aref.interp.tile import load_box
     return load_box(vals[0], [int(c) for c in vals[1:]], op.attrs.tile_shape)
 
 
 def _store(op, vals, cta):
-    from aref.interpret import store_box
+    from aref.interp.tile import store_box
     return store_box(vals[0], [int(c) for c in vals[1:-1]], vals[-1], op.attrs)
 
 
 def _copy_cycles(op, m, rng=None):
     """A load lands after the memory latency plus its transfer; a store only occupies the copy engine."""
-    from aref.machine import tma_bytes
+    from aref.target.machine import tma_bytes
     if op.kind is OpKind.STORE:          # fire and forget: only the copy engine's share
         return max(1, _ceil(tma_bytes(op), m.tma_bytes_per_clk))
     # a load lands after the latency plus the time its own bytes take to arrive
@@ -82,7 +82,7 @@ def _mma(op, vals, cta):
 
 
 def _mma_cycles(op, m, rng=None):
-    from aref.machine import mma_flops
+    from aref.target.machine import mma_flops
     dtype = op.operands[0].type.dtype
     flop = m.tensor_flop_per_clk.get(dtype)
     if flop is None:
@@ -174,7 +174,7 @@ def _slot_read_cycles(op, m, rng=None):
 
 
 def _tma_cycles(op, m, rng=None):
-    from aref.machine import tma_bytes
+    from aref.target.machine import tma_bytes
     return m.tma_latency_draw(rng) + _ceil(tma_bytes(op), m.tma_copy_rate)
 
 

@@ -2,7 +2,7 @@
 CTA-uniform scalars (constants, program ids, index arithmetic)."""
 from __future__ import annotations
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError, VerifyError
 from aref.ir import DType, OpKind, ScalarType, Space, TileType
 from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Algebra, Case, Cost,

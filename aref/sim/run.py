@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aref.harness import compare
+from aref.runtime.harness import compare
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import Prog
@@ -289,7 +289,7 @@ def _clone(inputs: dict) -> dict:
 def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaustive: bool = False,
           max_states: int = 200_000, tolerance: dict | None = None) -> SimReport:
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
-    every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
+    every run's outputs with `reference_fn(**inputs)` via `aref.runtime.harness.compare` (`tolerance` as there).
     With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
     threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""
