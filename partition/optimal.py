@@ -21,7 +21,7 @@ import solve as S
 from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
-from aref.errors import ArefError
+from aref.errors import SolverError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
 from aref.target.machine import machine_for, op_cost, tmem_tile_columns, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
@@ -37,10 +37,6 @@ BARRIER_CYCLES = 64            # a hand-off's barrier round trip in the occupanc
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
-
-
-class SolverError(ArefError):
-    kind = "solver"
 
 
 @dataclass

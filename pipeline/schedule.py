@@ -307,6 +307,27 @@ def _retired_in_own_step(edges, stage) -> set[Op]:
             and stage[v] + d == stage[u]}
 
 
+def own_releases(gp: GroupProgram, ops: list[Op], edges, stage, anchors: dict, anchor: dict) -> None:
+    """A release the solver pins where the slot's last reader ends (`partition.streams.release_anchors`) is
+    this group's arrival on the slot's empty barrier: the slot is free once every consumer group has arrived,
+    so a group may arrive when its own readers end (the solver's ("end", op) anchors), not when another
+    group's do — where that costs the group nothing: its own readers end in the release's step and the
+    group waits for their MMAs there anyway (it reads their results in that step). Holding it to the last
+    reader of any group kept linear_attention's state-MMA group on its qkv slot through the state's cast and
+    hand-off, ~500 cycles past the solver's free time on a ring of 2; moving a release before an MMA the
+    group does not wait for (attention_bwd's dV accumulation) would make it wait there (1804 cycles per
+    iteration instead of 1788)."""
+    retired = _retired_in_own_step(edges, stage)
+    for op in ops:
+        if op.kind is not OpKind.CONSUMED or op not in anchor:
+            continue
+        readers = [u for u, v, d in edges if v is op and d == 0 and u.kind is not OpKind.GET]
+        ends = [anchors[("end", gp.origin[u])] for u in readers if ("end", gp.origin.get(u)) in anchors]
+        if ends and all(u in retired for u in readers if u.kind is OpKind.MMA) and \
+                all(s == stage[op] for s, _ in ends):
+            anchor[op] = (stage[op], max(r for _, r in ends))
+
+
 def _place_channel_ops(gp, edges, stage, depth, pinned=frozenset()) -> None:
     """Gets as late as their users; releases after the slot's last use (P steps after an MMA reading it),
     or, for the `pinned` releases of a solver's schedule, in the step the solver frees the slot."""
@@ -389,7 +410,6 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     _place_channel_ops(gp, edges, stage, depth, {op for op in anchor if op.kind is OpKind.CONSUMED})
     _propagate(edges, stage, index)
     index = {op: i for i, op in enumerate(ops)}
-    from pipeline.order import own_releases          # (pipeline.order builds on this module)
     own_releases(gp, ops, edges, stage, anchors, anchor)
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
     late = float("inf")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from aref.ir import Op, OpKind, Space
 from aref.ir.ws import WSKernel
-from partition.model import UnionFind
+from aref.ir.unionfind import UnionFind
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 

@@ -21,7 +21,7 @@ On top of the common lowering (`aref.lower`: slots, parities, TMA rings, registe
 from __future__ import annotations
 
 from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
-from aref.lower import VIEWS, _Lowering, _mma_origin
+from aref.lower.common import VIEWS, _Lowering, _mma_origin
 from aref.lower.subtile_sm100 import subtile_epilogues
 from aref.lower.tmem import plan_tensor_memory
 from aref.ir.ws import Channel, GroupProgram, NamedBarrier, WSKernel
@@ -423,7 +423,7 @@ def register_budgets(ws: WSKernel) -> None:
     the excess per thread, so the optimal partitioner solves again under a tighter register cap."""
     from aref.resources import ResourceError, register_demand
     from aref.ir.ws import WarpGroup
-    from partition.model import MAX_REGS, MIN_REGS, REGISTERS_PER_SM
+    from aref.resources import MAX_REGS, MIN_REGS, REGISTERS_PER_SM
     one = [gp for gp in ws.groups if gp.group.warps == 1]
     wide = [gp for gp in ws.groups if gp.group.warps != 1]
     one_warp_threads = -(-len(one) // 4) * 4 * 32

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from aref.errors import ArefError
 from aref.ir import OpKind, Space, TileType, Value
 from aref.target.machine import tmem_tile_columns
-from partition.model import UnionFind
+from aref.ir.unionfind import UnionFind
 
 LANES = 128
 COLUMNS = 512

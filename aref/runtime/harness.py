@@ -13,23 +13,14 @@ import importlib.util
 import os
 import sys
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from aref.errors import UNKNOWN_LOC, ArefError, ExampleError, SrcInfo
 from aref.guard import as_aref_error, guarded
+from aref.outputs import ALL_OUTPUTS, RunReport, compare
 from aref.runtime.kernel import KernelFunction
-
-# Allowed error of a backend's output vs the fp32 torch reference, by output dtype: (atol, rtol).
-TOLERANCE = {
-    torch.float32: (2e-3, 2e-3),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (4e-2, 4e-2),
-    torch.float8_e4m3fn: (1.25e-1, 1.25e-1),
-    torch.float8_e5m2: (2.5e-1, 2.5e-1),
-}
-
 
 @dataclass
 class Example:
@@ -123,7 +114,7 @@ class Example:
     def tolerance(self, inputs: dict) -> dict | None:
         """Allowed error per output, {name: (atol, rtol)}: the module's `tolerance(**inputs)` (error bounds
         that depend on the problem, e.g. the accumulation length), else its `TOLERANCE` dict, else None
-        (by output dtype, see `TOLERANCE` here)."""
+        (by output dtype, see `aref.outputs.TOLERANCE`)."""
         fn = getattr(self.module, f"tolerance_{self.name}", None) or getattr(self.module, "tolerance", None)
         if callable(fn):
             code = getattr(fn, "__code__", None)
@@ -131,9 +122,6 @@ class Example:
             return _tolerances(fn(**inputs), f"{fn.__name__}()", where)
         table = getattr(self.module, "TOLERANCE", None)
         return None if table is None else _tolerances(table, "TOLERANCE", SrcInfo(str(self.path), 1))
-
-
-ALL_OUTPUTS = "*"      # the tolerance key that stands for every output without its own entry
 
 
 def _tolerances(table, what: str, where) -> dict | None:
@@ -253,49 +241,6 @@ def load_example(target: str) -> Example:
             raise ExampleError(f"{what} in {path} is a {type(fn).__name__}, not a function",
                                hint=f"define `def {what}(...)` (see the README's example convention)")
     return Example(path, module, kernel, inputs_fn, reference_fn)
-
-
-@dataclass
-class OutputCheck:
-    name: str
-    shape: tuple
-    dtype: str
-    max_abs_err: float
-    atol: float
-    rtol: float
-    ok: bool
-
-
-@dataclass
-class RunReport:
-    ok: bool
-    max_abs_err: float
-    outputs: list[OutputCheck] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return {"ok": self.ok, "max_abs_err": self.max_abs_err,
-                "outputs": [vars(o) for o in self.outputs]}
-
-
-def compare(actual: dict, expected: dict, tolerance: dict | None = None) -> RunReport:
-    """Check each expected output: |actual − expected| ≤ atol + rtol·|expected| everywhere. A tolerance may
-    be (atol, rtol) or (atol, rtol, scaled): `scaled`·max|expected| adds to atol, for errors that scale with
-    the output's magnitude rather than each element's (accumulation in a tensor core)."""
-    checks = []
-    for name, ref in expected.items():
-        out = actual[name]
-        tol = ((tolerance or {}).get(name) or (tolerance or {}).get(ALL_OUTPUTS)
-               or TOLERANCE.get(ref.dtype, (1e-2, 1e-2)))
-        atol, rtol = tol[0], tol[1]
-        a, r = out.float(), ref.float()
-        if len(tol) > 2 and r.numel():
-            atol = atol + tol[2] * float(r.abs().nan_to_num(0.0).max())
-        err = (a - r).abs()
-        bad = ~(err <= atol + rtol * r.abs())  # NaN counts as a failure
-        max_err = float(err.nan_to_num(float("inf")).max()) if err.numel() else 0.0
-        checks.append(OutputCheck(name, tuple(out.shape), str(out.dtype).replace("torch.", ""), max_err, atol,
-                                  rtol, not bool(bad.any())))
-    return RunReport(all(c.ok for c in checks), max((c.max_abs_err for c in checks), default=0.0), checks)
 
 
 def run_interpreter(example: Example, inputs: dict) -> RunReport:

@@ -7,10 +7,7 @@ from aref.errors import ArefError, ArefSyntaxError, ArefTypeError, SrcInfo
 from aref.guard import as_aref_error, user_facing
 from aref.ir import DType, Kernel
 from aref.lang.trace import active, user_loc
-
-SUPPORTED_DEVICES = ("cpu", "cuda")
-# specializing (and tuning by the model) needs only shapes and dtypes: torch's meta tensors carry them for free
-SHAPE_DEVICES = (*SUPPORTED_DEVICES, "meta")
+from aref.tune.space import SHAPE_DEVICES, SUPPORTED_DEVICES
 
 
 class KernelFunction:

@@ -31,11 +31,10 @@ from dataclasses import dataclass, field
 
 from aref.ir import OpKind
 from aref.target.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, tma_bytes, unit_busy
-from aref.sim.checks import check_finished, diagnose_stuck
+from aref.sim.checks import _violation, check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
 from aref.sim.resources import check_resources
-from aref.sim.run import _violation
 from aref.sim.values import SimViolation
 
 

@@ -130,7 +130,7 @@ def time_config(example, inputs: dict, cfg, expected: dict, tolerance) -> tuple[
     import torch
 
     from aref.backend.cute.launch import check_arguments, launcher_for
-    from aref.runtime.harness import compare
+    from aref.outputs import compare
     from aref.tune.perf import kernel_flops
     from aref.tune.gpu import gpu_arch, time_cuda
     from aref.tune.measure import fresh, output_names
@@ -154,7 +154,7 @@ def time_baseline(prepare, inputs: dict, expected: dict) -> tuple[float | None, 
     """Check and time a baseline (`prepare(inputs)` returns a function running it once and returning its
     outputs). Baselines are checked at the harness's per-dtype tolerance: their rounding is not ours to
     bound, only their correctness."""
-    from aref.runtime.harness import compare
+    from aref.outputs import compare
     from aref.tune.gpu import time_cuda
     run = prepare(fresh_inputs(inputs))
     got = run()

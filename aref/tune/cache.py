@@ -43,7 +43,7 @@ class TuneCache:
 
     def load(self, key: str):
         """The cached `TuneResult` of `key` (marked `cached`), or None."""
-        from aref.tune import Candidate, TuneResult
+        from aref.tune.result import Candidate, TuneResult
         from aref.tune.space import Config
         p = self.path(key)
         if not p.exists():

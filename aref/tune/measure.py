@@ -50,7 +50,7 @@ def _measure_one(c, tensors: dict, arch: str, options, expected, tolerance):
     import torch
 
     from aref.backend.cute.launch import check_arguments, launcher_for
-    from aref.runtime.harness import compare
+    from aref.outputs import compare
     from aref.tune.gpu import time_cuda
     cfg = c.config
     try:

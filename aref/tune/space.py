@@ -15,6 +15,9 @@ from dataclasses import dataclass, field, fields, replace
 
 from aref.errors import ArefError
 
+SUPPORTED_DEVICES = ("cpu", "cuda")           # where a kernel call's tensors may live
+# specializing (and tuning by the model) needs only shapes and dtypes: torch's meta tensors carry them for free
+SHAPE_DEVICES = (*SUPPORTED_DEVICES, "meta")
 # Feature options the Hopper backend does not generate yet: option -> what it means (issue 10's kernel features).
 UNSUPPORTED_FEATURES: dict[str, str] = {}     # empty: `cluster` (TMA multicast) is generated since issue 10
 

@@ -317,7 +317,7 @@ CASES = [("gemm", "small", (2, 1)), ("gemm", "large", (2, 1)), ("gemm", "large",
 def test_clustered_kernel_matches_torch(case):
     """A cluster launch computes what the reference computes (twice: the second launch reuses the kernel)."""
     from aref.backend.cute.launch import launch
-    from aref.runtime.harness import compare
+    from aref.outputs import compare
     example, size, cluster = case[:3]
     ex = load_example(f"examples/{example}.py")
     inputs = ex.inputs(size, **(case[3] if len(case) > 3 else {}))

@@ -67,7 +67,7 @@ def test_alignment_is_asked_only_of_tensors_tma_touches():
 
 
 def _launch_and_compare(kernel, inputs: dict, reference, tolerance=None):
-    from aref.runtime.harness import compare
+    from aref.outputs import compare
     from aref.ir import OpKind
     cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     tile_ir = kernel.specialize(**inputs)
@@ -134,7 +134,7 @@ def test_launch_rasterized_gemm(persistent):
     tensors = {k: v for k, v in cuda.items() if isinstance(v, torch.Tensor)}
     launch(ex.kernel.specialize(**inputs), tensors, persistent=persistent, ctas=3, raster=4)
     torch.cuda.synchronize()
-    from aref.runtime.harness import compare
+    from aref.outputs import compare
     report = compare({k: v.cpu() for k, v in cuda.items() if isinstance(v, torch.Tensor)},
                      ex.reference_fn(**inputs), ex.tolerance(inputs))
     assert report.ok, report.to_json()

@@ -13,7 +13,8 @@ import torch
 
 from aref.backend.cute import compile_barrier
 from aref.compiler import CompileOptions, lower_to
-from aref.runtime.harness import compare, load_example
+from aref.outputs import compare
+from aref.runtime.harness import load_example
 from aref.resources import register_demand
 from example_paths import SHALLOW_RINGS
 from tests.backend.conftest import barrier_ir

@@ -23,13 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.roles import classify
 from aref.backend.cute import overlap
 from aref.resources.layout import exchange_elements
 from aref.resources.tensor_core import loop_trip_value
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
                                         mma_config,
                                         producers_of, register_a, scratch_key, smem_operand, staged_source)
-from aref import ops
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_operands, staged_reads,
@@ -216,42 +216,6 @@ class KernelPlan:
         if store:
             return next(t for t in self.tmas if t.store and (t.tensor, t.box, t.reduce) == (tensor, tuple(box), reduce))
         return next(t for t in self.tmas if not t.store and (t.tensor, t.box) == (tensor, tuple(box)))
-
-
-# ----------------------------------------------------------------------------------------------- roles
-def classify(gp: GroupProgram) -> tuple[str, str]:
-    """(role, description) from what the group's Barrier IR does."""
-    kinds = {op.kind for op in gp.all_ops()}
-    does = []
-    if OpKind.TMA_LOAD in kinds:
-        does.append("TMA loads")
-    if OpKind.MMA_ASYNC in kinds:
-        does.append("wgmma")
-    traits = set().union(*(ops.entry(op).traits for op in gp.all_ops()))
-    if {ops.EXPONENTIAL, ops.RUNNING_MAX} <= traits:
-        does.append("softmax")
-    elif OpKind.REDUCE in kinds:
-        does.append("row reductions")
-    if OpKind.SLOT_STORE in kinds:
-        does.append("shared-memory hand-off")
-    if OpKind.STORE in kinds:
-        does.append("TMA-store epilogue")
-    compute = kinds & (ops.kinds_with(ops.CUDA_CORE) | {OpKind.MMA_ASYNC, OpKind.STORE, OpKind.SLOT_STORE,
-                                                       OpKind.SLOT_READ})
-    if OpKind.TMA_LOAD in kinds:
-        if compute:
-            raise BackendError(f"warp group '{gp.group.name}' both issues TMA loads and computes; the Hopper "
-                               f"templates keep the TMA producer a pure data-movement role",
-                               _first_loc(gp, OpKind.TMA_LOAD),
-                               hint="partition loads into their own warp group")
-        return "tma_producer", "TMA producer"
-    if OpKind.MMA_ASYNC in kinds:
-        return "mma_consumer", "MMA consumer (" + ", ".join(does) + ")"
-    return "compute", "CUDA-core consumer (" + (", ".join(does) or "no work") + ")"
-
-
-def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
-    return next(op.loc for op in gp.all_ops() if op.kind is kind)
 
 
 # ------------------------------------------------------------------------------------------------ plan
