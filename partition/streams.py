@@ -19,7 +19,8 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
-from aref.target.machine import ISSUE, Machine, mma_issue_cycles, op_cost, tma_bytes
+from aref.ops.memory import tma_bytes
+from aref.target.machine import ISSUE, Machine, mma_issue_cycles, op_cost
 from aref.resources.memory import packing_hosts, resident_staging, staging_hosts, staging_tile, tile_bytes
 from partition.model import value_owner
 

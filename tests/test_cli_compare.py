@@ -180,7 +180,7 @@ def test_example_inputs_follow_the_target():
     a B200 block at 64 keys where its head dim is 128); one without it, or `tune`, gets the defaults."""
     import argparse
 
-    from aref.cli import example_and_inputs
+    from aref.cli.common import example_and_inputs
     from aref.runtime.harness import load_example
     ex = load_example(example_path("attention_fwd"))
     assert ex.takes_arch and "BN" not in ex.inputs("large") and "BN" not in ex.inputs("large", "sm_90a")

@@ -15,7 +15,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from aref.cli import add_target, command, example_and_inputs, options_of, positive_seconds, progress
+from aref.cli.common import add_target, command, example_and_inputs, options_of, positive_seconds, progress
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError, UsageError
 
@@ -126,7 +126,7 @@ def _first_line(text: str) -> str:
 
 def _flops_per_iteration(ws) -> int:
     from aref.ir import OpKind
-    from aref.target.machine import mma_flops
+    from aref.ops.memory import mma_flops
     return sum(mma_flops(op) for g in ws.groups if g.loop is not None for op in g.loop.body.ops
                if op.kind is OpKind.MMA_ASYNC)
 
@@ -155,7 +155,7 @@ def measure_gpu(kernel, inputs, lowered: dict, arch: str, runs: int = 20) -> dic
     from aref.backend.cute import compile_barrier
     from aref.backend.cute.launch import Launcher, device_arch, plan_of
     from aref.ir import OpKind
-    from aref.target.machine import mma_flops
+    from aref.ops.memory import mma_flops
     tensors = {p.name: inputs[p.name].cuda() for p in kernel.params}
     if device_arch(tensors) != arch:
         return None

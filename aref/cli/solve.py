@@ -6,7 +6,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from aref.cli import add_target, command, example_and_inputs, positive_seconds
+from aref.cli.common import add_target, command, example_and_inputs, positive_seconds
 
 
 def _solve_args(p):

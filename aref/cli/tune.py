@@ -1,13 +1,13 @@
 """`aref tune` (rank a kernel's configurations, cache the winner) and `aref bench` (time it against torch).
 
-Both register themselves in `aref.cli.COMMANDS`; torch, the tuner and the backend are imported inside the
+Both register themselves in `aref.cli.common.COMMANDS`; torch, the tuner and the backend are imported inside the
 commands, so `aref --help` stays fast.
 """
 from __future__ import annotations
 
 import json
 
-from aref.cli import add_target, command, example_and_inputs
+from aref.cli.common import add_target, command, example_and_inputs
 
 
 def _tune_args(p):

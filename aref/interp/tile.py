@@ -72,18 +72,6 @@ def _round(x, v: Value):
     return ops.round_to(x, v.type)
 
 
-def box(tensor_shape, coords, tile_shape):
-    """Per dimension: (start, stop) of the box in the tensor, clipped, and where it lands in the tile."""
-    lead = len(tensor_shape) - len(tile_shape)
-    out = []
-    for d, (size, c) in enumerate(zip(tensor_shape, coords)):
-        ts = tile_shape[d - lead] if d >= lead else 1
-        start = c * ts
-        lo, hi = max(start, 0), min(start + ts, size)
-        out.append((lo, max(hi, lo), lo - start, ts))
-    return out, lead
-
-
 def evaluate(op: Op, vals: list, cta: tuple[int, ...]):
     """The value of a compute or memory op (everything but channel ops) given its operand values.
 
@@ -140,31 +128,3 @@ class _CTA:
             q.popleft()
             return None
         return evaluate(op, vals, self.cta)
-
-
-def load_box(tensor, coords, tile_shape):
-    """TMA load semantics: the box at block `coords`, zeros where it leaves the tensor."""
-    dims, lead = box(tensor.shape, coords, tile_shape)
-    tile = torch.zeros(tile_shape, dtype=tensor.dtype)
-    if any(hi <= lo for lo, hi, _, _ in dims):
-        return tile
-    src = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
-    src = src.reshape(src.shape[lead:])
-    dst = tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])
-    tile[dst] = src
-    return tile
-
-
-def store_box(tensor, coords, tile, attrs):
-    """TMA store semantics: write (or reduce-add) the in-bounds part of the box."""
-    dims, lead = box(tensor.shape, coords, attrs.tile_shape)
-    if any(hi <= lo for lo, hi, _, _ in dims):
-        return None
-    part = tile[tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])]
-    view = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
-    part = part.reshape(view.shape)
-    if attrs.reduce == "add":
-        view.copy_((view.float() + part.float()).to(tensor.dtype))
-    else:
-        view.copy_(part)
-    return None

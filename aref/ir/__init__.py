@@ -225,15 +225,8 @@ class ProgramIdAttrs:
 
 
 STORE_REDUCE = (None, "add")
-# The functions of each function-carrying kind are the op registry's (`aref.ops`): one entry per (kind, fn).
-_REGISTRY_NAMES = ("SCALAR_FNS", "SCALAR_PREDICATES", "UNARY_FNS", "BINARY_FNS", "COMPARE_FNS", "REDUCE_FNS")
-
-
-def __getattr__(name: str):
-    if name in _REGISTRY_NAMES:
-        import aref.ops
-        return getattr(aref.ops, name)
-    raise AttributeError(f"module 'aref.ir' has no attribute {name!r}")
+# The functions of each function-carrying kind are the op registry's (`aref.ops.UNARY_FNS`, ...): one entry
+# per (kind, fn).
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import builtins
 
 from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import ArefType, ChannelAttrs, DType, NoAttrs, OpKind, Space, TileType, Value
-from aref.lang import Scalar, Tile, _check_operand
+from aref.lang.tiles import Scalar, Tile, _check_operand
 from aref.lang.trace import current, user_loc
 
 

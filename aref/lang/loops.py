@@ -12,35 +12,11 @@ so loop-carried values come from plain reassignment, exactly as the Python sourc
 """
 from __future__ import annotations
 
-from aref.errors import ArefSyntaxError, ArefTypeError, SrcInfo
+from aref.errors import ArefSyntaxError, ArefTypeError
 from aref.ir import ChannelAttrs, DType, Loop, ScalarType, Value
-from aref.lang import Channel, Scalar, _Proxy, _const, range as aref_range, wrap
-from aref.lang.trace import current, user_loc
-
-UNDEF = object()
-
-
-class Poison:
-    """Stands for a variable assigned inside the loop and read after it (undefined for zero trips)."""
-
-    def __init__(self, name: str, loop_loc: SrcInfo):
-        self._name = name
-        self._loop_loc = loop_loc
-
-    def fail(self, *_, **__):
-        raise ArefSyntaxError(
-            f"'{self._name}' is assigned inside the loop (line {self._loop_loc.line}) and used after it, "
-            f"where it has no value when the loop runs zero times", user_loc(),
-            hint=f"give '{self._name}' a value before the loop; it is then carried across iterations")
-
-    def __getattr__(self, item):
-        if item.startswith("_"):
-            raise AttributeError(item)
-        self.fail()
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = fail
-    __getitem__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __iter__ = __index__ = fail
-
+from aref.lang.arefs import Channel, range as aref_range
+from aref.lang.tiles import Scalar, _Proxy, _const, wrap
+from aref.lang.trace import UNDEF, Poison, current, user_loc
 
 def named(value, names):
     """Give the values assigned by `x = ...` / `a, b = ...` readable names in the IR."""

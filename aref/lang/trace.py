@@ -48,6 +48,31 @@ def user_loc(skip_pkg: str = _PKG_DIR) -> SrcInfo:
     return UNKNOWN_LOC
 
 
+UNDEF = object()           # a loop variable with no value before the loop
+
+
+class Poison:
+    """Stands for a variable assigned inside the loop and read after it (undefined for zero trips)."""
+
+    def __init__(self, name: str, loop_loc: SrcInfo):
+        self._name = name
+        self._loop_loc = loop_loc
+
+    def fail(self, *_, **__):
+        raise ArefSyntaxError(
+            f"'{self._name}' is assigned inside the loop (line {self._loop_loc.line}) and used after it, "
+            f"where it has no value when the loop runs zero times", user_loc(),
+            hint=f"give '{self._name}' a value before the loop; it is then carried across iterations")
+
+    def __getattr__(self, item):
+        if item.startswith("_"):
+            raise AttributeError(item)
+        self.fail()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = fail
+    __getitem__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __iter__ = __index__ = fail
+
+
 class LoopState:
     """What the tracer knows about the loop while its body is being traced."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind
-from aref.ops import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Case, Cost, Emit, Hints, OpDef, ReduceSpec,
+from aref.ops.registry import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Case, Cost, Emit, Hints, OpDef, ReduceSpec,
                       register)
 from aref.ops.elementwise import FLOATS, ROLES3
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 import torch
 
 from aref.ir.dtypes import to_torch
-from aref.interp.tile import evaluate, load_box, round_result
+from aref.interp.tile import evaluate, round_result
 from aref.ir import OpKind
 from aref.lower import launch_threads
-from aref.target.machine import machine_for, tma_bytes
+from aref.ops.memory import load_box, tma_bytes
+from aref.target.machine import machine_for
 from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, MalformedIR, Prog
 from aref.sim import tensor_memory
 from aref.sim.state import CTAState, Group, Slot, SlotData

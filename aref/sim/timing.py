@@ -30,7 +30,8 @@ import random
 from dataclasses import dataclass, field
 
 from aref.ir import OpKind
-from aref.target.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, tma_bytes, unit_busy
+from aref.ops.memory import tma_bytes
+from aref.target.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, unit_busy
 from aref.sim.checks import _violation, check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog

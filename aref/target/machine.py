@@ -24,14 +24,8 @@ import random
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from aref.ir import DType, Op, OpKind, RingType, TileType
-
-
-def __getattr__(name: str):
-    if name == "MUFU_FNS":        # the UNARY functions that run on the MUFU: the op registry's MUFU trait
-        from aref.ops import MUFU_FNS
-        return MUFU_FNS
-    raise AttributeError(f"module 'aref.target.machine' has no attribute {name!r}")
+from aref.ir import DType, Op, OpKind, TileType
+from aref.ops.memory import tma_bytes
 
 
 SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem", "tmem_ld", "tmem_st")
@@ -236,32 +230,6 @@ def tmem_tile_columns(t: TileType) -> int:
     as many columns as a 128-row one; a 32-bit (R, C) tile takes C columns, a 16-bit one C / 2. The one rule
     of the solver's footprints (`partition.optimal`) and the lowering's plan (`aref.lower.tmem`)."""
     return max(1, t.shape[-1] * t.dtype.bits // 32)
-
-
-def tma_bytes(op: Op) -> int:
-    """Bytes a TMA_LOAD (box from `SlotAttrs.tile_shape`, dtype of its ring) or tile LOAD/STORE moves."""
-    if op.kind is OpKind.TMA_LOAD:
-        ring = op.operands[-4].type
-        assert isinstance(ring, RingType), "tma_load operand -4 must be the ring"
-        n = 1
-        for s in (op.attrs.tile_shape or ring.tile.shape):
-            n *= s
-        return n * ring.tile.dtype.nbytes
-    if op.kind is OpKind.LOAD:
-        return op.result.type.nbytes
-    if op.kind is OpKind.STORE:
-        return op.operands[-1].type.nbytes
-    raise ValueError(f"{op.kind.value} is not a memory copy")
-
-
-def mma_flops(op: Op) -> int:
-    """2·M·N·K of an MMA / MMA_ASYNC from its A operand (.., M, K) and result (.., M, N)."""
-    a, out = op.operands[0].type, op.result.type
-    m, n = out.shape[-2], out.shape[-1]
-    lead = 1
-    for s in out.shape[:-2]:
-        lead *= s
-    return 2 * lead * m * n * a.shape[-1]
 
 
 def op_cost(op: Op, machine: Machine, rng: random.Random | None = None) -> tuple[str, int]:

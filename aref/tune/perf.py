@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass, replace
 
 from aref.ir import Kernel, OpKind
-from aref.target.machine import Machine, mma_flops
+from aref.ops.memory import mma_flops
+from aref.target.machine import Machine
 from aref.backend.tile_order import tile_coords
 
 

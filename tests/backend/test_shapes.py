@@ -4,7 +4,7 @@ through both partitioners with 0 spills.
 What TMA cannot describe (a row stride that is not a multiple of 16 bytes, a box under 16 bytes, an empty
 tensor) goes through ordinary loads (zero-filled out of bounds, as TMA fills) and masked stores; the launch
 checks ask for 16-byte alignment of exactly the tensors TMA touches. Whether OOB elements read as zero and are
-dropped on store is the interpreter's rule (`aref.interp.tile.load_box` / `store_box`); the tests here check that
+dropped on store is the interpreter's rule (`aref.ops.memory.load_box` / `store_box`); the tests here check that
 each sized-down access compiles into the instruction that has that semantics (`cp.async.bulk.tensor`, whose
 boxes are zero-filled and clipped by the hardware, or the bounds-checked `aref.load_box` / `store_box`).
 """
