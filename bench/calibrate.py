@@ -76,7 +76,7 @@ def measure(out_path: str, arch: str) -> list[dict]:
     from aref.target.machine import machine_for
     from aref.tune.perf import predict
     from aref.tune.bench import example_baseline, fresh_inputs, time_baseline, time_config
-    from aref.tune.calibrate import rebuild
+    from aref.runtime.harness import rebuild
     from aref.tune.gpu import device_name
     from aref.tune.space import Config
     records = []
@@ -136,8 +136,8 @@ def main(argv=None) -> int:
     from rich.table import Table
 
     from aref.target.machine import CALIBRATION_DIR, DATASHEETS, MACHINES
-    from aref.tune.calibrate import (evaluate, fit, load_measurements, measured_samples, start_point,
-                                     write_calibration)
+    from aref.runtime.harness import measured_samples
+    from aref.tune.calibrate import evaluate, fit, load_measurements, start_point, write_calibration
     console = Console()
     files = list(args.data)
     if args.measure:

@@ -8,7 +8,8 @@ from example_paths import ROOT
 
 from aref.target.machine import (CALIBRATED_FIELDS, CALIBRATION_DIR, H100, H100_DATASHEET, calibrated, machine_for,
                           with_parameters)
-from aref.tune.calibrate import Evaluation, evaluate, fit, load_measurements, measured_samples, ranks, spearman
+from aref.runtime.harness import measured_samples
+from aref.tune.calibrate import Evaluation, evaluate, fit, load_measurements, ranks, spearman
 
 CALIBRATION = CALIBRATION_DIR / "sm_90a.json"
 # What issue 10 asks of the calibrated model, checked on the data it was fitted to: every configuration's
@@ -90,7 +91,7 @@ def test_with_parameters_checks_names_and_values(tmp_path):
 
 def test_fit_recovers_a_planted_bandwidth():
     """Times produced by a model with a known TMA bandwidth: the fit finds a model that reproduces them."""
-    from aref.tune.calibrate import rebuild
+    from aref.runtime.harness import rebuild
     truth = with_parameters(H100_DATASHEET, {"tma_bytes_per_clk": 40})
     samples = []
     for bk in (32, 64):

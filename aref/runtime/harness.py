@@ -14,6 +14,7 @@ import os
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -21,6 +22,7 @@ from aref.errors import UNKNOWN_LOC, ArefError, ExampleError, SrcInfo
 from aref.guard import as_aref_error, guarded
 from aref.outputs import ALL_OUTPUTS, RunReport, compare
 from aref.runtime.kernel import KernelFunction
+from aref.tune.calibrate import Sample
 
 @dataclass
 class Example:
@@ -250,3 +252,44 @@ def run_interpreter(example: Example, inputs: dict) -> RunReport:
     expected = example.reference(**{k: (v.clone() if isinstance(v, torch.Tensor) else v)
                                     for k, v in inputs.items()})
     return compare(args, expected, example.tolerance(inputs))
+
+
+# ------------------------------------------------------------------------------ measured configurations
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+# record options that steer the launch, not the compiler (the timing model does not price a cluster's multicast)
+BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap", "cluster")
+
+
+def rebuild(record: dict, examples_dir: str | os.PathLike = EXAMPLES_DIR) -> Sample:
+    """The Barrier IR of a measured configuration (raises `ArefError` when it no longer compiles)."""
+    import torch
+
+    from aref.compiler import CompileOptions, lower_to
+    from aref.tune.perf import kernel_flops
+    example = load_example(os.path.join(str(examples_dir), f"{record['example']}.py"))
+    with torch.device("meta"):                  # shapes and dtypes only: no data is allocated
+        inputs = example.inputs(record.get("size", "large"), **record.get("overrides", {}))
+    kernel = example.kernel.specialize(**inputs)
+    opts = dict(record.get("options", {}))
+    launch = {k: opts.pop(k) for k in BACKEND_OPTIONS if k in opts}
+    ws = lower_to(kernel, "barrier", CompileOptions(**opts))
+    consts = example.kernel.parsed.constexpr_params
+    shape = " ".join(f"{k}={v}" for k, v in sorted(record.get("overrides", {}).items()) if k not in consts)
+    problem = f"{record['example']} {record.get('size', 'large')} {shape}".strip()
+    return Sample(record, ws, kernel_flops(kernel), bool(launch.get("persistent", False)), launch.get("ctas"),
+                  problem, int(launch.get("raster", 0)), bool(launch.get("epilogue_overlap", False)))
+
+
+def measured_samples(records: list[dict], examples_dir=EXAMPLES_DIR) -> tuple[list[Sample], list[str]]:
+    """Samples of the records that ran (`ok` with a time), and why others were left out."""
+    from aref.errors import ArefError
+    samples, skipped = [], []
+    for r in records:
+        if not r.get("ok") or not r.get("ms"):
+            skipped.append(f"{r.get('example')} {r.get('overrides')}: not measured ({(r.get('error') or '')[:60]})")
+            continue
+        try:
+            samples.append(rebuild(r, examples_dir))
+        except ArefError as err:
+            skipped.append(f"{r.get('example')} {r.get('overrides')}: no longer compiles ({err.message})")
+    return samples, skipped

@@ -5,7 +5,7 @@ A measurement file is JSON lines, one configuration each: `example` (a file of `
 fields, plus `persistent` / `ctas`), and when it ran, `ok: true` with `ms` (the generated kernel's time) and
 `base_ms` (torch's kernel in the same run); a configuration the compiler refused carries `error` instead.
 
-`rebuild` turns a record back into its Barrier IR (shapes only: tensors live on torch's meta device),
+`aref.runtime.harness.rebuild` turns a record back into its Barrier IR (shapes only: tensors live on torch's meta device),
 `evaluate` compares `aref.tune.perf.predict` with the measured times (relative error, Spearman rank correlation
 within each problem), and `fit` searches the machine's calibrated figures (`aref.target.machine.CALIBRATED_FIELDS`)
 for the smallest log error with a derivative-free pattern search (each evaluation re-runs the timing model on
@@ -21,9 +21,6 @@ from pathlib import Path
 
 from aref.target.machine import Machine, with_parameters
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
-# record options that steer the launch, not the compiler (the timing model does not price a cluster's multicast)
-BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap", "cluster")
 
 
 @dataclass
@@ -59,42 +56,6 @@ def load_measurements(path: str | os.PathLike) -> list[dict]:
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path}:{n}: not a JSON record ({exc})") from None
     return out
-
-
-def rebuild(record: dict, examples_dir: str | os.PathLike = EXAMPLES_DIR) -> Sample:
-    """The Barrier IR of a measured configuration (raises `ArefError` when it no longer compiles)."""
-    import torch
-
-    from aref.compiler import CompileOptions, lower_to
-    from aref.runtime.harness import load_example
-    from aref.tune.perf import kernel_flops
-    example = load_example(os.path.join(str(examples_dir), f"{record['example']}.py"))
-    with torch.device("meta"):                  # shapes and dtypes only: no data is allocated
-        inputs = example.inputs(record.get("size", "large"), **record.get("overrides", {}))
-    kernel = example.kernel.specialize(**inputs)
-    opts = dict(record.get("options", {}))
-    launch = {k: opts.pop(k) for k in BACKEND_OPTIONS if k in opts}
-    ws = lower_to(kernel, "barrier", CompileOptions(**opts))
-    consts = example.kernel.parsed.constexpr_params
-    shape = " ".join(f"{k}={v}" for k, v in sorted(record.get("overrides", {}).items()) if k not in consts)
-    problem = f"{record['example']} {record.get('size', 'large')} {shape}".strip()
-    return Sample(record, ws, kernel_flops(kernel), bool(launch.get("persistent", False)), launch.get("ctas"),
-                  problem, int(launch.get("raster", 0)), bool(launch.get("epilogue_overlap", False)))
-
-
-def measured_samples(records: list[dict], examples_dir=EXAMPLES_DIR) -> tuple[list[Sample], list[str]]:
-    """Samples of the records that ran (`ok` with a time), and why others were left out."""
-    from aref.errors import ArefError
-    samples, skipped = [], []
-    for r in records:
-        if not r.get("ok") or not r.get("ms"):
-            skipped.append(f"{r.get('example')} {r.get('overrides')}: not measured ({(r.get('error') or '')[:60]})")
-            continue
-        try:
-            samples.append(rebuild(r, examples_dir))
-        except ArefError as err:
-            skipped.append(f"{r.get('example')} {r.get('overrides')}: no longer compiles ({err.message})")
-    return samples, skipped
 
 
 def ranks(xs: list[float]) -> list[float]:
