@@ -38,6 +38,7 @@ PASSES = (
     ("aref.interp.channels", "the channel-level executor"), ("aref.sim.timing", "the timing model"),
     ("aref.sim", "the simulator"), ("aref.backend.cute.launch", "the launch"),
     ("aref.backend.cute", "the CuTe DSL backend"), ("solve", "the solver"), ("aref.runtime.harness", "the example harness"),
+    ("aref.outputs", "the example harness"),
     ("aref.viz", "the pictures"), ("aref.cli", "the command line"), ("aref.compiler", "the compiler driver"),
 )
 ROW_SPLIT = "the cooperative row split"     # a rewrite inside the heuristic partitioner, named on its own
