@@ -68,7 +68,7 @@ def part_example(path: str) -> list:
     """Launch every kernel of one example file at its small and its ragged size."""
     import torch
 
-    from aref.harness import compare, kernels_of, load_example, load_module
+    from aref.runtime.harness import compare, kernels_of, load_example, load_module
     from aref.tune import TuneOptions
     name = os.path.splitext(os.path.basename(path))[0]
     rows = []
@@ -168,7 +168,7 @@ def part_streams() -> list:
     import torch
 
     import aref.nn as aref_nn
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     rows = []
     gemm = load_example(os.path.join(EXAMPLES, "gemm.py"))
     gemm.kernel.configs = None
@@ -228,8 +228,8 @@ def part_warm_start_child(cache: str) -> list:
         return real(*a, **k)
     cute.compile = counting
     import aref
-    from aref.harness import compare, load_example
-    from aref.runtime import binary_cache
+    from aref.runtime.harness import compare, load_example
+    from aref.backend.cute import binary_cache
     aref.config.cache_dir = cache
     ex = load_example(os.path.join(EXAMPLES, "gemm.py"))
     ex.kernel.configs = None
@@ -271,7 +271,7 @@ def part_overhead() -> list:
     """Host time per call after the first (launches are asynchronous: this is the enqueue cost)."""
     import torch
 
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     rows = []
     for name in ("gemm", "attention_fwd", "attention_bwd"):
         try:

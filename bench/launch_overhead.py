@@ -21,7 +21,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from aref.harness import load_example  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
 from aref.runtime import fast_launch, torch_library  # noqa: E402
 
 

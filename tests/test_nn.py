@@ -8,7 +8,7 @@ import torch
 
 import aref.nn
 from aref.errors import ArefTypeError
-from aref.harness import compare, load_module
+from aref.runtime.harness import compare, load_module
 from example_paths import EXAMPLES
 
 LOG2E = math.log2(math.e)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from aref.errors import ArefError
-from aref.harness import kernels_of, load_example, load_module
+from aref.runtime.harness import kernels_of, load_example, load_module
 from aref.runtime.torch_library import operator_call, stored_params
 from example_paths import EXAMPLES, ONE_CTA
 

@@ -24,7 +24,7 @@ def test_a_second_process_loads_instead_of_compiling(tmp_path):
     assert warm["cute_compile_calls"] == 0 and warm["compiler_runs"] == 0 and warm["loads"] == 1
     assert warm["compiled"] == cold["compiled"]
     objects[0].write_bytes(b"not an object file")           # unreadable: compiled again and replaced
-    from aref.runtime import binary_cache
+    from aref.backend.cute import binary_cache
     source = next(tmp_path.rglob("gemm_*.py"))
     runs = binary_cache.compiler_runs()
     binary_cache.compiled_function(source, "sm_90a")
@@ -35,7 +35,7 @@ def test_a_second_process_loads_instead_of_compiling(tmp_path):
 def test_the_size_limit_removes_least_recently_used_entries(tmp_path):
     import time
 
-    from aref.runtime.binary_cache import enforce_size_limit
+    from aref.backend.cute.binary_cache import enforce_size_limit
     for i, name in enumerate(("old", "mid", "new")):
         d = tmp_path / name
         d.mkdir()

@@ -13,7 +13,7 @@ torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aref.nn  # noqa: E402
-from aref.harness import load_example  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
 

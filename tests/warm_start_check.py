@@ -27,8 +27,9 @@ def _counting(*args, **kwargs):
 cute.compile = _counting
 
 import aref  # noqa: E402
-from aref.harness import load_example  # noqa: E402
-from aref.runtime import binary_cache  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
+from aref.backend.cute import binary_cache  # noqa: E402
+from aref.runtime import warm  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def main() -> None:
     ex = load_example(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "gemm.py"))
     with torch.device("meta"):
         inputs = ex.inputs("small", M=m)
-    fn, seconds = binary_cache.prepare(ex.kernel, **inputs, arch="sm_90a")
+    fn, seconds = warm.prepare(ex.kernel, **inputs, arch="sm_90a")
     print(json.dumps({"cute_compile_calls": len(CALLS), "compiler_runs": binary_cache.compiler_runs(),
                       "loads": binary_cache.loads(), "launch_ready_s": round(seconds, 4),
                       "import_s": round(imported, 3), "compiled": type(fn).__name__}))

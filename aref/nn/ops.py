@@ -35,7 +35,7 @@ _DEFINED = False
 
 
 def _refuse(message: str, hint: str) -> None:
-    from aref.trace import user_loc
+    from aref.lang.trace import user_loc
     raise ArefTypeError(message, user_loc(), hint=hint)
 
 

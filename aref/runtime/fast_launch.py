@@ -120,7 +120,7 @@ def _nothing(tensors) -> None:
 def prepare(kop, tensors, constants: str):
     """Everything the first call of a signature does (see the module docstring)."""
     from aref.backend.cute.launch import check_arguments, device_arch, launcher_for
-    from aref.runtime.torch_library import _with_defaults, decode_constants
+    from aref.runtime.op_args import _with_defaults, decode_constants
     kfn = kop.kernel
     named = dict(zip(kop.params, tensors))
     arch = device_arch(named)
@@ -142,7 +142,7 @@ def prepare(kop, tensors, constants: str):
 
 def launch_op(kop, tensors, constants: str) -> None:
     """Launch operator `kop` on CUDA `tensors` (its implementation on the CUDA dispatch key)."""
-    from aref.runtime.torch_library import _launch_key
+    from aref.runtime.op_args import _launch_key
     key = _launch_key(tensors, constants)
     prepared = kop.launches.get(key)
     if prepared is None:

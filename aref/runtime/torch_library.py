@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import operator
 from dataclasses import dataclass
 
 import torch
 
-from aref.errors import ArefError, ArefTypeError
+from aref.errors import ArefError
 from aref.guard import user_facing
-from aref.ir import DType, OpKind
+from aref.ir import OpKind
+from aref.runtime.op_args import _launch_key, _with_defaults, decode_constants, encode_constants
 
 NAMESPACE = "aref"
 CONSTANTS_ARG = "aref_constants"
@@ -49,25 +49,6 @@ def library() -> torch.library.Library:
     if _LIBRARY is None:
         _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")
     return _LIBRARY
-
-
-# ------------------------------------------------------------------------------------------- constants
-def encode_constants(given: dict) -> str:
-    """The caller's compile-time constants as the operator's string argument (sorted, JSON; an aref dtype
-    as {"dtype": name}): a constant of the graph under torch.compile, readable in any process."""
-    items = [[k, {"dtype": v.name} if isinstance(v, DType) else v] for k, v in sorted(given.items())]
-    return json.dumps(items, separators=(",", ":"))
-
-
-_DECODED: dict[str, dict] = {}
-
-
-def decode_constants(text: str) -> dict:
-    out = _DECODED.get(text)
-    if out is None:
-        out = {k: DType[v["dtype"]] if isinstance(v, dict) else v for k, v in json.loads(text)}
-        _DECODED[text] = out
-    return out
 
 
 # ------------------------------------------------------------------------------------------- operators
@@ -145,7 +126,7 @@ class KernelOp:
             from aref.runtime.fast_launch import launch_op
             launch_op(self, tensors, constants)
             return
-        from aref.interpret import run_kernel
+        from aref.interp.tile import run_kernel
         kernel = self.specialization(tensors, constants)
         if any(g == 0 for g in kernel.grid):
             return
@@ -156,19 +137,6 @@ class KernelOp:
         *tensors, constants = args
         if not any(isinstance(d, torch.SymInt) for t in tensors for d in (*t.shape, *t.stride())):
             self.specialization(tensors, constants)
-
-
-def _with_defaults(kfn, given: dict) -> dict:
-    consts = {}
-    for name, default in kfn.parsed.constexpr_params.items():
-        if name in given:
-            consts[name] = given[name]
-        elif default is inspect.Parameter.empty:
-            raise ArefTypeError(f"{kfn.__name__} needs compile-time constant '{name}'", kfn.def_loc,
-                                hint=f"pass it by keyword: {kfn.__name__}(..., {name}=...)")
-        else:
-            consts[name] = default
-    return consts
 
 
 def op_for(kfn, mutated: frozenset) -> KernelOp:
@@ -272,15 +240,10 @@ def call(kfn, args: tuple, kwargs: dict) -> None:
         plan.direct = plan.kop.launches.get(_launch_key(tensors, plan.constants))
 
 
-def _launch_key(tensors, constants: str) -> tuple:
-    """The signature a prepared GPU launch is kept under (`fast_launch.launch_op`)."""
-    return (constants, *[(t.dtype, t.shape, t.stride(), t.device) for t in tensors])
-
-
 @user_facing
 def _plan(kfn, args, kwargs):
     """Bind and specialize (a mistake is an ArefError at the caller's line); register the operator."""
-    from aref.kernel import SHAPE_DEVICES
+    from aref.tune.space import SHAPE_DEVICES
     tensors, constexprs = kfn.bind(args, kwargs, SHAPE_DEVICES)
     kernel = kfn._specialize(tensors, constexprs)
     given = {k: v for k, v in kwargs.items() if k in kfn.parsed.constexpr_params}

@@ -73,7 +73,7 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
 
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
     static round-robin scheduler (`ctas` defaults to the 132 SMs of an H100 SXM).
-    `raster` > 1 walks the tiles in groups of that many rows of grid axis 0 (`aref.tile_order`: an L2-friendly
+    `raster` > 1 walks the tiles in groups of that many rows of grid axis 0 (`aref.backend.tile_order`: an L2-friendly
     order), persistent or not (a launch that is not persistent then has one CTA per tile along x).
     `exp2_fma` (sm_100a): the share of a tile's exp2 computed on the FMA units instead of the MUFU (FA4's
     software exp2, which offloads the special-function unit), 0 to 1 in sixteenths.
@@ -140,7 +140,7 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
     global _FINGERPRINT
     from aref.backend.cute import cluster as clusters
     from aref.backend.cute.toolchain import dsl_version
-    from aref.ws import print_ws
+    from aref.ir.ws import print_ws
     if _FINGERPRINT is None:
         _FINGERPRINT = _library_fingerprint()
     h = hashlib.sha256()

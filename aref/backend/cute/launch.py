@@ -54,7 +54,7 @@ class Launcher:
         """Get the compiled function: loaded from the disk cache when any process compiled this specialization
         before, else compiled for `ws.arch` (never from CUTE_DSL_* variables) from the generated module's fake
         arguments and exported there (`aref.runtime.binary_cache`). `args` is not needed (kept for callers)."""
-        from aref.runtime.binary_cache import compiled_function
+        from aref.backend.cute.binary_cache import compiled_function
         self.compiled = compiled_function(self.result.source_path, self.ws.arch)
 
     def __call__(self, tensors: dict) -> None:
