@@ -473,6 +473,8 @@ class RoleEmitter(AccessEmitter, MathEmitter):
 
     def op_slot_store(self, op: Op) -> None:
         a = op.attrs
+        if a.cols:
+            raise BackendError("internal: a column chunk of a slot (a Blackwell rewrite) in a Hopper kernel", op.loc)
         cp = self.plan.channel(a.channel)
         ring = cp.buffers[a.index]
         slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)
