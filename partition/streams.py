@@ -196,10 +196,14 @@ def _reader_nodes(v: Value, kernel, placed: dict) -> set[str]:
 def mma_reads_from_tmem(mma: Op, i: int, transposed: bool) -> bool:
     """Does Blackwell's `mma` read its operand `i`, a (`transposed`) view of a tile a group computed, from
     tensor memory? An accumulator (operand 2) is updated in place there; operand A (0) when a thread holds
-    a whole row of a 128-row tile (tcgen05 reads A from tensor memory K-major, one row per lane). Anything
-    else goes through shared memory. The one rule of the solver's graph (`tmem_operand`) and the loop
-    distribution's channels (`partition.distribute`)."""
-    return i == 2 or (i == 0 and not transposed and mma.operands[0].type.shape[0] == 128)
+    a whole row of a 128-row tile of 16-bit elements (tcgen05 reads A from tensor memory K-major, one row per
+    lane, the templates' `tmem_store_packed` writing two elements per 32-bit column). An 8-bit A (FP8
+    attention's P) goes through shared memory: tcgen05's kind::f8f6f4 also reads A from tensor memory, four
+    elements per column, which the templates do not pack. Anything else goes through shared memory. The one
+    rule of the solver's graph (`tmem_operand`) and the loop distribution's channels
+    (`partition.distribute`)."""
+    a = mma.operands[0].type
+    return i == 2 or (i == 0 and not transposed and a.shape[0] == 128 and a.dtype.bits == 16)
 
 
 def tmem_operand(v: Value, kernel: Kernel, transposed: bool = False, depth: int = 0) -> bool:
