@@ -30,7 +30,6 @@ from aref.errors import ArefError, UsageError, error_json
 COMMANDS: dict[str, tuple] = {}   # name -> (help, add_arguments, handler)
 # modules whose import registers more commands (each must stay light to import: see the docstring)
 COMMAND_MODULES = ["aref.cli_solve", "aref.cli_compare", "aref.cli_tune"]
-EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
 def command(name: str, help: str, arguments=lambda parser: None):
@@ -345,7 +344,7 @@ def cmd_compile(args, console: Console) -> int:
 
 
 def _demo_args(p):
-    p.add_argument("--example", default=os.path.join(EXAMPLES_DIR, "gemm.py"), help="example to demonstrate")
+    p.add_argument("--example", default="gemm", help="example to demonstrate: a built-in example's name or a file")
 
 
 @command("demo", "run a built-in example end to end on the CPU", _demo_args)
@@ -373,7 +372,10 @@ def cmd_demo(args, console: Console) -> int:
                       f"max |err| {out['max_abs_err']:.3g} -> " + ("[green]ok" if sim_report.ok else "[red]FAILED"))
         ok = ok and sim_report.ok
     ok = _demo_solve_compile(console, example, kernel, inputs) and ok
-    console.print("Next: aref ir " + os.path.relpath(example.path) + " --stage barrier | aref solve … | "
+    from aref import examples
+    target = (os.path.splitext(os.path.basename(example.path))[0] if examples.is_example_file(example.path)
+              else os.path.relpath(example.path))
+    console.print("Next: aref ir " + target + " --stage barrier | aref solve … | "
                   "aref compare … --gantt g.png | aref compile … --emit cute")
     return 0 if ok else 1
 
@@ -408,6 +410,34 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
 
 
 # -------------------------------------------------------------------------------------------- main
+def versions() -> dict[str, str]:
+    """aref's version and those of the CuTe DSL and torch it runs with (from the installed packages' metadata:
+    neither is imported, so `aref --version` answers at once)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import aref
+
+    def installed(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+    return {"aref": aref.__version__, "CuTe DSL (nvidia-cutlass-dsl)": installed("nvidia-cutlass-dsl"),
+            "torch": installed("torch")}
+
+
+class _Version(argparse.Action):
+    """`aref --version`: the versions a bug report needs, then exit."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        v = versions()
+        print(f"aref {v.pop('aref')}\n" + "".join(f"{name} {ver}\n" for name, ver in v.items()), end="")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         importlib.import_module(module)      # registers its commands
@@ -415,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "programs with explicit arefs")
     parser.add_argument("--traceback", action="store_true",
                         help="on an internal error also print Python's traceback (for a bug report)")
+    parser.add_argument("--version", action=_Version, help="print the versions of aref, the CuTe DSL and torch")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     for name, (help_text, add_args, _) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text, description=help_text))

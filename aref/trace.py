@@ -11,6 +11,7 @@ import sys
 import threading
 
 from aref.errors import ArefError, ArefSyntaxError, SrcInfo, UNKNOWN_LOC
+from aref.examples import is_example_file
 from aref.ir import Block, Op, OpKind, Value
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +32,8 @@ def user_loc(skip_pkg: str = _PKG_DIR) -> SrcInfo:
         fname = frame.f_code.co_filename
         if _is_tooling(fname):
             return UNKNOWN_LOC
-        if not os.path.abspath(fname).startswith(skip_pkg + os.sep) and not fname.startswith("<frozen"):
+        if (not os.path.abspath(fname).startswith(skip_pkg + os.sep) or is_example_file(fname)) \
+                and not fname.startswith("<frozen"):
             line, col, col_end = frame.f_lineno, 0, 0
             positions = getattr(frame.f_code, "co_positions", None)
             if positions is not None and frame.f_lasti >= 0:

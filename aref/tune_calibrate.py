@@ -19,9 +19,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aref import examples
 from aref.machine import Machine, with_parameters
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = Path(examples.DIR)
 # record options that steer the launch, not the compiler (the timing model does not price a cluster's multicast)
 BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap", "cluster")
 
