@@ -15,7 +15,7 @@ from __future__ import annotations
 from aref.errors import ArefSyntaxError, ArefTypeError, SrcInfo
 from aref.ir import ChannelAttrs, DType, Loop, ScalarType, Value
 from aref.lang import Channel, Scalar, _Proxy, _const, range as aref_range, wrap
-from aref.trace import current, user_loc
+from aref.trace import UnrolledLoop, current, user_loc
 
 UNDEF = object()
 
@@ -23,15 +23,26 @@ UNDEF = object()
 class Poison:
     """Stands for a variable assigned inside the loop and read after it (undefined for zero trips)."""
 
-    def __init__(self, name: str, loop_loc: SrcInfo):
+    def __init__(self, name: str, loop_loc: SrcInfo, index: bool = False, bound: str = "n"):
         self._name = name
         self._loop_loc = loop_loc
+        self._index = index           # the loop's own index variable
+        self._bound = bound           # the source text of the loop's trip count (`aref.range(<bound>)`)
 
     def fail(self, *_, **__):
+        n = self._name
+        if self._index:
+            # the loop rebinds its index, so a value given before the loop is not carried: the trip count is
+            # what remains known after it
+            raise ArefSyntaxError(
+                f"'{n}' is the index of the aref.range loop (line {self._loop_loc.line}); it has no value after "
+                f"the loop, which may run zero times", user_loc(),
+                hint=f"after the loop, use the trip count: the last index is `{self._bound} - 1` (n - 1 for "
+                     f"aref.range(n)); a value given to '{n}' before the loop does not help: the loop replaces it")
         raise ArefSyntaxError(
-            f"'{self._name}' is assigned inside the loop (line {self._loop_loc.line}) and used after it, "
+            f"'{n}' is assigned inside the loop (line {self._loop_loc.line}) and used after it, "
             f"where it has no value when the loop runs zero times", user_loc(),
-            hint=f"give '{self._name}' a value before the loop; it is then carried across iterations")
+            hint=f"give '{n}' a value before the loop; it is then carried across iterations")
 
     def __getattr__(self, item):
         if item.startswith("_"):
@@ -40,6 +51,24 @@ class Poison:
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = fail
     __getitem__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __iter__ = __index__ = fail
+
+
+def unrolled(iterable, file: str, line: int, col: int, col_end: int, shape_dependent: bool, suggestion: str,
+             kernel_loop: int | None):
+    """The iterator of a Python `for` loop (or comprehension) of the kernel: the loop runs as Python runs it,
+    and while it does the tracer knows it is inside it (`Tracer.unrolled`), so that loads and channel
+    operations in its body can tell a static unroll from a pipelined loop written the Triton way."""
+    tracer = current()
+    loop = UnrolledLoop(SrcInfo(file, line, col, col_end), shape_dependent, suggestion, kernel_loop)
+    try:
+        loop.trips = len(iterable)
+    except TypeError:
+        pass
+    tracer.unrolled.append(loop)
+    try:
+        yield from iterable
+    finally:
+        tracer.unrolled.remove(loop)
 
 
 def named(value, names):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from dataclasses import dataclass, replace
 
 from aref.errors import ArefError, ArefSyntaxError, SrcInfo, UNKNOWN_LOC
 from aref.examples import is_example_file
@@ -49,6 +50,20 @@ def user_loc(skip_pkg: str = _PKG_DIR) -> SrcInfo:
     return UNKNOWN_LOC
 
 
+@dataclass(eq=False)
+class UnrolledLoop:
+    """A Python `for` loop of the kernel (not `aref.range`) while it runs during tracing: Python executes it,
+    so the kernel gets one copy of its body per trip. `shape_dependent`: its trip count is computed from a
+    tensor's shape (the frontend's reading of the source); `suggestion`: the `aref.range` header to write
+    instead; `kernel_loop`: the line of the kernel's aref.range loop, if it has one."""
+
+    loc: SrcInfo
+    shape_dependent: bool
+    suggestion: str
+    kernel_loop: int | None
+    trips: int | None = None
+
+
 class LoopState:
     """What the tracer knows about the loop while its body is being traced."""
 
@@ -72,6 +87,10 @@ class Tracer:
         self.program_ids: dict[int, Value] = {}
         self.stores: list[tuple[Op, tuple]] = []  # store ops with their coordinate proxies (grid inference)
         self.consts: dict[tuple, Value] = {}       # per-block constants and scalar index math, shared
+        self.producer: dict[int, Op] = {}          # id(value) -> the op that made it (for errors: where a
+        #                                            tile's shape was set)
+        self.first_put: dict[int, Op] = {}         # id(channel value) -> its first put (a get's tiles' origin)
+        self.unrolled: list = []                   # Python `for` loops being traced (innermost last)
 
     @property
     def region(self) -> str:
@@ -82,10 +101,38 @@ class Tracer:
     def emit(self, kind: OpKind, operands, result_types, attrs, loc: SrcInfo | None = None,
              names=None) -> Op:
         loc = loc or user_loc()
+        if self.unrolled and loc.python_loop is None:
+            loc = replace(loc, python_loop=self.unrolled[-1].loc)
         results = tuple(Value(t, n) for t, n in zip(result_types, names or [None] * len(result_types)))
         op = Op(kind, tuple(operands), results, attrs, loc)
         self.block.ops.append(op)
+        for r in results:
+            self.producer[id(r)] = op
+        if kind is OpKind.PUT:
+            self.first_put.setdefault(id(op.operands[0]), op)
         return op
+
+    def unrolled_outside_loop(self) -> UnrolledLoop | None:
+        """The innermost Python `for` loop being traced outside the kernel's aref.range loop, or None (inside
+        the pipelined loop, a Python loop is a legitimate static unroll: `for i in range(SUBTILE)`)."""
+        if self.region == "loop" or not self.unrolled:
+            return None
+        return self.unrolled[-1]
+
+    def origin(self, v: Value) -> Op | None:
+        """The op that set the shape of tile `v`: through views, casts and channels (a get's tile is the
+        tile its channel's put carried) to the load, constant tile or computation that made it."""
+        for _ in range(16):
+            op = self.producer.get(id(v))
+            if op is None:
+                return None
+            if op.kind in (OpKind.TRANSPOSE, OpKind.CAST):
+                v = op.operands[0]
+            elif op.kind is OpKind.GET and id(op.operands[0]) in self.first_put:
+                v = self.first_put[id(op.operands[0])].operands[1 + next(i for i, r in enumerate(op.results) if r is v)]
+            else:
+                return op
+        return None
 
 
 def current(what: str = "this function") -> Tracer:
