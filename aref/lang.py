@@ -377,25 +377,9 @@ def load(tensor: TensorArg, coords, tile_shape) -> Tile:
     t = rules.load_type(tensor.shape, tensor.dtype, tile_shape, len(coords), loc)
     unrolled = tracer.unrolled_outside_loop()
     if unrolled is not None and unrolled.shape_dependent:
-        raise pipelined_loop_error(unrolled, f"loads a tile on every trip (line {loc.line})")
+        raise unrolled.error(f"loads a tile on every trip (line {loc.line})")
     cvals = [_coord(c, loc, tracer) for c in coords]
     return _emit1(OpKind.LOAD, [tensor.value, *cvals], t, LoadAttrs(tile_shape), loc)
-
-
-def pipelined_loop_error(loop, what: str) -> ArefSyntaxError:
-    """The error for a Python `for` loop (traced, so unrolled) that does the pipelined loop's work: it `what`
-    (loads per trip, puts into a channel ...). Named at the loop's header."""
-    trips = f" ({loop.trips} trips here)" if loop.trips is not None else ""
-    grows = " and its trip count comes from tensor shapes" if loop.shape_dependent else ""
-    message = (f"this Python `for` loop {what}{grows}: Python runs it while the kernel is traced, so the kernel "
-               f"holds one copy of its body per trip{trips}, not a pipelined loop")
-    if loop.kernel_loop is not None:
-        hint = (f"a kernel has one pipelined loop, the aref.range loop on line {loop.kernel_loop}: fold this work "
-                f"into it, or loop here over a compile-time constant")
-    else:
-        hint = (f"use aref.range(...) for the pipelined loop: `{loop.suggestion}`, with the tiles it loads put into "
-                f"an aref channel (see the README's gemm)")
-    return ArefSyntaxError(message, loop.loc, hint=hint)
 
 
 def store(tensor: TensorArg, coords, tile: Tile, reduce: str | None = None) -> None:
@@ -503,24 +487,10 @@ def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
             tracer = current()
             views = [tracer.producer.get(id(x.value)) for x in (a, b)]
             views = [op is not None and op.kind is OpKind.TRANSPOSE for op in views]
-            notes = [_shape_note(tracer, name, x) for name, x in (("a", a), ("b", b))]
+            notes = [tracer.shape_note(name, x.value) for name, x in (("a", a), ("b", b))]
             raise err.noting(*notes, hint=rules.mma_mismatch_hint(ta.shape, tb.shape, *views,
                                                                      noted=any(notes))) from None
         raise
-
-
-def _shape_note(tracer, name: str, x: Tile):
-    """(what, where) of the op that set tile `x`'s shape, for an error's notes (None if it is unknown)."""
-    op = tracer.origin(x.value)
-    if op is None or op.loc.line <= 0:
-        return None
-    shape = "x".join(map(str, x.value.type.shape))
-    view = " (its transposed view)" if tracer.producer.get(id(x.value)) is not op and \
-        tracer.producer[id(x.value)].kind is OpKind.TRANSPOSE else ""
-    if op.kind is OpKind.LOAD:
-        tile = "x".join(map(str, op.attrs.tile_shape))
-        return f"{name} is {shape}{view}: its tile is loaded here with tile shape {tile}", op.loc
-    return f"{name} is {shape}{view}: its shape is set here", op.loc
 
 
 def cast(x: Tile, dtype: DType) -> Tile:

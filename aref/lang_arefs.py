@@ -6,7 +6,7 @@ import builtins
 
 from aref.errors import ArefSyntaxError, ArefTypeError, ChannelError
 from aref.ir import ArefType, ChannelAttrs, DType, NoAttrs, OpKind, Space, TileType, Value
-from aref.lang import Scalar, Tile, _check_operand, pipelined_loop_error
+from aref.lang import Scalar, Tile, _check_operand
 from aref.trace import current, user_loc
 
 
@@ -31,8 +31,7 @@ class Channel:
         tracer = current(f"{self.name}.{what}")
         unrolled = tracer.unrolled_outside_loop()
         if unrolled is not None:
-            raise pipelined_loop_error(unrolled, f"uses channel '{self.name}' ({self.name}.{what} on line "
-                                                 f"{loc.line})")
+            raise unrolled.error(f"uses channel '{self.name}' ({self.name}.{what} on line {loc.line})")
         if tracer.region != "loop":
             raise ChannelError(
                 f"channel '{self.name}' is used {'before' if tracer.region == 'pre' else 'after'} the loop; "

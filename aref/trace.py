@@ -63,6 +63,21 @@ class UnrolledLoop:
     kernel_loop: int | None
     trips: int | None = None
 
+    def error(self, what: str) -> ArefSyntaxError:
+        """The refusal of this loop doing the pipelined loop's work: it `what` (loads per trip, uses a
+        channel ...). Named at the loop's header."""
+        trips = f" ({self.trips} trips here)" if self.trips is not None else ""
+        grows = " and its trip count comes from tensor shapes" if self.shape_dependent else ""
+        message = (f"this Python `for` loop {what}{grows}: Python runs it while the kernel is traced, so the kernel "
+                   f"holds one copy of its body per trip{trips}, not a pipelined loop")
+        if self.kernel_loop is not None:
+            hint = (f"a kernel has one pipelined loop, the aref.range loop on line {self.kernel_loop}: fold this "
+                    f"work into it, or loop here over a compile-time constant")
+        else:
+            hint = (f"use aref.range(...) for the pipelined loop: `{self.suggestion}`, with the tiles it loads put "
+                    f"into an aref channel (see the README's gemm)")
+        return ArefSyntaxError(message, self.loc, hint=hint)
+
 
 class LoopState:
     """What the tracer knows about the loop while its body is being traced."""
@@ -118,6 +133,19 @@ class Tracer:
         if self.region == "loop" or not self.unrolled:
             return None
         return self.unrolled[-1]
+
+    def shape_note(self, name: str, v: Value):
+        """(what, where) of the op that set tile `v`'s shape, for an error's notes (None if it is unknown)."""
+        op = self.origin(v)
+        if op is None or op.loc.line <= 0:
+            return None
+        shape = "x".join(map(str, v.type.shape))
+        made = self.producer.get(id(v))
+        view = " (its transposed view)" if made is not op and made.kind is OpKind.TRANSPOSE else ""
+        if op.kind is OpKind.LOAD:
+            tile = "x".join(map(str, op.attrs.tile_shape))
+            return f"{name} is {shape}{view}: its tile is loaded here with tile shape {tile}", op.loc
+        return f"{name} is {shape}{view}: its shape is set here", op.loc
 
     def origin(self, v: Value) -> Op | None:
         """The op that set the shape of tile `v`: through views, casts and channels (a get's tile is the
