@@ -166,17 +166,23 @@ class _Checker(ast.NodeVisitor):
         self._compound(node)
 
 
+def _reads_shape(expr: ast.AST, tensors: set[str], derived: set[str]) -> bool:
+    """Whether `expr` reads a tensor parameter's size (`A.shape[1]`, `A.numel()`) or a name in `derived`."""
+    return any(isinstance(x, ast.Attribute) and x.attr in ("shape", "numel") and isinstance(x.value, ast.Name)
+               and x.value.id in tensors or isinstance(x, ast.Name) and x.id in derived for x in ast.walk(expr))
+
+
 def _shape_derived(fdef: ast.FunctionDef, tensor_params: list[str]) -> set[str]:
-    """The tensor parameters and the names assigned from expressions that read them or such names (`K =
-    A.shape[1]`, `n = K // BK`): values that grow with the input's size."""
-    derived = set(tensor_params)
+    """The names assigned from expressions that read a tensor's size or such names (`K = A.shape[1]`,
+    `n = K // BK`): values that grow with the input's size."""
+    tensors, derived = set(tensor_params), set()
     assigns = [n for n in ast.walk(fdef) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                and n.value is not None]
     changed = True
     while changed:
         changed = False
         for node in assigns:
-            if not any(isinstance(x, ast.Name) and x.id in derived for x in ast.walk(node.value)):
+            if not _reads_shape(node.value, tensors, derived):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -191,17 +197,18 @@ class _Rewriter(ast.NodeTransformer):
     """Names assigned values, the aref loop made explicit, and Python loops run through `unrolled` (the
     tracer then knows which ops a Python loop copies per trip)."""
 
-    def __init__(self, env: dict, filename: str = "<unknown>", derived: frozenset = frozenset(),
-                 kernel_loop: int | None = None):
+    def __init__(self, env: dict, filename: str = "<unknown>", tensors: frozenset = frozenset(),
+                 derived: frozenset = frozenset(), kernel_loop: int | None = None):
         self.env = env
         self.filename = filename
+        self.tensors = tensors            # the tensor parameters
         self.derived = derived            # names whose values come from tensor shapes (`_shape_derived`)
         self.kernel_loop = kernel_loop    # the line of the kernel's aref.range loop
 
     def _unrolled(self, node: ast.AST, target: ast.AST, iter_: ast.expr) -> ast.expr:
         """`iter_` wrapped in the runtime's `unrolled(...)`, located at the loop header `node`."""
         end = iter_.end_col_offset if iter_.end_lineno == node.lineno else 0
-        shape_dependent = any(isinstance(x, ast.Name) and x.id in self.derived for x in ast.walk(iter_))
+        shape_dependent = _reads_shape(iter_, self.tensors, self.derived)
         is_range = isinstance(iter_, ast.Call) and _resolve(iter_.func, self.env) is builtins.range \
             and len(iter_.args) == 1 and not iter_.keywords
         var = target.id if isinstance(target, ast.Name) else "k"
@@ -310,7 +317,7 @@ def parse(fn) -> Parsed:
     for stmt in fdef.body:
         checker.visit(stmt)
 
-    rewriter = _Rewriter(env, filename, frozenset(_shape_derived(fdef, tensor_params)),
+    rewriter = _Rewriter(env, filename, frozenset(tensor_params), frozenset(_shape_derived(fdef, tensor_params)),
                          checker.loops[0].lineno if checker.loops else None)
     new_body = []
     for stmt in fdef.body:

@@ -109,6 +109,20 @@ def test_an_unrolled_loop_that_cannot_fit_is_refused_at_the_loop_not_the_decorat
     assert text.count(".x: ") <= 8, text                 # the ring list stays readable
 
 
+@aref_kernel(grid=(1,))
+def loop_over_tensors(A, B, C, *, BM: int = 128):
+    total = aref.zeros((BM, BM), aref.float32)
+    for t in (A, B):                       # two trips whatever the sizes: a static unroll
+        total = total + aref.load(t, (0, 0), (BM, BM)).to(aref.float32)
+    aref.store(C, (0, 0), total.to(C.dtype))
+
+
+def test_a_loop_over_tensors_or_constants_is_a_static_unroll():
+    out = {"A": A, "B": B, "C": C.clone()}
+    run_kernel(loop_over_tensors.specialize(A, B, C), out)
+    assert torch.equal(out["C"], (A[:, :128].float() + B[:, :128].float()).half())
+
+
 def test_static_unrolls_keep_working():
     """attention_fwd unrolls over its sub-tiles (a comprehension of loads before the loop, a Python loop
     inside it): both are loops over compile-time constants and stay as they are."""
