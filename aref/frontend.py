@@ -3,7 +3,9 @@
 Two steps, as in Triton's frontend but with tracing for everything but the loop:
 1. `parse` reads the function's AST, rejects unsupported Python at the user's line (while, try, a second
    loop, break inside the loop, closures over tensors...), and rewrites the single `aref.range` loop so its
-   loop-carried variables are explicit (see `aref.frontend_rt`).
+   loop-carried variables are explicit (see `aref.frontend_rt`). Python `for` loops (unrolled by running
+   them) iterate through `frontend_rt.unrolled`, so the tracer knows which ops each copies per trip and
+   refuses one that does the pipelined loop's work (loads per trip over a shape-derived count, channels).
 2. `trace` runs the rewritten function on proxies (`aref.lang`), which records the ops with exact source
    locations, then infers the grid and verifies the result.
 """
