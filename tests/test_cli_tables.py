@@ -3,7 +3,7 @@ there, reasons are whole (wrapped, never cut), and the compile table says what m
 import pytest
 from rich.console import Console
 
-from aref.cli_tables import compile_table, tune_table
+from aref.cli.tables import compile_table, tune_table
 
 WIDTH = 80
 
@@ -24,7 +24,7 @@ def gemm_tuning(tmp_path_factory):
     """`aref tune examples/gemm.py`'s ranking (the example's whole space, size large, the timing model)."""
     import torch
 
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     from aref.tune import TuneOptions
     ex = load_example("examples/gemm.py")
     with torch.device("meta"):
@@ -59,7 +59,7 @@ def test_the_tune_table_fits_80_columns_and_keeps_every_column(gemm_tuning):
 def test_a_measured_tuning_shows_the_measured_times_and_why_a_candidate_failed(gemm_tuning):
     from dataclasses import replace
 
-    from aref.tune_gpu import Timing
+    from aref.tune.gpu import Timing
     ranked = [c for c in gemm_tuning.candidates if c.rank is not None]
     first = replace(ranked[0], measured=Timing(0.2345, 0, 0, 5))
     failed = replace(ranked[1], status="failed", stage="gpu", reason="output differs from reference() by 0.5 "

@@ -9,7 +9,7 @@ import aref
 from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError, ArefSyntaxError, ArefTypeError
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 
 THIS_FILE = __file__
 A = torch.randn(128, 512, generator=torch.Generator().manual_seed(0)).half()
@@ -126,7 +126,7 @@ def test_a_loop_over_tensors_or_constants_is_a_static_unroll():
 def test_static_unrolls_keep_working():
     """attention_fwd unrolls over its sub-tiles (a comprehension of loads before the loop, a Python loop
     inside it): both are loops over compile-time constants and stay as they are."""
-    from aref.harness import load_example, run_interpreter
+    from aref.runtime.harness import load_example, run_interpreter
     ex = load_example("examples/attention_fwd.py")
     assert run_interpreter(ex, ex.inputs()).ok
 
