@@ -18,10 +18,9 @@ from aref.guard import compiler_pass
 from aref.ir import Kernel, OpKind
 from aref.ir.printer import print_kernel
 from aref.resources import ResourceError
+from aref.target import ARCHS, DEFAULT_ARCH, Target, target_of
 from aref.verify import verify
 from aref.ir.ws import print_ws
-
-ARCHS = ("sm_90a", "sm_100a")
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class CompileOptions:
     promote_every:  fp8 MMA accumulators promoted to fp32 every N K-steps on sm_90a (`aref.passes.promote`); 0: never
     """
 
-    arch: str = "sm_90a"
+    arch: str = DEFAULT_ARCH          # a name of `aref.target.ARCHS`; `target` is its record
     partition: str = "heuristic"      # "heuristic" (Tawa) or "optimal" (Twill solver)
     consumers: str = "auto"
     num_consumers: int = 2
@@ -69,8 +68,7 @@ class CompileOptions:
                                       # every N K-steps (wgmma keeps ~14 bits for fp8); 0: never
 
     def __post_init__(self):
-        if self.arch not in ARCHS:
-            raise ArefError(f"unsupported arch {self.arch!r}", hint=f"choose one of {', '.join(ARCHS)}")
+        target_of(self.arch)          # an unknown arch is refused here, naming the known ones
         if self.partition not in ("heuristic", "optimal"):
             raise ArefError(f"unknown partition mode {self.partition!r}", hint="use 'heuristic' or 'optimal'")
         if self.mma_depth is not None and (not isinstance(self.mma_depth, int) or self.mma_depth < 0):
@@ -83,6 +81,11 @@ class CompileOptions:
         if not self.solver_time_limit > 0:
             raise ArefError(f"solver_time_limit must be > 0 seconds, got {self.solver_time_limit!r}",
                             hint="e.g. solver_time_limit=60.0")
+
+    @property
+    def target(self) -> Target:
+        """The record of `arch`: its limits and features."""
+        return target_of(self.arch)
 
 
 def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
@@ -108,7 +111,7 @@ def _partition(kernel: Kernel, options: CompileOptions):
     from partition.distribute import distribute
     # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile; what nothing reads, none
     kernel = drop_dead(cse(squeeze(kernel)))
-    if options.arch == "sm_100a":   # tensor-memory accumulators start from zeros: β·C is added after the loop
+    if options.target.has_tensor_memory:   # its accumulators start from zeros: β·C is added after the loop
         from aref.passes.acc_init import hoist_accumulator_init
         kernel = hoist_accumulator_init(kernel)
     anchors = None
@@ -250,7 +253,8 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
         except ArefError:
             return None
 
-    if ws.resource_error is not None and machine_for(options.arch).tmem_columns and not options.solver_occupancy_free:
+    tmem = options.target.has_tensor_memory
+    if ws.resource_error is not None and tmem and not options.solver_occupancy_free:
         ws = _free_graph_program(kernel, options) or ws
     if ws.resource_error is not None:
         other = heuristic()
@@ -265,7 +269,7 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
         return ws
     machine = machine_for(options.arch)
     own = simulate_timing(ws, None, machine, cta=cta)
-    if machine.tmem_columns and not options.solver_occupancy_free:
+    if tmem and not options.solver_occupancy_free:
         # Blackwell: the schedule of the occupancy-free graph too (`partition.optimal.extract_graph`'s
         # `reservations`), where it lowers to a faster program than the stream graph's or where that one
         # does not run in the timing model
@@ -282,7 +286,7 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
         ws, own = _keep_faster(_free_graph_program(kernel, options), ws, own, machine, cta,
                                "the schedule of the solver's stream graph ran {own} cycles/iteration in the timing "
                                "model, the occupancy-free graph's {new}: the optimal partitioner keeps the latter")
-    if not machine.tmem_columns and options.solver_detached_stores is None and _stores_in_loop(kernel):
+    if not tmem and options.solver_detached_stores is None and _stores_in_loop(kernel):
         # Hopper: the schedule of the graph whose TMA stores hold their group until the copy ends, where it
         # lowers to a faster program (the tensor core serves MMAs as they come, not at the schedule's
         # cycles: linear_attention's detached schedule lowers to 4046 cycles per iteration, this one 2243)
@@ -372,7 +376,8 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
             except ArefError:
                 pass
         alternatives = _tighter_caps(options, first)
-    elif options.arch == "sm_100a" and options.compute_groups is None and getattr(first, "register_file", False):
+    elif options.target.mma == "tcgen05" and options.compute_groups is None \
+            and getattr(first, "register_file", False):
         # Blackwell: one group per chain of register math can need more registers than the SM's file; fewer
         # groups, each running several chains one after another, need fewer
         wide = sum(gp.group.warps == 4 and gp.group.role in ("compute", "softmax") for gp in ws.groups)
@@ -395,7 +400,8 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
             return other
         if isinstance(alternatives, _tighter_caps):
             alternatives.send_error(error)
-    if options.partition == "optimal" and options.solver_detached_stores is None and options.arch == "sm_90a":
+    if options.partition == "optimal" and options.solver_detached_stores is None \
+            and not options.target.has_tensor_memory:
         # Hopper's graph lets a TMA store run on while its group goes on; where the partition that admits does
         # not fit, the graph whose stores hold their group (random program seed 67: II 976 refused for
         # registers, 1248 fits) is the next schedule

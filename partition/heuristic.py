@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value, index_math
+from aref.target import target_of
 from partition.model import (Partition, UnionFind, assignable_ops, check_partition, one_producer_per_channel,
                              replicated_ops, split_budget)
 
@@ -111,7 +112,7 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
     """Assign every op to a warp group. Returns the kernel (row-split for cooperative consumers) and the
     partition."""
     options = options or HeuristicOptions()
-    if arch == "sm_100a":
+    if target_of(arch).mma == "tcgen05":        # one thread issues the MMAs: FA4's one-warp load and MMA roles
         part = _blackwell(kernel, options.compute_groups)
     else:
         kernel, part = _hopper(kernel, options)

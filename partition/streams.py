@@ -524,7 +524,7 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
 
         def trip(r1: str, r2: str) -> int:
             """r1's work and release, the refill, r2's wake-up and, for an MMA, its issue (it starts then)."""
-            release = mma_commit_cycles if m.tmem_columns and ex.kind[r1] == "gemm" else m.sync_cycles
+            release = mma_commit_cycles if m.target.has_tensor_memory and ex.kind[r1] == "gemm" else m.sync_cycles
             issue = mma_issue_cycles(ex.members[r2][0], m) if ex.kind[r2] == "gemm" else 0
             return g.ops[r1].duration + release + refill + issue
         for r in sorted(readers):

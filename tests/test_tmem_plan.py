@@ -11,8 +11,11 @@ from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError
 from aref.runtime.harness import load_example
 from aref.ir import OpKind
-from aref.lower.tmem import COLUMNS, plan_tensor_memory, tile_columns
+from aref.lower.tmem import plan_tensor_memory, tile_columns
+from aref.target import SM_100A
 from example_paths import example_path
+
+COLUMNS = SM_100A.tmem_columns
 
 FA4 = dict(BM=256, D=128)          # two 128-row sub-tiles, head dim 128
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 from aref.errors import UNKNOWN_LOC
 from aref.ir import MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Value
 from aref.ir.ws import GroupProgram, NamedBarrier, WSKernel
-from aref.lower.common import VIEWS, _Lowering, _mma_origin
+from aref.lower.common import VIEWS, _Lowering, _mma_origin, assign_register_budgets
+
+
+def lower_kernel(kernel: WSKernel) -> None:
+    """The lowering of `aref.target.SM_90A` (its `lowering` module's entry), in place: the Hopper steps, then
+    register budgets from liveness (setmaxnreg moves each group there)."""
+    lower_hopper(kernel)
+    assign_register_budgets(kernel)
 
 
 def lower_hopper(kernel: WSKernel) -> None:

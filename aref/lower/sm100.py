@@ -35,6 +35,11 @@ def tensor_core_group(gp: GroupProgram) -> bool:
     return any(op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in gp.all_ops())
 
 
+def lower_kernel(ws: WSKernel) -> None:
+    """The lowering of `aref.target.SM_100A` (its `lowering` module's entry), in place: `lower_blackwell`."""
+    lower_blackwell(ws)
+
+
 def lower_blackwell(ws: WSKernel) -> None:
     """Lower every group of pipelined sm_100a kernel `ws` (in place) and plan its tensor memory."""
     subtile_epilogues(ws)
@@ -427,7 +432,7 @@ def register_budgets(ws: WSKernel) -> None:
     one = [gp for gp in ws.groups if gp.group.warps == 1]
     wide = [gp for gp in ws.groups if gp.group.warps != 1]
     one_warp_threads = -(-len(one) // 4) * 4 * 32
-    demand = {gp.group.id: register_demand(gp, "sm_100a") for gp in wide}
+    demand = {gp.group.id: register_demand(gp, ws.arch) for gp in wide}
     need = {g: d.need for g, d in demand.items()}
     room = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS
     free = room - sum(need[gp.group.id] * gp.group.threads for gp in wide)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.target import DEFAULT_ARCH
 from aref.resources.registers import (COMPUTING, ELEMENTWISE, FUSABLE_USERS, MAX_REGS, MIN_REGS, ROLE_OVERHEAD,
                                       VIEWS, _DEBUG, Liveness, _round_up, tile_registers)
 
@@ -53,7 +54,7 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
     if not isinstance(t, TileType):
         return False
     if t.space is Space.TMEM:
-        return op.kind in (OpKind.SLOT_READ, OpKind.GET) and lv.arch == "sm_100a" and lv.cuda_core_read(v) \
+        return op.kind in (OpKind.SLOT_READ, OpKind.GET) and lv.target.has_tensor_memory and lv.cuda_core_read(v) \
             and not all(u is not None and u.kind is OpKind.SLICE for _, u in lv.use_at.get(id(v), []))
     if t.space is not Space.RMEM:
         return False
@@ -65,7 +66,7 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
     return bool(lv.use_at.get(id(v))) or op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
 
 
-def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
+def register_demand(gp, arch: str = DEFAULT_ARCH) -> RegisterDemand:
     """Peak registers per thread of `gp`'s register tiles (see the module docstring for the rules)."""
     lv = Liveness(gp, arch)
     computes = any(op.kind in COMPUTING for op in lv.ops)
@@ -182,7 +183,7 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
         if region == "loop":
             for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
                 materialize(y, lv.loop_span[1])
-    if arch == "sm_100a":
+    if lv.target.has_tensor_memory:        # the row-per-thread code of the tensor-memory templates (ptxas-measured)
         for key, (regs, name) in hoisted_over_loop(lv, layout_of).items():
             spans[key] = [regs, lv.loop_span[0], lv.loop_span[1], name]
     if _DEBUG:
@@ -249,7 +250,7 @@ def hoisted_over_loop(lv: Liveness, layout_of) -> dict:
 
     def address(ring: Value, t: TileType) -> None:
         if len(t.shape) == 2 and t.numel // 128 <= HOISTED_ADDRESSES:
-            out[("addresses", id(ring))] = (tile_registers(t, "sm_100a"), f"addresses of {ring.name}")
+            out[("addresses", id(ring))] = (tile_registers(t, lv.arch), f"addresses of {ring.name}")
 
     reads: dict[int, Op] = {}             # value id (through views) -> the slot read of a shared-memory tile
     for op in lv.ops:

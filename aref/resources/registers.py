@@ -30,9 +30,11 @@ from __future__ import annotations
 from aref import ops
 from aref.errors import ArefError
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.target import DEFAULT_ARCH, target_of, uniform
 
-REGISTERS_PER_SM = 65536          # 32-bit registers per SM (and per CTA at one CTA per SM)
-MIN_REGS, MAX_REGS, REG_STEP = 24, 256, 8    # PTX ISA setmaxnreg: multiples of 8 in 24..256
+# the targets' register file and setmaxnreg range (every target's the same: `aref.target.uniform`)
+REGISTERS_PER_SM = uniform("registers_per_sm")          # 32-bit registers per SM (and per CTA at one CTA per SM)
+MIN_REGS, MAX_REGS, REG_STEP = uniform("setmaxnreg_min"), uniform("setmaxnreg_max"), uniform("setmaxnreg_step")
 BUDGET_CAP = 240                  # the most a computing warp group is given (CUTLASS / FA3: ptxas keeps headroom)
 LAUNCH_CAP = 248                  # registers per thread at launch, before setmaxnreg
 ROLE_OVERHEAD = 32                # a computing role's registers beyond its tiles (ptxas-measured)
@@ -73,20 +75,21 @@ def _round_up(n: int, step: int = REG_STEP) -> int:
     return -(-n // step) * step
 
 
-def tile_registers(t: TileType, arch: str = "sm_90a", threads: int = THREADS, layout: str | None = None) -> int:
+def tile_registers(t: TileType, arch: str = DEFAULT_ARCH, threads: int = THREADS, layout: str | None = None) -> int:
     """32-bit registers per thread that register tile `t` takes in a warp group of `threads`; `layout`: the
     register layout the code generator gives it (`aref.resources.layout`: a column vector holds a quarter of
     its columns per thread), by default the accumulator layout (rank-1 tiles: one value per row)."""
     if not isinstance(t, TileType):
         return 0
     bits = 32 if t.dtype is DType.bool_ else t.dtype.bits      # a boolean takes a whole register
-    if layout is not None and arch != "sm_100a" and threads == THREADS:
+    row_per_thread = target_of(arch).has_tensor_memory         # tiles as tcgen05.ld gives them: a row per thread
+    if layout is not None and not row_per_thread and threads == THREADS:
         from aref.resources.layout import per_thread
         elems = 1
         for n in per_thread(t, layout):
             elems *= n
         return max(1, -(-elems * bits // 32))
-    if arch == "sm_100a":
+    if row_per_thread:
         per_thread = max(1, t.numel * 32 // (threads * 32)) if len(t.shape) > 1 else 1
         if layout == "col":
             per_thread = t.shape[-1]      # a column vector, (C,) or (1, C): the columns of a 128-row tile's row (at most)
@@ -110,9 +113,10 @@ class Liveness:
     predicate that folds to false at generation time are skipped but keep their position.
     """
 
-    def __init__(self, gp, arch: str = "sm_90a"):
+    def __init__(self, gp, arch: str = DEFAULT_ARCH):
         self.gp = gp
         self.arch = arch
+        self.target = target_of(arch)
         self.uses: dict[int, int] = {}
         self.use_at: dict[int, list[tuple[float, Op | None]]] = {}
         self.def_at: dict[int, float] = {}
@@ -206,7 +210,7 @@ class Liveness:
             and op.operands[0].type.space is not Space.SMEM}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
         # at each use rather than stored
-        self.cheap: set[int] = set(self.slot_columns() if arch == "sm_100a" else ())
+        self.cheap: set[int] = set(self.slot_columns() if self.target.has_tensor_memory else ())
         for op in ops_:
             if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
                     not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):

@@ -12,6 +12,7 @@ from aref.ir import OpKind, RingType, Space, TileType
 from aref.ir.printer import Namer, format_op
 from aref.sim.tensor_memory import TensorMemory
 from aref.ir.ws import WSKernel
+from aref.target import target_of
 
 LOOP_ENTER = "loop_enter"
 LOOP_END = "loop_end"
@@ -134,7 +135,7 @@ class Prog:
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
         _mark_tensor_pipe(gp, out)
-        if self.kernel.arch == "sm_100a":
+        if target_of(self.kernel.arch).has_tensor_memory:
             _mark_own_accumulators(gp, out)
         return out
 

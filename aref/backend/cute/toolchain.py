@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
 
-SUPPORTED_ARCHS = ("sm_90a", "sm_100a")
+from aref.target import ARCHS as SUPPORTED_ARCHS   # the archs the CuTe DSL compiles for: every target's
 
 # PTX opcodes that characterise a warp-specialized kernel; each is counted as a prefix of an instruction
 # (so `mbarrier.try_wait.parity` also counts `mbarrier.try_wait.parity.shared::cta.b64`).
