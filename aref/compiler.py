@@ -18,7 +18,7 @@ from aref.guard import compiler_pass
 from aref.ir import Kernel, OpKind
 from aref.ir.printer import print_kernel
 from aref.resources import ResourceError
-from aref.target import ARCHS, DEFAULT_ARCH, Target, target_of
+from aref.target import DEFAULT_ARCH, Target, target_of
 from aref.verify import verify
 from aref.ir.ws import print_ws
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from aref import resources
 from aref.errors import SolverError
 from aref.ir import DType, Kernel, Op, OpKind, TileType
+from aref.ops import VIEWS
 from aref.ir.ws import WarpGroup
 from aref.target import target_of
 from partition.model import Partition, check_registers, one_producer_per_channel, replicated_ops, split_budget, \
     value_owner
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 def partition_from_schedule(kernel: Kernel, ex, result, arch: str) -> Partition:

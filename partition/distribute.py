@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from aref.errors import CompilerBugError
 from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, NoAttrs, Op,
                      OpKind, ScalarType, Space, Value)
+from aref.ops import VIEWS
 from aref.resources.layout import column_reads, rank1
 from aref.verify import expected_result_types
 from aref.ir.ws import Channel, GroupProgram, WSKernel
@@ -28,7 +29,6 @@ from aref.target import target_of
 from partition.model import Partition
 from partition.streams import accumulates_in_place, mma_reads_from_tmem
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from aref import ops as ops_registry
 from aref import resources
 from aref.errors import SolverError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
+from aref.ops import MMA_KINDS, TILE_SOURCES, VIEWS
 from aref.target.machine import machine_for, op_cost, tmem_tile_columns, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from partition import streams
@@ -31,7 +32,6 @@ from partition.clusters import acyclic_clusters, reservation_table
 from partition.model import Partition, UnionFind, replicated_ops
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a hand-off's barrier round trip in the occupancy-free graph (ASSUMPTION)
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
@@ -123,7 +123,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # them: its groups run their CUDA-core streams (a tile's stores staged by the group itself) exactly as
     # on Hopper, and without the streams the graph's II missed them (rowwise: II 1168, the group ran 1489)
     occ = occupancy if occupancy is not None else not m.target.has_tensor_memory or not any(
-        op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in kernel.loop.body.ops)
+        op.kind in MMA_KINDS for op in kernel.loop.body.ops)
     costs = occ or group_costs
     if reservations is None:
         reservations = m.target.has_tensor_memory and not occ
@@ -151,7 +151,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if id(v) in yield_of:
             return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (op in rep and op.kind not in VIEWS
+        if op is None or op.kind in TILE_SOURCES or (op in rep and op.kind not in VIEWS
                                                                       and op.kind is not OpKind.GET):
             return []
         if op.kind in VIEWS:
@@ -471,7 +471,7 @@ def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:
             continue
         if u.kind is OpKind.MMA:
             return True
-        if u.kind in VIEWS + (OpKind.CAST,) and _feeds_mma(u.results[0], kernel, depth + 1):
+        if u.kind in VIEWS | {OpKind.CAST} and _feeds_mma(u.results[0], kernel, depth + 1):
             return True
     return False
 

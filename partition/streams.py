@@ -19,6 +19,7 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
+from aref.ops import VIEWS
 from aref.ops.memory import tma_bytes
 from aref.target.machine import ISSUE, Machine, mma_issue_cycles, op_cost
 from aref.resources.memory import packing_hosts, resident_staging, staging_hosts, staging_tile, tile_bytes
@@ -168,7 +169,7 @@ def _reader_nodes(v: Value, kernel, placed: dict) -> set[str]:
                 continue
             if placed.get(u) is not None:
                 out.add(placed[u])
-            elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST):
+            elif u.kind in VIEWS or u.kind is OpKind.CAST:
                 todo.extend(u.results)
     return out
 
@@ -193,7 +194,7 @@ def tmem_operand(v: Value, kernel: Kernel, transposed: bool = False, depth: int 
         if u.kind is OpKind.MMA:
             if any(x is v and mma_reads_from_tmem(u, i, transposed) for i, x in enumerate(u.operands[:3])):
                 return True
-        elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST) and tmem_operand(
+        elif (u.kind in VIEWS or u.kind is OpKind.CAST) and tmem_operand(
                 u.results[0], kernel, transposed != (u.kind is OpKind.TRANSPOSE), depth + 1):
             return True
     return False

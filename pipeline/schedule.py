@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind, index_math
+from aref.ops import VIEWS
 from aref.ir.ws import GroupProgram, WSKernel
 from aref.target import target_of
 from pipeline import sm100
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 
 

@@ -23,11 +23,11 @@ MMAs that accumulate into it and read back by `tcgen05.ld`.
 from __future__ import annotations
 
 from aref.ir import Op, OpKind, Space
+from aref.ops import CUDA_CORE_KINDS, SCALARS, VIEWS
 from aref.ir.ws import WSKernel
 from aref.ir.unionfind import UnionFind
 from aref.target import target_of
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 def is_blackwell_mma_group(gp, kernel: WSKernel) -> bool:
@@ -35,8 +35,7 @@ def is_blackwell_mma_group(gp, kernel: WSKernel) -> bool:
     if target_of(kernel.arch).mma != "tcgen05" or gp.loop is None:
         return False
     kinds = {op.kind for op in gp.loop.body.ops}
-    return OpKind.MMA in kinds and not kinds & {OpKind.UNARY, OpKind.BINARY, OpKind.REDUCE, OpKind.CAST,
-                                                OpKind.COMPARE, OpKind.WHERE}
+    return OpKind.MMA in kinds and not kinds & CUDA_CORE_KINDS
 
 
 def tensor_core_stages(gp, kernel: WSKernel, ops: list[Op], edges) -> dict[Op, int] | None:
@@ -190,14 +189,14 @@ def subtiles(kernel: WSKernel) -> UnionFind:
             if op.kind is OpKind.GET and id(op.operands[0]) in tma:
                 loaded.update(id(r) for r in op.results)
                 continue
-            if op.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS) and id(op.operands[0]) in loaded:
+            if op.kind in VIEWS and id(op.operands[0]) in loaded:
                 loaded.update(id(r) for r in op.results)
                 continue
             for v in op.operands:
                 if id(v) in loaded:
                     continue
                 src = prod.get(id(v)) or prod.get(id(carried.get(id(v), v)))
-                if src is None or src.kind in (OpKind.CONST, OpKind.SCALAR_BINARY, OpKind.PROGRAM_ID):
+                if src is None or src.kind in SCALARS:
                     continue
                 sets.union(src, op)
     for ch, ps in puts.items():

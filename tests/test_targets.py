@@ -145,7 +145,6 @@ def test_each_target_names_its_lowering_and_backend():
 
 def test_the_limits_are_read_from_the_target():
     from aref import resources
-    from aref.resources.memory import smem_plan  # noqa: F401 - the plan's limit: below
     assert (resources.REGISTERS_PER_SM, resources.MIN_REGS, resources.MAX_REGS, resources.REG_STEP) == \
         (SM_90A.registers_per_sm, SM_90A.setmaxnreg_min, SM_90A.setmaxnreg_max, SM_90A.setmaxnreg_step)
     for m in DEVICES.values():

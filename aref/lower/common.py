@@ -9,11 +9,11 @@ from aref import resources
 from aref.errors import CompilerBugError
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaAttrs, NoAttrs, Op,
                      OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs, Space, Value)
+from aref.ops import VIEWS
 from aref.ir.ws import Channel, GroupProgram, WSKernel
 from aref.target import target_of
 
 I32 = ScalarType(DType.int32)
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import OpKind, Space, TileType, Value
+from aref.ops import VIEWS
 from aref.target import SM_100A, target_of
 from aref.target.machine import tmem_tile_columns
 from aref.ir.unionfind import UnionFind
@@ -366,7 +367,7 @@ def _reads_before_rewrite(mma_gp, src, dst) -> bool:
                 return None
             if p.kind is OpKind.SLOT_READ:
                 return p.operands[0]
-            if p.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS, OpKind.SELECT):
+            if p.kind in VIEWS or p.kind is OpKind.SELECT:
                 return base(p.operands[-1] if p.kind is OpKind.SELECT else p.operands[0], d + 1)
             return None
         return any(base(v) is ring for v in op.operands)

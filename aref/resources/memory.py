@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType
+from aref.ops import MMA_KINDS
 from aref.resources.layout import exchange_elements
 from aref.resources.tensor_core import MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups, zero_tile
 from aref.target import target_of
@@ -336,7 +337,7 @@ def scratch_tiles(gp) -> dict[tuple, tuple]:
     for region, block in gp.regions():
         used = {} if region == "loop" else dict(high)
         for op in block.ops:
-            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+            if op.kind not in MMA_KINDS:
                 continue
             for v, _ in staged_operands(op, prod):
                 key = scratch_key(gp, v, prod)
@@ -362,7 +363,7 @@ def staged_reads(gp) -> set[int]:
     for _, block in gp.regions():
         staged: set[tuple] = set()
         for op in block.ops:
-            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+            if op.kind not in MMA_KINDS:
                 continue
             a = op.operands[0]
             if register_a(a, prod) and scratch_key(gp, a, prod) in staged:

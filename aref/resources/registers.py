@@ -30,6 +30,7 @@ from __future__ import annotations
 from aref import ops
 from aref.errors import ArefError
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.ops import MMA_KINDS, TILE_SOURCES, VIEWS
 from aref.target import DEFAULT_ARCH, target_of, uniform
 
 # the targets' register file and setmaxnreg range (every target's the same: `aref.target.uniform`)
@@ -49,7 +50,6 @@ LAZY = frozenset(k for k in OpKind if any(e.form in (ops.EXPR, ops.VIEWING) for 
 ELEMENTWISE = tuple(sorted(LAZY - {OpKind.FULL, OpKind.ARANGE, OpKind.SLICE}, key=lambda k: k.value))
 FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
 MAX_FUSED_LEAVES = 4           # stored tiles one fused expression may read (their registers stay live)
-VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
 # ops that make a group a computing role (anything beyond TMA issue, barriers and index math)
 COMPUTING = frozenset({OpKind.MMA, OpKind.MMA_ASYNC, OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE,
                        OpKind.REDUCE, OpKind.CAST, OpKind.STORE, OpKind.SLOT_STORE, OpKind.SLOT_READ,
@@ -203,7 +203,7 @@ class Liveness:
         # a P rounded beside an in-flight wgmma's register operand and accumulator spilled 1100 bytes.)
         # (a tile carried into the next iteration, a yield's read, is read there by its MMA or store: counted so)
         self.unpacked = {id(op.result) for op in rounded if any(
-            u is None or u.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and self.root(u.operands[0]) is op.result
+            u is None or u.kind in MMA_KINDS and self.root(u.operands[0]) is op.result
             for _, u in self.use_at.get(id(op.result), []))}
         self.deferred = {id(op.result) for op in casts} - {id(op.result) for op in rounded} | {
             id(op.result) for op in ops_ if op.results and op.kind is OpKind.TRANSPOSE
@@ -212,7 +212,7 @@ class Liveness:
         # at each use rather than stored
         self.cheap: set[int] = set(self.slot_columns() if self.target.has_tensor_memory else ())
         for op in ops_:
-            if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
+            if op.kind in TILE_SOURCES or op.kind in LAZY and op.results and all(
                     not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):
                 self.cheap.update(id(r) for r in op.results if isinstance(r.type, TileType))
         self.fused: set[int] = set(self.cheap)
@@ -264,10 +264,10 @@ class Liveness:
         """Is register tile `v` an MMA's accumulator (through views and pipeline selects)?"""
         op = self.prod.get(id(self.root(v)))
         for _ in range(64):
-            if op is None or op.kind not in VIEWS + (OpKind.SELECT,):
+            if op is None or op.kind not in VIEWS | {OpKind.SELECT}:
                 break
             op = self.prod.get(id(op.operands[0 if op.kind is not OpKind.SELECT else 1]))
-        return op is not None and op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
+        return op is not None and op.kind in MMA_KINDS
 
     def reads_slot(self, v: Value, depth: int = 0) -> bool:
         """Is `v` a channel slot's tile (through views)? A cast of it is computed where the IR puts it, before
@@ -278,7 +278,7 @@ class Liveness:
             return False
         if op.kind is OpKind.SLOT_READ:
             return True
-        if op.kind in VIEWS + (OpKind.SELECT,):
+        if op.kind in VIEWS | {OpKind.SELECT}:
             return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
         return False
 
@@ -328,7 +328,7 @@ class Liveness:
         op = self.prod.get(id(self.root(v)))
         if op is None or depth > 32:
             return False
-        if op.kind in (OpKind.ARANGE, OpKind.FULL):
+        if op.kind in TILE_SOURCES:
             return True
         return op.kind in LAZY and all(not isinstance(x.type, TileType) or self._index_math(x, depth + 1)
                                        for x in op.operands)
@@ -394,7 +394,7 @@ class Liveness:
             return False
         start, end = self.loop_span
         at = self.position[id(op)]
-        issued_after = any(o.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and at < self.position[id(o)] < end
+        issued_after = any(o.kind in MMA_KINDS and at < self.position[id(o)] < end
                            for o in self.ops)
         return all(p == start or p == end and start < at and issued_after for p, _ in uses)
 

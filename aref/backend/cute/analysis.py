@@ -39,7 +39,6 @@ from aref.target import target_of
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
                  DType.float8_e5m2: "Float8E5M2", DType.float32: "Float32", DType.int32: "Int32"}
-VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
 
 
 def ident(name: str) -> str:
