@@ -9,7 +9,8 @@ from aref.ir import INDEX_MATH, INDEX_SOURCES, SIDE_EFFECTS, OpKind
 from aref.ops.registry import (ELEMENTWISE, REDUCTION, VIEW, TILE_SOURCE, SCALAR, CUDA_CORE, MUFU, EXPONENTIAL,
                                  RUNNING_MAX, MEMORY, MMA, CHANNEL, SYNC, PIPELINE, SIDE_EFFECT, PREDICATE,
                                  CROSS_GROUP, TRAITS, ROLES, LAYOUTS, EXPR, VIEWING, REDUCING, STRUCTURAL,
-                                 ReduceSpec, Emit, Algebra, Cost, Case, Hints, TORCH, torch_fn, use_language, lang, OpDef, register, lookup,
+                                 ReduceSpec, Emit, Algebra, Cost, Case, Hints, TORCH, torch_fn, use_language, lang,
+                                 OpDef, register, lookup,
                                  entry, entries, fns, kinds_with, has_trait, result_types, round_to, interpret, cost,
                                  compute_class, NoEmission, cute_emission, _REGISTRY)  # noqa: F401  (the registry's API)
 from aref.ops import elementwise, memory, reduce, tiles  # noqa: F401  (importing them registers the entries)
