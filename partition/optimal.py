@@ -96,7 +96,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     attention_bwd's softmax: 976, 928 before it counted its wait for the Q/dO item whose LSE and Δ it reads,
     and its program runs at 979 in the steady state), and the MMAs' barrier waits, issues and commits take the
     MMA warp's stream (`streams.mma_warp_streams`). Off, the occupancy-free graph of before:
-    `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention backward's
+    `aref.search._never_slower` lowers its schedule too and keeps the faster program (attention backward's
     schedule at the stream graph's II lowers to a slower one: see `group_streams`).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
     run it (no wait of its group waits for the copy), so a blocking op of its group may start while the copy
@@ -105,7 +105,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     program ran 1788; detached: II 1824, its schedule runs 1819). Its partitions fit since the graph states
     which stores after the loop stage in a tile loaded before it (`streams.add_post_staging`): without that,
     the one it picked needed 16 KB of staging the budget did not see. The timing guard
-    (`aref.compiler._never_slower`) lowers the waited stores' schedule too and keeps the faster program.
+    (`aref.search._never_slower`) lowers the waited stores' schedule too and keeps the faster program.
     `group_streams` (with the own streams of `reservations`): a group runs its nodes one after another, so
     their own streams add up within the II (`solve.Op.stream`). attention_bwd's graph without it puts the
     softmax node (976 cycles of its own) and dQ's load, scale and staging (496) on one group at II 976, which

@@ -7,7 +7,8 @@ the kernel fits in exactly 512 — with both partitioners.
 """
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError
 from aref.runtime.harness import load_example
 from aref.ir import OpKind

@@ -8,7 +8,8 @@ import os
 from rich.console import Console
 
 from aref.cli.common import EXAMPLES_DIR, command, example_and_inputs, results_table
-from aref.compiler import CompileOptions, lower_to, print_stage
+from aref.compiler import CompileOptions, print_stage
+from aref.search import lower_to
 from aref.target import ARCHS, DEFAULT_ARCH
 
 

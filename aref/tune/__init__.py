@@ -45,7 +45,7 @@ class TuneOptions:
 
 def _prepare(kfn, tensors: dict, consts: dict, cfg: Config, arch: str, machine) -> Candidate:
     """Steps 1-4 of the module docstring for one candidate."""
-    from aref.compiler import lower_to
+    from aref.search import lower_to
     from aref.tune.perf import kernel_flops, predict
     from aref.tune.resources import candidate_problems
     cand = Candidate(cfg)

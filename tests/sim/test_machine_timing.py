@@ -165,7 +165,8 @@ def test_blackwell_group_reads_its_own_accumulator_through_tcgen05(monkeypatch):
     import functools
 
     import partition.optimal as po
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.runtime.harness import load_example
     from aref.sim.program import Prog
     monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True,

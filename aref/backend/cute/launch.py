@@ -159,7 +159,7 @@ def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas
         from dataclasses import replace
 
         from aref.backend.cute import compile_barrier
-        from aref.compiler import lower_to
+        from aref.search import lower_to
 
         ws = lower_to(kernel, "barrier", replace(options, arch=arch))
         result = compile_barrier(ws, emit="cute", persistent=persistent, ctas=ctas, raster=raster,
