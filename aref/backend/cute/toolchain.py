@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
 
 from aref.target import ARCHS as SUPPORTED_ARCHS   # the archs the CuTe DSL compiles for: every target's
+from aref.target import TARGETS
 
 # PTX opcodes that characterise a warp-specialized kernel; each is counted as a prefix of an instruction
 # (so `mbarrier.try_wait.parity` also counts `mbarrier.try_wait.parity.shared::cta.b64`).
@@ -72,6 +73,17 @@ KEY_OPCODES = (
     "tcgen05.wait::st",
     "tcgen05.fence",
 )
+
+
+# opcode families only one architecture's kernels contain: each target's tensor-core family (Hopper's wgmma,
+# Blackwell's tcgen05)
+ARCH_ONLY = {f"{t.mma}.": t.name for t in TARGETS.values()}
+
+
+def arch_opcodes(arch: str) -> tuple[str, ...]:
+    """The `KEY_OPCODES` a kernel for `arch` can contain (the other architecture's tensor-core family left out)."""
+    return tuple(op for op in KEY_OPCODES
+                 if all(not op.startswith(prefix) or only == arch for prefix, only in ARCH_ONLY.items()))
 
 
 class ToolchainError(RuntimeError):
