@@ -94,13 +94,13 @@ def test_unsafe_issue_order_gets_no_aliasing():
 def test_tile_columns(shape, dtype_bits, cols):
     from aref.ir import DType, Space, TileType
     dtype = DType.float32 if dtype_bits == 32 else DType.float16
-    assert tile_columns(TileType(shape, dtype, Space.TMEM), "t", None) == cols
+    assert tile_columns(TileType(shape, dtype, Space.TMEM), "t", None, SM_100A.tmem_lanes) == cols
 
 
 def test_tiles_taller_than_the_lanes_are_refused():
     from aref.ir import DType, Space, TileType
     with pytest.raises(ArefError, match="128 lanes"):
-        tile_columns(TileType((256, 64), DType.float32, Space.TMEM), "tile x", None)
+        tile_columns(TileType((256, 64), DType.float32, Space.TMEM), "tile x", None, SM_100A.tmem_lanes)
 
 
 def test_resource_report_counts_the_plan():

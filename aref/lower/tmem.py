@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from aref.errors import ArefError
 from aref.ir import OpKind, Space, TileType, Value
 from aref.ops import VIEWS
-from aref.target import SM_100A, target_of
+from aref.target import target_of
 from aref.target.machine import tmem_tile_columns
 from aref.ir.unionfind import UnionFind
 
@@ -73,7 +73,7 @@ class TmemPlan:
         return out
 
 
-def tile_columns(t: TileType, where: str, loc, lanes: int = SM_100A.tmem_lanes) -> int:
+def tile_columns(t: TileType, where: str, loc, lanes: int) -> int:
     """32-bit columns a tile takes in tensor memory of `lanes` lanes (tcgen05 writes 64- and 128-row tiles;
     other row counts are planned the same way and refused by the backend, which knows the instruction
     shapes)."""
@@ -83,14 +83,6 @@ def tile_columns(t: TileType, where: str, loc, lanes: int = SM_100A.tmem_lanes) 
     if t.dtype.bits not in (16, 32):
         raise ArefError(f"{where} is a {t} in tensor memory; it holds 16- and 32-bit elements", loc)
     return tmem_tile_columns(t)
-
-
-def _pow2(n: int, least: int = SM_100A.tmem_min_alloc) -> int:
-    """The columns tcgen05.alloc takes for `n`: a power of two, at least `least`."""
-    p = least
-    while p < n:
-        p *= 2
-    return p
 
 
 def _tmem_ring(ch) -> bool:
@@ -233,7 +225,7 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
                         f"{target.tmem_columns}: "
                         f"{parts}", ws.loc,
                         hint="use smaller tiles (fewer columns per accumulator) or fewer sub-tiles")
-    plan = TmemPlan(_pow2(used, target.tmem_min_alloc), used, _allocator(ws), buffers)
+    plan = TmemPlan(target.tmem_allocation(used), used, _allocator(ws), buffers)
     for ch in rings.values():
         homes = {root_buffer[sets.find(r)].name for r in ch.rings}
         if len(homes) > 1:

@@ -54,6 +54,16 @@ class Target:
         """Accumulators and hand-offs may live in tensor memory (tcgen05.ld / tcgen05.st move them)."""
         return self.tmem_columns > 0
 
+    def tmem_allocation(self, columns: int) -> int:
+        """The columns tcgen05.alloc takes for `columns`: a power of two, at least `tmem_min_alloc` (0 on a target
+        without tensor memory)."""
+        if not self.has_tensor_memory:
+            return 0
+        p = self.tmem_min_alloc
+        while p < columns:
+            p *= 2
+        return p
+
     @property
     def reduced_fp8_accumulator(self) -> bool:
         """Does an fp8 MMA accumulate in less than fp32 (where `promote_every` rewrites the loop)?"""

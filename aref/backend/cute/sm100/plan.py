@@ -357,7 +357,6 @@ def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, item
     import copy
     import dataclasses
 
-    from aref.lower.tmem import _pow2
     tmem = copy.deepcopy(ws.tmem)
     doubled: dict[str, str] = {}
     const = {id(op.result) for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.CONST}
@@ -382,10 +381,10 @@ def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, item
             continue
         used = max(tmem.used, top[1])
         target = target_of(ws.arch)
-        if _pow2(used, target.tmem_min_alloc) > target.tmem_columns:
+        if target.tmem_allocation(used) > target.tmem_columns:
             continue
         b.cols, b.depth = 2 * b.cols, 2
-        tmem.used, tmem.columns = used, max(tmem.columns, _pow2(used, target.tmem_min_alloc))
+        tmem.used, tmem.columns = used, max(tmem.columns, target.tmem_allocation(used))
         cp.ch = dataclasses.replace(ch, depth=2)
         doubled[name] = ch.name
     return tmem, doubled
