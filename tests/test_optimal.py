@@ -9,7 +9,8 @@ import pytest
 import aref
 import solve as S
 from aref import sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
 from partition.optimal import CYCLE_QUANTUM, extract_graph
@@ -270,7 +271,7 @@ def test_kernel_without_a_loop_takes_the_heuristic_partition(arch, guard):
     API (no timing guard) and the command line (guard on) alike; the solver itself still refuses it."""
     import inspect
     import torch
-    from aref.compiler import NO_LOOP_FALLBACK
+    from aref.search import NO_LOOP_FALLBACK
     from partition.optimal import SolverError, solve_loop
     A = torch.zeros(64, 64, dtype=torch.float16)
     kernel = no_loop.specialize(A, A.clone())

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from aref.ir import Op, OpKind, SliceAttrs, SlotAttrs, Space, TileType, Value
 from aref.ir.ws import GroupProgram, WSKernel
+from aref.ops import ELEMENTWISE_KINDS
 
-ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
+# per-element register math a chunk may run over (a pipeline select merges whole tiles: not chunked)
+ELEMENTWISE = ELEMENTWISE_KINDS - {OpKind.SELECT}
 # the synchronisation that follows the chunks (releases, publishes and the fences before them)
 AFTER = (OpKind.MBAR_ARRIVE, OpKind.TMEM_STORE_FENCE, OpKind.FENCE_PROXY_ASYNC, OpKind.MMA_COMMIT)
 MIN_WIDTH = 16

@@ -8,7 +8,8 @@ says why (`WSKernel.fallback`)."""
 import pytest
 import torch
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.interp.tile import run_kernel
 from aref.runtime.harness import load_example
 from aref.sim import simulate
