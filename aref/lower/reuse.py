@@ -20,9 +20,8 @@ deadlock.
 """
 from __future__ import annotations
 
-from aref.ir import BarrierAttrs, ConstAttrs, Op, OpKind, Space, Value
+from aref.ir import BarrierAttrs, ConstAttrs, DType, Op, OpKind, ScalarType, Space, Value
 from aref.ir.ws import Channel, GroupProgram, WSKernel
-from aref.lower.common import I32
 from aref.resources.memory import store_tma_problem, swizzled
 
 RELEASES = (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT)
@@ -156,7 +155,7 @@ def dead_slot_waits(kernel: WSKernel) -> list[tuple[GroupProgram, Op]]:
             if not _safe(kernel, gp, at, ch):
                 continue
             loc = gp.post.ops[at].loc
-            zero = Value(I32)
+            zero = Value(ScalarType(DType.int32))
             const = Op(OpKind.CONST, (), (zero,), ConstAttrs(0), loc)
             # item 0 lives in slot 0; the wait for its phase (parity 0) returns once every reader arrived
             wait = Op(OpKind.MBAR_WAIT, (ch.empty, zero, zero), (), BarrierAttrs(ch.name, "empty"), loc)
