@@ -36,7 +36,7 @@ import solve as S  # noqa: E402
 from solve.memo import forget  # noqa: E402
 from aref.compiler import CompileOptions  # noqa: E402
 from aref.errors import ArefError  # noqa: E402
-from aref.harness import load_example  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
 from partition.optimal import extract_graph  # noqa: E402
 from partition.solving import solve_partition  # noqa: E402
 

@@ -3,7 +3,7 @@ packages cannot clash)."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(ROOT, "examples")
+EXAMPLES = os.path.join(ROOT, "aref", "examples")      # (the top-level `examples` links here)
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 EXAMPLE_NAMES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "mlp", "attention_causal",
                  "linear_attention", "gemm_epilogue", "splitk_gemm", "rowwise", "batched_gemm"]
@@ -53,7 +53,7 @@ def trip_inputs(ex, name: str, trips: int, one_cta: bool = False) -> dict:
 
 def max_trip_count(kernel) -> int:
     """The loop's trip count, the largest over the grid's CTAs (a run-time count depends on program ids)."""
-    from aref.interpret import trip_counts
+    from aref.interp.tile import trip_counts
     return max(trip_counts(kernel).values(), default=0)
 
 

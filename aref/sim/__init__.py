@@ -5,10 +5,10 @@
   state hashing), for small trip counts.
 * `check(kernel, inputs, reference_fn, seeds=50, exhaustive=False)` — outputs vs reference over many
   interleavings; `SimReport.to_json()` has `ok`, `max_abs_err`, `deadlocks`, `interleavings`, `violations`.
-* `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.machine`.
+* `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.target.machine`.
 * `check_resources(kernel, machine)` — shared memory, threads and registers a launch needs (warnings).
 
-mbarriers, slots, TMA and MMA follow the contract in `aref.ws`'s docstring; violations name the op, the
+mbarriers, slots, TMA and MMA follow the contract in `aref.ir.ws`'s docstring; violations name the op, the
 user's source line, the warp group and the CTA (see `aref.sim.values.KINDS`).
 """
 from aref.sim.program import MalformedIR

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aref.harness import compare
-from aref.sim.checks import check_finished, diagnose_stuck
+from aref.outputs import compare
+from aref.sim.checks import _violation, check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import Prog
 from aref.sim.resources import check_resources
-from aref.sim.values import SimViolation, Violation
+from aref.sim.values import SimViolation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
 
@@ -54,14 +54,6 @@ def _ctas(kernel, cta=None) -> list[tuple]:
     if cta is not None:
         return [tuple(cta)]
     return list(itertools.product(*(range(n) for n in kernel.grid)))
-
-
-def _violation(prog: Prog, exc: SimViolation, cta, trace=()) -> Violation:
-    op = exc.op
-    loc = op.loc if op is not None else None
-    group = prog.groups[exc.group].name if exc.group is not None else ""
-    return Violation(exc.kind, exc.message, prog.op_text(op), loc.file if loc else "", loc.line if loc else 0,
-                     group, tuple(cta), exc.blocked, list(trace))
 
 
 def _check_tensors(kernel, tensors, need_all: bool) -> None:
@@ -289,7 +281,7 @@ def _clone(inputs: dict) -> dict:
 def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaustive: bool = False,
           max_states: int = 200_000, tolerance: dict | None = None) -> SimReport:
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
-    every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
+    every run's outputs with `reference_fn(**inputs)` via `aref.outputs.compare` (`tolerance` as there).
     With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
     threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""

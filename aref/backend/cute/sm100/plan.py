@@ -30,6 +30,7 @@ from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, Kern
                                         _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, check_launch,
                                         ident, plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.provenance import mma_shape_error
 from aref.backend.cute.operands import check_mma_dtypes, check_operand_layouts, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.layout import feeds_mma_only
@@ -37,7 +38,7 @@ from aref.resources.memory import SWIZZLE_ALIGN, SmemPlan, _align, smem_plan
 from aref.resources.tensor_core import (MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups,
                                         zero_fill_shapes)
 from aref.resources.tensor_core import zero_tile as zero_tile_of
-from aref.ws import WSKernel
+from aref.ir.ws import WSKernel
 
 SMEM_LIMIT = 227 * 1024           # opt-in dynamic shared memory per CTA on sm_100a (as sm_90a)
 TCGEN05_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
@@ -65,7 +66,7 @@ class Sm100GroupPlan(GroupPlan):
 
 @dataclass
 class Sm100Plan(KernelPlan):
-    tmem: object = None                                   # aref.tmem.TmemPlan
+    tmem: object = None                                   # aref.lower.tmem.TmemPlan
     warps: int = 0                                        # warps of the CTA (whole warp groups)
     zero_tile: BufferPlan | None = None                   # zero A/B operand of the tensor core's zero fill
     zero_mmas: list = field(default_factory=list)         # (m, n) of every zero fill
@@ -319,10 +320,13 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     fp8 = check_mma_dtypes(op, TCGEN05_DTYPES, "tcgen05")
     check_operand_layouts(op, prod, ws, "tcgen05")
     k_atom = 32 if fp8 else 16
-    if m not in ROWS or k % k_atom or n % (16 if m == 128 else 8) or not 8 <= n <= 256:
-        raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into tcgen05 (cta_group::1) instructions "
-                           f"M=64/128, N a multiple of {16 if m == 128 else 8} up to 256, K a multiple of {k_atom}",
-                           op.loc, hint="use 64- or 128-row tiles")
+    step = 16 if m == 128 else 8
+    broken = [(m, "a", f"M = {m} (a's rows) is neither 64 nor 128") if m not in ROWS else None,
+              (n, "b", f"N = {n} (b's columns) is not a multiple of {step} up to 256")
+              if n % step or not 8 <= n <= 256 else None,
+              (k, "ab", f"K = {k} is not a multiple of {k_atom}") if k % k_atom else None]
+    if any(broken):
+        raise mma_shape_error(ws, op, "tcgen05 (cta_group::1)", [b for b in broken if b])
     sb = smem_operand(b, prod, op.loc)
     if sb is None:
         raise BackendError("the B operand of a tcgen05 MMA must come from shared memory (a channel slot)", op.loc,
@@ -351,7 +355,7 @@ def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, item
     import copy
     import dataclasses
 
-    from aref.tmem import _pow2
+    from aref.lower.tmem import _pow2
     tmem = copy.deepcopy(ws.tmem)
     doubled: dict[str, str] = {}
     const = {id(op.result) for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.CONST}
