@@ -61,7 +61,8 @@ TWILL_CASES = [
 
 
 def examples() -> list[str]:
-    return sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "examples")) if f.endswith(".py"))
+    folder = os.path.join(ROOT, "examples")
+    return sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and not f.startswith("_"))
 
 
 def cases(sizes=SIZES, archs=ARCHS) -> list[tuple]:
