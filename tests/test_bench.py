@@ -139,6 +139,8 @@ def test_solver_bench_times_the_command_line_path_beside_the_bare_solve(tmp_path
     (row,) = rows
     assert row["proven"] and row["ii"] == row["proven_bound"] >= row["lower_bound"]
     assert row["cli_s"] >= 0 and row["bare_s"] >= 0 and row["bare_ii"] == row["ii"]
+    # `aref solve`'s step (its proofs explained) reaches the same proven II
+    assert row["solve_s"] >= 0 and row["solve_ii"] == row["ii"] and row["solve_proven"] and row["solve_calls"] > 0
     assert row["calls"] == len(row["profile"]) > 0 and {c["label"] for c in row["profile"]} == {"unsplit"}
     assert json.loads(out.read_text()) == rows
     assert "rowwise/sm_100a/small" in capsys.readouterr().out
