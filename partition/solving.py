@@ -121,7 +121,7 @@ def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve, expl
     the solver places and schedules like any other. Returns (split kernel, its solve, why), or None when the
     kernel's own answer stands, the rows do not split, or the split kernel fits no better. `explained()`
     gives the kernel's own answer with its proofs explained, and its proof (for the note of why)."""
-    if result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.arch != "sm_90a" or options.num_consumers < 2:
+    if result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.target.mma != "wgmma" or options.num_consumers < 2:
         return None
     from partition.rowsplit import can_row_split, row_split
     if can_row_split(kernel, options.num_consumers) is not None:
