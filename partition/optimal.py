@@ -9,7 +9,7 @@ work are blocking (a wgmma wait / tcgen05.ld); register results crossing groups 
 memory. Memory: the loop's shared-memory budget excludes what the pre-loop code keeps resident (Q tiles),
 the mbarriers and alignment slack; Blackwell adds 512 tensor-memory columns.
 
-`optimal_partition` solves it (`partition.solving.solve_partition`: the kernel's graph and its fallbacks, each
+`partition.solving.optimal_partition` solves it (`solve_partition`: the kernel's graph and its fallbacks, each
 by `solve.solve`: smallest II, proven) and maps the answer back
 (`partition.assignment`): every Tile IR op gets its node's group, and `anchors` give the pipeline each op's
 (stage, residue) so the groups' loops follow the solver's schedule.
@@ -505,47 +505,3 @@ def _load_depth(op: Op, body: list[Op]) -> int:
 
 
 _users = streams.users
-
-
-# ------------------------------------------------------------------------------------- the mapping
-def __getattr__(name: str):
-    """`solve_loop` and `solve_partition` live in `partition.solving` (the solve the partitioner lowers)."""
-    if name in ("solve_loop", "solve_partition"):
-        from partition import solving
-        return getattr(solving, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
-    """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
-    anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    from partition.solving import solve_partition
-    kernel, ex, result, proof, why = solve_partition(kernel, options)
-    if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
-        why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
-        hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
-                else "use the heuristic partition, or give the loop more resources")
-        raise SolverError(f"no warp-specialized schedule for @{kernel.name}: {result.status}"
-                          + (f" ({why})" if why else ""), kernel.loc, hint=hint)
-    part = partition_from_schedule(kernel, ex, result, options.arch)
-    index = {op: i for i, op in enumerate(kernel.all_ops())}
-    anchors = {}
-    for n, ops in ex.members.items():
-        if ex.kind[n] == "tma":
-            continue                           # the producer runs ahead by its ring depth, unstaged
-        cyc = result.schedule[n]
-        for o in ops:
-            anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
-    if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
-        anchors.update(streams.release_anchors(kernel, ex, result, index))
-        anchors.update(streams.tensor_core_order(ex, result, index))
-    # the lowering may rely on the nodes' stated streams (a tensor-memory tile released after its load)
-    part.streams = ex.occupancy or ex.own_streams
-    part.group_overlap = ex.own_streams and not options.solver_group_order and streams.group_overlap(ex, result)
-    part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
-                      f"{'proven optimal' if result.proven_optimal else 'not proven'})")
-    if proof:
-        part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
-    if why:
-        part.notes.append(f"rows split over {options.num_consumers} replicas: {why}")
-    return kernel, part, anchors

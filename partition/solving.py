@@ -4,7 +4,9 @@
 partition of it is found — a proof that none fits the SM, or none within the time limit — the row-split
 tile's (`_row_split_fallback`, `partition.rowsplit`), else the graph without that memory. Every CP-SAT call
 of the step is in the answer's profile (`solve.SolveCall`, labelled with the graph it solved: "unsplit",
-"row split", "no hand-off memory"), which `aref solve --json` reports as `solve_profile`.
+"row split", "no hand-off memory"), which `aref solve --json` reports as `solve_profile`. `optimal_partition`
+maps the answer to the partition the compiler lowers (here, above `partition.optimal`'s extraction and
+mapping, so that neither module imports the other).
 """
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import time
 
 import solve as S
 from solve.memo import solve_once
+from aref.errors import SolverError
 from aref.ir import Kernel
-from partition import optimal
+from partition import optimal, streams
+from partition.model import Partition
 
 UNSPLIT, ROW_SPLIT, NO_HANDOFF_MEMORY = "unsplit", "row split", "no hand-off memory"
 
@@ -150,3 +154,37 @@ def _hardware_limits(result) -> str:
     words = (["shared memory"] if any(f.startswith("memory:") for f in families) else []) + \
         (["registers"] if any(f.startswith("registers:") for f in families) else [])
     return " and ".join(words)
+
+
+def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
+    """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
+    anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
+    kernel, ex, result, proof, why = solve_partition(kernel, options)
+    if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
+        why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
+        hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
+                else "use the heuristic partition, or give the loop more resources")
+        raise SolverError(f"no warp-specialized schedule for @{kernel.name}: {result.status}"
+                          + (f" ({why})" if why else ""), kernel.loc, hint=hint)
+    part = optimal.partition_from_schedule(kernel, ex, result, options.arch)
+    index = {op: i for i, op in enumerate(kernel.all_ops())}
+    anchors = {}
+    for n, ops in ex.members.items():
+        if ex.kind[n] == "tma":
+            continue                           # the producer runs ahead by its ring depth, unstaged
+        cyc = result.schedule[n]
+        for o in ops:
+            anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
+    if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
+        anchors.update(streams.release_anchors(kernel, ex, result, index))
+        anchors.update(streams.tensor_core_order(ex, result, index))
+    # the lowering may rely on the nodes' stated streams (a tensor-memory tile released after its load)
+    part.streams = ex.occupancy or ex.own_streams
+    part.group_overlap = ex.own_streams and not options.solver_group_order and streams.group_overlap(ex, result)
+    part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
+                      f"{'proven optimal' if result.proven_optimal else 'not proven'})")
+    if proof:
+        part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
+    if why:
+        part.notes.append(f"rows split over {options.num_consumers} replicas: {why}")
+    return kernel, part, anchors
