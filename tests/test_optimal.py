@@ -274,7 +274,7 @@ def test_kernel_without_a_loop_takes_the_heuristic_partition(arch, guard):
     import inspect
     import torch
     from aref.search import NO_LOOP_FALLBACK
-    from partition.optimal import SolverError, solve_loop
+    from partition.solving import SolverError, solve_loop
     A = torch.zeros(64, 64, dtype=torch.float16)
     kernel = no_loop.specialize(A, A.clone())
     for stage in ("partitioned", "barrier"):
