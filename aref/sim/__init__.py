@@ -13,8 +13,8 @@ user's source line, the warp group and the CTA (see `aref.sim.values.KINDS`).
 """
 from aref.sim.program import MalformedIR
 from aref.sim.resources import check_resources, shared_memory_bytes
-from aref.sim.run import ExploreResult, SimReport, SimResult, check, explore, simulate
+from aref.sim.run import Equivalence, ExploreResult, SimReport, SimResult, check, equivalent, explore, simulate
 from aref.sim.values import KINDS, Violation
 
 __all__ = ["simulate", "explore", "check", "SimResult", "ExploreResult", "SimReport", "Violation", "KINDS",
-           "MalformedIR", "check_resources", "shared_memory_bytes"]
+           "MalformedIR", "equivalent", "Equivalence", "check_resources", "shared_memory_bytes"]

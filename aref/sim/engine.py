@@ -53,10 +53,30 @@ class Engine:
             * m.setmaxnreg_step
         # (group, Instr) of every executed op and loop marker, in order, when a list (the timing model's view)
         self.trace: list | None = None
-        # the timing model's longer loop (`aref.sim.timing.extend_loop`): per group, the id of its value of the
-        # loop's trip count, which comes out `extra_trips` larger
+        # another trip count than the inputs give (`set_trips`: the timing model's longer loop, the check's
+        # protocol sizes): per group, the id of its value of the loop's trip count, which comes out
+        # `extra_trips` larger, or `trip_value` where that is set
         self.extra_trips = 0
+        self.trip_value: int | None = None
         self.trip_ids: list = [None] * len(prog.groups)
+
+    def set_trips(self, extra: int = 0, value: int | None = None) -> None:
+        """Run the loop `extra` iterations beyond its trip count, or (`value`) exactly `value` times: each group's
+        value of the Tile IR loop's trip count (`GroupProgram.trip_count`) comes out changed where the group
+        computes it, so its loop's count and the items of the iterations its pipeline peels follow, as with
+        another input size along the loop. Tile values must not be computed (no input has to exist)."""
+        if not extra and value is None:
+            return
+        if self.values:
+            raise ValueError("another trip count than the inputs give runs on the control state only "
+                             "(compute_values=False)")
+        groups = self.prog.kernel.groups
+        ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in groups]
+        for gi, gp in enumerate(groups):
+            if gp.loop is not None and not any(ins.res and ins.res[0] == ids[gi] for ins in self.prog.programs[gi]):
+                raise ValueError(f"group {gp.group.name} does not compute the loop's trip count, so its loop cannot "
+                                 f"run another number of times")
+        self.extra_trips, self.trip_value, self.trip_ids = extra, value, ids
 
     # ------------------------------------------------------------------------------------ state set-up
     def initial(self) -> CTAState:
@@ -241,8 +261,18 @@ class Engine:
             g.unfenced = frozenset(e for e in g.unfenced if self._in_tmem(e[0]) != tmem)
             return
         if k is OpKind.SELECT:
-            # a renaming (a skipped pipeline step passes state through): only the condition is read here
+            # a renaming (a skipped pipeline step passes state through): only the condition is read here. In
+            # registers the select reads both accumulators, so neither may be one a wgmma is still writing
+            # (ptxas would otherwise wait for, or serialize, every wgmma); in tensor memory it renames columns.
             c = self._scalar(g, gi, ins, 0)
+            if ins.reg_select:
+                for i in (1, 2):
+                    v = env.get(ins.args[i])
+                    if isinstance(v, Pending) and v.seq >= g.retired:
+                        self._fail("read-running-mma", f"operand {i} ({self._vname(op.operands[i])}) is the "
+                                                       f"accumulator of mma_async #{v.seq} of this group, which "
+                                                       f"no mma_wait has retired: the merge reads registers the "
+                                                       f"MMA is still writing", ins, gi)
             env[ins.res[0]] = env.get(ins.args[1 if c else 2], UNDEF)
             return
         vals, view, opaque = [], None, False
@@ -271,8 +301,8 @@ class Engine:
                 out = round_result(out, op.results[0])
         if ins.res:
             env[ins.res[0]] = view.derive(out) if view is not None and k in _VIEWS else out
-            if self.extra_trips and ins.res[0] == self.trip_ids[gi]:
-                env[ins.res[0]] = out + self.extra_trips
+            if ins.res[0] == self.trip_ids[gi]:
+                env[ins.res[0]] = out + self.extra_trips if self.trip_value is None else self.trip_value
 
     def _rest(self, st, gi, g, ins):
         """The condition the visible op `ins` blocks on (None: never blocks)."""

@@ -42,7 +42,7 @@ class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
-                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers")
+                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -62,6 +62,9 @@ class Instr:
         self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
         self.to_registers = False  # Blackwell: a slot_read of tensor memory loaded whole into registers
         #                            (`aref.lower_sm100.loaded_to_registers`): its uses read the copy
+        # a select of register tiles: it reads both operands (in tensor memory a select renames columns)
+        self.reg_select = (op is not None and op.kind is OpKind.SELECT and self.tile_out
+                           and op.results[0].type.space is Space.RMEM)
 
 
 class Prog:

@@ -15,6 +15,7 @@ from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.program import Prog
 from aref.sim.resources import check_resources
+from aref.sim.schedules import protocol_runs
 from aref.sim.values import SimViolation, Violation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
@@ -267,18 +268,20 @@ class SimReport:
     explored: ExploreResult | None = None
     warnings: list = field(default_factory=list)   # static resource problems (`check_resources`)
     seconds: float = 0.0
+    protocol_runs: int = 0     # control-state runs under adversarial schedules and at protocol sizes
 
     def to_json(self) -> dict:
         out = {"ok": self.ok, "max_abs_err": self.max_abs_err, "deadlocks": self.deadlocks,
-               "interleavings": self.interleavings, "runs": self.runs, "mismatches": self.mismatches}
+               "interleavings": self.interleavings, "runs": self.runs, "mismatches": self.mismatches,
+               "protocol_runs": self.protocol_runs}
         if self.explored is not None:
             out["exhaustive"] = {"completed": self.explored.completed, "states": self.explored.states,
                                  "interleavings": self.explored.interleavings}
         if self.warnings:
             out["warnings"] = list(self.warnings)
         if not self.ok:
-            out["violations"] = [{k: v.to_json()[k] for k in ("kind", "op", "line", "group", "message")}
-                                 for v in self.violations]
+            out["violations"] = [{k: v.to_json()[k] for k in ("kind", "op", "line", "group", "message", "schedule")
+                                  if k in v.to_json()} for v in self.violations]
         return out
 
 
@@ -287,9 +290,13 @@ def _clone(inputs: dict) -> dict:
 
 
 def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaustive: bool = False,
-          max_states: int = 200_000, tolerance: dict | None = None) -> SimReport:
+          max_states: int = 200_000, tolerance: dict | None = None, protocol: bool = True) -> SimReport:
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
     every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
+    With `protocol` (the default), also run the control state under adversarial schedules
+    (`aref.sim.schedules`: each async source completing as late as it can, each group as early and as late
+    as it can) on the grid's first and last CTA, and under those and random ones at trip counts 0, 1 and
+    2·D + 1 (every ring wraps twice), whatever the inputs' size (`SimReport.protocol_runs`).
     With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
     threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""
@@ -298,10 +305,10 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
         raise ArefError(f"seeds must be an integer ≥ 1 (or ≥ 0 with exhaustive=True), got {seeds!r}: the check "
                         f"must run at least one interleaving", hint="pass seeds=50, or exhaustive=True")
     with _one_torch_thread():
-        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance)
+        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol)
 
 
-def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance) -> SimReport:
+def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol) -> SimReport:
     t0 = time.perf_counter()
     expected = reference_fn(**_clone(example_inputs))
     report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0,
@@ -330,6 +337,16 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
         if not cmp.ok:
             report.ok = False
             report.mismatches += 1
+    if protocol:
+        prog = Prog(kernel)
+        for exc, cta, label in protocol_runs(prog, example_inputs, _ctas(kernel)):
+            report.protocol_runs += 1
+            if exc is not None:
+                report.ok = False
+                report.deadlocks += exc.kind in DEADLOCK_KINDS
+                v = _violation(prog, exc, cta)
+                v.schedule = label
+                add(v)
     if exhaustive:
         ex = explore(kernel, _clone(example_inputs), max_states=max_states)
         report.explored = ex
@@ -340,3 +357,24 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
             add(v)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+@dataclass
+class Equivalence:
+    """`equivalent`'s verdict: `proved` when every schedule of every CTA was explored without a violation."""
+
+    proved: bool
+    reason: str
+    states: int = 0
+
+
+def equivalent(kernel, tensors: dict | None = None, *, max_states: int = 200_000) -> Equivalence:
+    """Whether `kernel` (typically a planted mutant that `check` passed) is free of violations under every
+    schedule: the exhaustive exploration of every CTA's control state completes without one."""
+    ex = explore(kernel, tensors, max_states=max_states)
+    if ex.violations:
+        return Equivalence(False, f"exploration finds {ex.violations[0].kind}: {ex.violations[0].message}",
+                           ex.states)
+    if not ex.completed:
+        return Equivalence(False, f"exploration stopped at {max_states} states per CTA", ex.states)
+    return Equivalence(True, f"every schedule explored ({ex.states} states)", ex.states)

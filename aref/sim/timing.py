@@ -238,19 +238,8 @@ class _Clock:
 
 
 def extend_loop(eng: Engine, extra: int) -> None:
-    """Run the loop `extra` iterations beyond its trip count: each group's value of the Tile IR loop's trip
-    count (`GroupProgram.trip_count`) comes out `extra` larger where the group computes it, so its loop's
-    count and the items of the iterations its pipeline peels follow, as with a larger input along the loop
-    (tile values are not computed, so no input has to exist)."""
-    if not extra:
-        return
-    groups = eng.prog.kernel.groups
-    ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in groups]
-    for gi, gp in enumerate(groups):
-        if gp.loop is not None and not any(ins.res and ins.res[0] == ids[gi] for ins in eng.prog.programs[gi]):
-            raise ValueError(f"group {gp.group.name} does not compute the loop's trip count, so its loop cannot "
-                             f"run longer")
-    eng.extra_trips, eng.trip_ids = extra, ids
+    """Run the loop `extra` iterations beyond its trip count (`Engine.set_trips`)."""
+    eng.set_trips(extra)
 
 
 def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None,
