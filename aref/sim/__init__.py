@@ -11,10 +11,11 @@
 mbarriers, slots, TMA and MMA follow the contract in `aref.ws`'s docstring; violations name the op, the
 user's source line, the warp group and the CTA (see `aref.sim.values.KINDS`).
 """
-from aref.sim.program import MalformedIR
+from aref.sim.launch import Launch
+from aref.sim.program import LaunchError, MalformedIR
 from aref.sim.resources import check_resources, shared_memory_bytes
 from aref.sim.run import Equivalence, ExploreResult, SimReport, SimResult, check, equivalent, explore, simulate
 from aref.sim.values import KINDS, Violation
 
 __all__ = ["simulate", "explore", "check", "SimResult", "ExploreResult", "SimReport", "Violation", "KINDS",
-           "MalformedIR", "equivalent", "Equivalence", "check_resources", "shared_memory_bytes"]
+           "MalformedIR", "Launch", "LaunchError", "equivalent", "Equivalence", "check_resources", "shared_memory_bytes"]

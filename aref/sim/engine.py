@@ -22,7 +22,8 @@ from aref.interpret import evaluate, load_box, round_result
 from aref.ir import OpKind
 from aref.lower import launch_threads
 from aref.machine import machine_for, tma_bytes
-from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, MalformedIR, Prog
+from aref.sim.launch import items_per_tile
+from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, RING_POS, MalformedIR, Prog
 from aref.sim import tensor_memory
 from aref.sim.state import CTAState, Group, Slot, SlotData
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
@@ -45,6 +46,12 @@ class Engine:
             glob[vid] = tensors[name] if compute_values else tensors.get(name, OPAQUE)
         self.glob = glob
         self.threads = [g.threads for g in prog.groups]
+        # each group's walk over the launch's tiles: (coordinates, count in the CTA's walk, a tile follows)
+        walk = prog.launch.walk(prog.kernel.grid, self.cta)
+        tiles = [(t, n, n + 1 < len(walk)) for n, t in enumerate(walk)]
+        self.walks = [tiles] * prog.ngroups
+        for gi, (_, copy) in prog.copy_of.items():     # epilogue overlap: the copies take alternate tiles
+            self.walks[gi] = [t for t in tiles if t[1] % 2 == copy]
         m = self.machine
         total = launch_threads(prog.kernel)
         # Registers each thread holds at launch: the whole file shared evenly, as a kernel compiled for this
@@ -86,9 +93,54 @@ class Engine:
         slots = [Slot() for ch in p.chans for _ in range(ch.depth)]
         sdata = [SlotData((None,) * p.nrings[c]) for c, ch in enumerate(p.chans) for _ in range(ch.depth)]
         st = CTAState(groups, bars, slots, sdata, len(p.tmem.names))
-        for gi in range(len(groups)):
+        for gi, g in enumerate(groups):
+            g.bases = (0,) * len(p.chans)
+            if not self.walks[gi]:
+                g.done = True                  # a persistent CTA (or overlap copy) with no tile
+                continue
+            self._start_tile(g, gi, 0)
             self._advance(st, gi)
         return st
+
+    def _start_tile(self, g, gi: int, n: int) -> None:
+        """Group g (index gi) at the start of tile n of its walk: the tile's program ids, ring positions
+        (`Prog.bases`) and turn conditions (`Prog.conditions`), a fresh environment."""
+        coords, count, has_next = self.walks[gi][n]
+        p = self.prog
+        g.tile, g.cta, g.pc, g.k, g.trip = n, coords, 0, 0, 0
+        env = g.env if n == 0 else dict(self.glob)
+        if p.launch.persistent:
+            env.update(p.tile_consts.get(gi, {}))
+            for c, v in enumerate(p.bases):
+                env[id(v)] = g.bases[c]
+            cond = p.conditions
+            env[id(cond["tile_count > 0"])] = count > 0
+            env[id(cond["has_next"])] = has_next
+            env[id(cond["True"])] = True
+        g.env = env
+
+    def _next_tile(self, g, gi: int) -> bool:
+        """At the end of group g's program: go on with its next tile, every ring advanced by the items this
+        tile put (and those of the tiles between, the other overlap copy's), or False at the end of its walk."""
+        walk = self.walks[gi]
+        if g.tile + 1 >= len(walk):
+            return False
+        step = walk[g.tile + 1][1] - walk[g.tile][1]
+        tid = self.prog.trip_count_ids[gi]
+        trip = g.env.get(tid) if tid is not None else None
+        bases = list(g.bases)
+        for c, ch in enumerate(self.prog.chans):
+            if ch.region == "loop" and not isinstance(trip, int):
+                if any(ins.bar is not None and ins.bar[0] == c or ins.ring is not None and ins.ring[0] == c
+                       for ins in self.prog.programs[gi]):
+                    raise MalformedIR(f"group {self.prog.groups[gi].name} uses loop channel {ch.name} but does "
+                                      f"not compute the loop's trip count: a persistent launch cannot place its "
+                                      f"next tile's items")
+                continue
+            bases[c] += step * items_per_tile(ch, trip or 0)
+        g.bases = tuple(bases)
+        self._start_tile(g, gi, g.tile + 1)
+        return True
 
     # ------------------------------------------------------------------------------------ scheduling
     def actions(self, st: CTAState) -> tuple[list, list]:
@@ -174,8 +226,16 @@ class Engine:
         g = st.groups[gi]
         prog = self.prog.programs[gi]
         env = g.env
-        while g.pc < len(prog):
+        while True:
+            if g.pc >= len(prog):
+                if not self._next_tile(g, gi):
+                    break
+                env = g.env
+                continue
             ins = prog[g.pc]
+            if ins.once is not None and not self._this_tile(g, gi, ins.once):
+                g.pc += 1                  # persistent: an op of the CTA's first or last tile only
+                continue
             if ins.kind == LOOP_ENTER or ins.kind == LOOP_END:
                 if self.trace is not None:
                     self.trace.append((gi, ins))
@@ -190,6 +250,10 @@ class Engine:
                         env[r] = UNDEF
                     g.pc += 1
                     continue
+            if ins.kind == RING_POS:
+                self._ring_pos(g, ins)
+                g.pc += 1
+                continue
             if ins.visible:
                 g.rest = self._rest(st, gi, g, ins)
                 return
@@ -201,6 +265,31 @@ class Engine:
                 self._compute(st, gi, g, ins)
             g.pc += 1
         g.done, g.rest = True, None
+
+    def _this_tile(self, g, gi: int, once: str) -> bool:
+        return g.tile == 0 if once == "first" else g.tile + 1 == len(self.walks[gi])
+
+    def _ring_pos(self, g, ins) -> None:
+        """A persistent launch's ring position (`aref.sim.launch`): the slot, wait parity and item of the op
+        that follows, shifted by the items the CTA's earlier tiles put into the ring."""
+        c, which = ins.ring
+        base, depth = g.bases[c], self.prog.chans[c].depth
+        env = g.env
+        vals = [env.get(a, UNDEF) if a is not None else None for a in ins.args]
+        if any(v is not None and v.__class__ is not int for v in vals):
+            for r in ins.res:
+                if r is not None:
+                    env[r] = UNDEF              # the op reports the undefined operand
+            return
+        slot, parity, item = vals
+        res = ins.res
+        env[res[0]] = (base + slot) % depth
+        if parity is not None:
+            local = parity if which == "full" else 1 - parity
+            phase = (base + slot + depth * local) // depth % 2
+            env[res[1]] = phase if which == "full" else 1 - phase
+        if item is not None:
+            env[res[2]] = base + item
 
     def _loop(self, g, gi, ins) -> None:
         loop, env = ins.loop, g.env
@@ -296,7 +385,7 @@ class Engine:
         if (not self.values and (ins.tile_out or k is OpKind.STORE)) or opaque:
             out = OPAQUE
         else:
-            out = evaluate(op, vals, self.cta)
+            out = evaluate(op, vals, g.cta)
             if ins.res and (ins.tile_out or isinstance(out, torch.Tensor)):
                 out = round_result(out, op.results[0])
         if ins.res:
@@ -572,10 +661,10 @@ class Engine:
                 v = v.tensor
             opaque = opaque or v is OPAQUE
             vals.append(v)
-        out = OPAQUE if opaque or not self.values else round_result(evaluate(ins.op, vals, self.cta),
+        out = OPAQUE if opaque or not self.values else round_result(evaluate(ins.op, vals, g.cta),
                                                                     ins.op.results[0])
         seq = g.issued
-        buffer = tensor_memory.buffer_of_mma(self, ins)
+        buffer = tensor_memory.buffer_of_mma(self, ins, g)
         if buffer is not None:        # Blackwell: the MMA writes its tensor-memory buffer (in place on its acc)
             tensor_memory.write(self, st, gi, ins, buffer, (tensor_memory.MMA_OWNER, gi, seq), acc_item)
         g.issued += 1

@@ -8,13 +8,19 @@ attrs naming another channel) are reported before anything runs.
 """
 from __future__ import annotations
 
-from aref.ir import OpKind, RingType, Space, TileType
+import dataclasses
+
+from aref.ir import DType, NamedBarrierAttrs, Op, OpKind, RingType, ScalarType, Space, TileType, Value
+from aref.lower import turn_once
 from aref.printer import Namer, format_op
+from aref.sim.launch import TURN_CONDITIONS, TURNS, Launch, doubled_accumulators, doubled_plan, overlap_consumer
 from aref.sim.tensor_memory import TensorMemory
 from aref.ws import WSKernel
 
 LOOP_ENTER = "loop_enter"
 LOOP_END = "loop_end"
+# a persistent launch's ring position (`aref.sim.launch`): the op after it uses the shifted slot, parity, item
+RING_POS = "ring_pos"
 
 # Ops whose effect other groups or async units can observe (or that can block): each is a scheduling point.
 # Everything else is local to its group and runs atomically up to the next one.
@@ -38,11 +44,15 @@ class MalformedIR(ValueError):
     """The kernel is not Barrier IR the simulator can execute (a compiler bug, not a schedule bug)."""
 
 
+class LaunchError(MalformedIR):
+    """The kernel cannot be launched as asked (`aref.sim.Launch`): the backend refuses that launch too."""
+
+
 class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
-                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select")
+                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select", "region", "once")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -62,19 +72,25 @@ class Instr:
         self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
         self.to_registers = False  # Blackwell: a slot_read of tensor memory loaded whole into registers
         #                            (`aref.lower_sm100.loaded_to_registers`): its uses read the copy
+        self.region = ""           # the group program's region the op is in (pre, prologue, loop, ...)
+        self.once = None           # a persistent launch runs it on the CTA's "first" or "last" tile only
         # a select of register tiles: it reads both operands (in tensor memory a select renames columns)
         self.reg_select = (op is not None and op.kind is OpKind.SELECT and self.tile_out
                            and op.results[0].type.space is Space.RMEM)
 
 
 class Prog:
-    """Everything static about a kernel the engine needs, computed once per simulate/explore call."""
+    """Everything static about a kernel the engine needs, computed once per simulate/explore call, for one
+    `Launch` (default: one tile per CTA)."""
 
-    def __init__(self, kernel: WSKernel):
+    def __init__(self, kernel: WSKernel, launch: Launch | None = None):
         if kernel.level != "barrier":
             raise MalformedIR(f"the simulator executes Barrier IR; kernel {kernel.name} is at level {kernel.level}")
         self.kernel = kernel
-        self.chans = list(kernel.channels)
+        self.launch = launch = launch or Launch()
+        # a persistent Blackwell launch doubles the accumulators published once per tile (`aref.sim.launch`)
+        self.doubled = doubled_accumulators(kernel, launch.persistent)
+        self.chans = [dataclasses.replace(ch, depth=2) if ch.name in self.doubled else ch for ch in kernel.channels]
         self.groups = [gp.group for gp in kernel.groups]
         self.ngroups = len(self.groups)
         # barrier state layout: channel c's full slots at bar_base[c][0], empty slots at bar_base[c][1]
@@ -102,16 +118,33 @@ class Prog:
             self.nrings.append(len(ch.rings))
             self.empty_count.append(ch.empty_count)
             for r, ring in enumerate(ch.rings):
-                if not isinstance(ring.type, RingType) or ring.type.depth != ch.depth:
+                if not isinstance(ring.type, RingType) or ring.type.depth != kernel.channel(ch.name).depth:
                     raise MalformedIR(f"channel {ch.name}: ring {r} has type {ring.type}, expected depth {ch.depth}")
                 ring_ids[id(ring)] = (c, r)
             for v in (ch.value, ch.full, ch.empty, *ch.rings):
                 self.globals[id(v)] = v
         self.nbars, self.nslots = nbar, nslot
-        self.tmem = TensorMemory(kernel, self.chans)
+        self.tmem = TensorMemory(kernel, self.chans, doubled_plan(kernel.tmem, self.doubled), self.doubled)
         self.param_ids = {p.name: id(p.value) for p in kernel.params}
         self.programs = [self._flatten(gp, bar_ids, ring_ids) for gp in kernel.groups]
-        # which groups can complete a phase of each barrier array / take part in each named barrier
+        # per group: the channel positions (`ring base` values) and turn conditions of its current tile, set by
+        # the engine at each tile's start; the Tile IR loop's trip count (a tile's items follow it)
+        self.synthetic: list[Value] = []
+        self.bases = [self._new_value() for _ in self.chans]
+        self.conditions = {c: self._new_value() for c in TURN_CONDITIONS}
+        self.trip_count_ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in kernel.groups]
+        self.copy_of: dict[int, tuple[int, int]] = {}      # group index -> (copied group, copy number)
+        self.tile_consts: dict[int, dict] = {}                # group -> {value id: constant} set at each tile
+        self._texts = None
+        self._texts_extra: dict[int, str] = {}
+        if launch.persistent:
+            self.programs = [self._shift_rings(self._persistent(gi, code)) for gi, code in enumerate(self.programs)]
+        if launch.epilogue_overlap:
+            self._overlap_copies()
+        self._derive_users()
+
+    def _derive_users(self) -> None:
+        """Which groups can complete a phase of each barrier array / take part in each named barrier."""
         self.arrivers: dict[tuple, set] = {}
         self.nb_users: dict[int, set] = {}
         for g, prog in enumerate(self.programs):
@@ -120,11 +153,145 @@ class Prog:
                     self.arrivers.setdefault(ins.bar, set()).add(g)
                 elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
                     self.nb_users.setdefault(ins.op.attrs.id, set()).add(g)
-        self._texts = None
+
+    def _new_value(self) -> Value:
+        v = Value(ScalarType(DType.int32), "sim")
+        self.synthetic.append(v)            # kept alive: instructions refer to values by id
+        return v
+
+    # ------------------------------------------------------------------------------------ launches
+    def _persistent(self, gi: int, code: list) -> list:
+        """A group's program as a persistent launch runs it for each tile (`aref.sim.launch`): setmaxnreg before
+        the first tile only, the ping-pong turns the loop starts and ends with once per CTA
+        (`aref.lower.turn_once`); on Blackwell, what guards the release of tensor memory after the last tile
+        only, and the MMA group acquiring the tensor-memory rings it publishes after its loop at each tile's
+        start (`aref.backend.cute.sm100.persistent`)."""
+        kernel = self.kernel
+        sm100 = kernel.arch == "sm_100a" and kernel.tmem is not None
+        one_warp = kernel.groups[gi].group.warps == 1
+        out, after = [], []
+        for ins in code:
+            if ins.kind is OpKind.SETMAXNREG:
+                ins.once = "first"
+            elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
+                ins.once = turn_once(kernel, ins.op, ins.region)
+            if sm100 and (ins.kind is OpKind.TMEM_DEALLOC
+                          or ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE)
+                          and ins.op.attrs.id == kernel.tmem.dealloc_barrier
+                          or ins.kind is OpKind.MMA_WAIT and ins.region == "post" and one_warp):
+                ins = _clone(ins)
+                ins.once = "last"
+                after.append(ins)
+                continue
+            out.append(ins)
+        if sm100 and any(ins.kind is OpKind.MMA_ASYNC for ins in code):
+            at = next((i for i, ins in enumerate(out) if ins.region != "pre" or ins.kind is OpKind.MMA_ASYNC),
+                      len(out))
+            out[at:at] = self._acquire(gi, out)
+        return out + after
+
+    def _acquire(self, gi: int, code: list) -> list:
+        """Blackwell persistent: the MMA group's waits, at each tile's start, on the `empty` barriers of the
+        tensor-memory rings it publishes after its loop (the slot and phase of those waits, constants), so
+        that the tile's MMAs write their columns only after the previous tile's readers released them."""
+        prod = {id(r): op for op in self.kernel.groups[gi].all_ops() for r in op.results}
+        out = []
+        for ins in code:
+            if not (ins.kind is OpKind.MBAR_WAIT and ins.region in ("epilogue", "post") and ins.bar[1] == "empty"
+                    and ins.bar[0] in self.tmem.of_chan):
+                continue
+            consts = [prod.get(id(v)) for v in ins.op.operands[1:3]]
+            if ins.pred is not None or any(c is None or c.kind is not OpKind.CONST for c in consts):
+                raise LaunchError(f"a persistent kernel whose tensor-memory ring {ins.op.attrs.channel} is "
+                                  f"acquired at a slot known only after the loop (the Blackwell templates refuse "
+                                  f"it: compile without --persistent)")
+            wait = _clone(ins)
+            args = list(ins.args)
+            for i, c in zip((1, 2), consts):
+                v = self._new_value()
+                self.tile_consts.setdefault(gi, {})[id(v)] = c.attrs.value
+                args[i] = id(v)
+            wait.args = tuple(args)
+            out.append(wait)
+        return out
+
+    def _shift_rings(self, code: list) -> list:
+        """Every ring access of a persistent launch at the ring's position (`aref.sim.launch`): before each op
+        on a channel a RING_POS instruction computes the shifted slot (and wait parity, and item), which the
+        op then uses, as the backend's `<ring>_base` arithmetic does."""
+        out = []
+        for ins in code:
+            where = _ring_operands(ins)
+            if where is None:
+                out.append(ins)
+                continue
+            c = ins.bar[0] if ins.bar is not None else ins.ring[0]
+            pos = Instr(kind=RING_POS)
+            pos.pred, pos.ring = ins.pred, (c, ins.bar[1] if ins.bar is not None else "full")
+            pos.args = tuple(ins.args[i] if i is not None else None for i in where)
+            pos.res = tuple(id(self._new_value()) if i is not None else None for i in where)
+            pos.op = ins.op
+            shifted = _clone(ins)
+            args = list(ins.args)
+            for i, r in zip(where, pos.res):
+                if i is not None:
+                    args[i] = r
+            shifted.args = tuple(args)
+            out += [pos, shifted]
+        for i, ins in enumerate(out):      # loop markers jump by position
+            if ins.kind == LOOP_ENTER:
+                end = next(j for j in range(i + 1, len(out)) if out[j].kind == LOOP_END and out[j].loop is ins.loop)
+                ins.target, out[end].target = end + 1, i + 1
+        return out
+
+    def _overlap_copies(self) -> None:
+        """Epilogue overlap: a second copy of the consumer, and in both copies the turn hand-overs before and
+        after the main loop (every ring access) and the epilogue (what follows it)."""
+        try:
+            g = overlap_consumer(self.kernel)
+        except ValueError as exc:
+            raise LaunchError(str(exc)) from None
+        code = [ins for ins in self.programs[g] if ins.kind is not OpKind.SETMAXNREG]
+        last = max((i for i, ins in enumerate(code) if ins.bar is not None), default=None)
+        if last is None:
+            raise LaunchError("epilogue overlap: the consumer accesses no ring")
+        end = last + 1
+        loop_end = next((i for i, ins in enumerate(code) if ins.kind == LOOP_END), None)
+        enter = next((i for i, ins in enumerate(code) if ins.kind == LOOP_ENTER), None)
+        if enter is not None and enter < last < loop_end:
+            end = loop_end + 1                 # the last access is in the loop: the main loop ends after it
+        first = max((nb.id for nb in self.kernel.named_barriers), default=0) + 1
+        order = (first, first + 1)             # copy c syncs on order[c], arrives on the other's
+        group = self.groups[g]
+        self.groups.append(dataclasses.replace(group, id=max(x.id for x in self.groups) + 1,
+                                               name=group.name + "_1"))
+        copies = []
+        for c in (0, 1):
+            def turn(point, action):
+                bar = order[c] if action == "wait" else order[1 - c]
+                kind = OpKind.NAMED_BAR_SYNC if action == "wait" else OpKind.NAMED_BAR_ARRIVE
+                op = Op(kind, (), (), NamedBarrierAttrs(bar, 2 * group.threads), self.kernel.loc)
+                ins = Instr(op)
+                cond = TURNS[(c, point, action)]
+                ins.pred = None if cond == "True" else id(self.conditions[cond])
+                self._texts_extra[id(op)] = (f"named_barrier_{'sync' if action == 'wait' else 'arrive'} {bar} "
+                                             f"(epilogue overlap: copy {c} {action}s its {point} turn "
+                                             f"if {cond})")
+                return ins
+            body = ([turn("main", "wait")] + code[:end] + [turn("main", "pass"), turn("epilogue", "wait")]
+                    + code[end:] + [turn("epilogue", "pass")])
+            copies.append(_retarget(body))
+        self.programs[g] = copies[0]
+        self.programs.append(copies[1])
+        self.copy_of = {g: (g, 0), len(self.programs) - 1: (g, 1)}
+        self.trip_count_ids.append(self.trip_count_ids[g])
+        self.ngroups = len(self.groups)
+        self._derive_users()
 
     def _flatten(self, gp, bar_ids, ring_ids) -> list[Instr]:
         out: list[Instr] = []
         for region, block in gp.regions():
+            start = len(out)
             if region == "loop":
                 enter = Instr(kind=LOOP_ENTER, loop=gp.loop)
                 out.append(enter)
@@ -136,6 +303,8 @@ class Prog:
                 enter.target = len(out)
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
+            for ins in out[start:]:
+                ins.region = region
         _mark_tensor_pipe(gp, out)
         if self.kernel.arch == "sm_100a":
             _mark_own_accumulators(gp, out)
@@ -173,7 +342,42 @@ class Prog:
             return ""
         if self._texts is None:
             self._texts = _op_texts(self.kernel)
-        return self._texts.get(id(op)) or format_op(op, Namer())
+        return self._texts.get(id(op)) or self._texts_extra.get(id(op)) or format_op(op, Namer())
+
+
+def _ring_operands(ins) -> tuple | None:
+    """Operand positions of (slot, wait parity, item) of a channel op (None where it has none), or None."""
+    k, n = ins.kind, len(ins.args)
+    if k is OpKind.MBAR_WAIT:
+        return (1, 2, None)
+    if k in (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT):
+        return (1, None, 2 if n > 2 else None)
+    if k is OpKind.MBAR_EXPECT_TX:
+        return (1, None, None)
+    if k is OpKind.TMA_LOAD:
+        return (n - 3, None, n - 1)
+    if k in (OpKind.SLOT_STORE, OpKind.SLOT_READ):
+        return (1, None, 2)
+    return None
+
+
+def _clone(ins: Instr) -> Instr:
+    out = Instr.__new__(Instr)
+    for name in Instr.__slots__:
+        setattr(out, name, getattr(ins, name))
+    return out
+
+
+def _retarget(code: list) -> list:
+    """Fresh copies of the loop markers of `code` pointing at their new positions (the copies of a group
+    share every other instruction)."""
+    out = list(code)
+    for i, ins in enumerate(out):
+        if ins.kind == LOOP_ENTER:
+            end = next(j for j in range(i + 1, len(out)) if out[j].kind == LOOP_END and out[j].loop is ins.loop)
+            out[i], out[end] = _clone(ins), _clone(out[end])
+            out[i].target, out[end].target = end + 1, i + 1
+    return out
 
 
 def _op_texts(kernel: WSKernel) -> dict[int, str]:

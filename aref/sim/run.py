@@ -3,7 +3,6 @@ the comparison against a reference (`check`)."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -13,9 +12,10 @@ import torch
 from aref.harness import compare
 from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
-from aref.sim.program import Prog
+from aref.sim.launch import Launch
+from aref.sim.program import LaunchError, Prog
 from aref.sim.resources import check_resources
-from aref.sim.schedules import protocol_runs
+from aref.sim.schedules import protocol_runs, protocol_sizes
 from aref.sim.values import SimViolation, Violation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
@@ -51,10 +51,10 @@ class ExploreResult:
         return not self.violations
 
 
-def _ctas(kernel, cta=None) -> list[tuple]:
+def _ctas(kernel, cta=None, launch: Launch | None = None) -> list[tuple]:
     if cta is not None:
         return [tuple(cta)]
-    return list(itertools.product(*(range(n) for n in kernel.grid)))
+    return (launch or Launch()).ctas_of(kernel.grid)
 
 
 def _violation(prog: Prog, exc: SimViolation, cta, trace=()) -> Violation:
@@ -114,17 +114,19 @@ def _run_random(eng: Engine, rng: random.Random):
         return exc, st.steps if st is not None else 0
 
 
-def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = True) -> SimResult:
+def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = True,
+             launch: Launch | None = None) -> SimResult:
     """Run a barrier-level `WSKernel` on every CTA of its grid under a seeded random interleaving.
 
     `tensors` maps parameter names to CPU torch tensors; stores write into them in place. Each CTA gets its
-    own generator derived from `seed`. The run stops at its first violation.
+    own generator derived from `seed`. The run stops at its first violation. `launch` (`aref.sim.Launch`):
+    persistent CTAs walking several tiles with rings continuing, epilogue overlap's consumer copies.
     """
     t0 = time.perf_counter()
     _check_tensors(kernel, tensors, need_all=compute_values)
-    prog = Prog(kernel)
+    prog = Prog(kernel, launch)
     res = SimResult(ok=True)
-    for ci, cta in enumerate(_ctas(kernel)):
+    for ci, cta in enumerate(_ctas(kernel, launch=launch)):
         eng = Engine(prog, tensors, cta, compute_values)
         with _one_torch_thread():
             exc, steps = _run_random(eng, random.Random(seed * 1_000_003 + ci))
@@ -226,7 +228,7 @@ def _observed(eng: Engine, st, gi: int) -> bool:
 
 
 def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 200_000,
-            compute_values: bool = False) -> ExploreResult:
+            compute_values: bool = False, launch: Launch | None = None) -> ExploreResult:
     """Exhaustively explore the interleavings of one CTA (`cta`) or of every CTA of the grid (`cta=None`).
 
     States are hashed on their control state (`CTAState.key`), so interleavings that reach the same state
@@ -238,9 +240,9 @@ def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 
     t0 = time.perf_counter()
     tensors = tensors or {}
     _check_tensors(kernel, tensors, need_all=compute_values)
-    prog = Prog(kernel)
+    prog = Prog(kernel, launch)
     res = ExploreResult(completed=True, states=0, interleavings=0)
-    for c in _ctas(kernel, cta):
+    for c in _ctas(kernel, cta, launch):
         eng = Engine(prog, tensors, c, compute_values)
         exc, trace, states, schedules, completed = _explore_cta(eng, max_states)
         res.states += states
@@ -290,14 +292,20 @@ def _clone(inputs: dict) -> dict:
 
 
 def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaustive: bool = False,
-          max_states: int = 200_000, tolerance: dict | None = None, protocol: bool = True) -> SimReport:
+          max_states: int = 200_000, tolerance: dict | None = None, protocol: bool = True,
+          launch: Launch | None = None) -> SimReport:
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
     every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
-    With `protocol` (the default), also run the control state under adversarial schedules
-    (`aref.sim.schedules`: each async source completing as late as it can, each group as early and as late
-    as it can) on the grid's first and last CTA, and under those and random ones at trip counts 0, 1 and
-    2·D + 1 (every ring wraps twice), whatever the inputs' size (`SimReport.protocol_runs`).
-    With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
+
+    With `protocol` (the default), also run the control state where the protocol is exercised, whatever the
+    inputs' size (`SimReport.protocol_runs`): under adversarial schedules (`aref.sim.schedules`: each async
+    source completing as late as it can, each group as early and as late as it can) on the grid's first and
+    last CTA; under those and random ones at trip counts 0, 1 and 2·D + 1 (every ring wraps twice,
+    `schedules.protocol_sizes`); and on a persistent launch (`aref.sim.Launch`), a CTA walking three tiles
+    with every ring continuing across them, at the inputs' trip count and at 1, where a ring's first use
+    within a tile waits for the previous tile's items.
+    `launch`: the launch the random interleavings (and the protocol runs) simulate (default: one tile per
+    CTA). With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
     threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0 or (seeds == 0 and not exhaustive):
@@ -305,10 +313,12 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
         raise ArefError(f"seeds must be an integer ≥ 1 (or ≥ 0 with exhaustive=True), got {seeds!r}: the check "
                         f"must run at least one interleaving", hint="pass seeds=50, or exhaustive=True")
     with _one_torch_thread():
-        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol)
+        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol,
+                      launch)
 
 
-def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol) -> SimReport:
+def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol,
+           launch) -> SimReport:
     t0 = time.perf_counter()
     expected = reference_fn(**_clone(example_inputs))
     report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0,
@@ -323,7 +333,7 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
 
     for seed in range(seeds):
         args = _clone(example_inputs)
-        res = simulate(kernel, args, seed=seed)
+        res = simulate(kernel, args, seed=seed, launch=launch)
         report.runs += 1
         report.interleavings += 1
         if not res.ok:
@@ -338,17 +348,17 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
             report.ok = False
             report.mismatches += 1
     if protocol:
-        prog = Prog(kernel)
-        for exc, cta, label in protocol_runs(prog, example_inputs, _ctas(kernel)):
-            report.protocol_runs += 1
-            if exc is not None:
-                report.ok = False
-                report.deadlocks += exc.kind in DEADLOCK_KINDS
-                v = _violation(prog, exc, cta)
-                v.schedule = label
-                add(v)
+        for prog, ctas, trips in _protocol_launches(kernel, launch, report):
+            for exc, cta, label in protocol_runs(prog, example_inputs, ctas, trips):
+                report.protocol_runs += 1
+                if exc is not None:
+                    report.ok = False
+                    report.deadlocks += exc.kind in DEADLOCK_KINDS
+                    v = _violation(prog, exc, cta)
+                    v.schedule = label
+                    add(v)
     if exhaustive:
-        ex = explore(kernel, _clone(example_inputs), max_states=max_states)
+        ex = explore(kernel, _clone(example_inputs), max_states=max_states, launch=launch)
         report.explored = ex
         report.interleavings += ex.interleavings
         for v in ex.violations:
@@ -357,6 +367,22 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
             add(v)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _protocol_launches(kernel, launch: Launch | None, report: SimReport):
+    """(program, CTAs, trip counts) of the check's protocol runs: the given launch on its first and last CTA
+    at trip counts 0, 1, 2·D + 1; unless that launch is persistent, a persistent launch of three tiles per
+    CTA on its first CTA, at trip count 1 (a warning where the kernel cannot be launched persistent)."""
+    prog = Prog(kernel, launch)
+    ctas = _ctas(kernel, launch=launch)
+    yield prog, ctas[:1] + ctas[-1:] if len(ctas) > 1 else ctas, protocol_sizes(prog)
+    if launch is None or not launch.persistent:
+        try:
+            persistent = Prog(kernel, Launch(persistent=True))
+        except LaunchError as exc:
+            report.warnings.append(f"persistent launch not simulated: {exc}")
+            return
+        yield persistent, _ctas(kernel, launch=persistent.launch)[:1], [1]
 
 
 @dataclass

@@ -107,23 +107,22 @@ def protocol_sizes(prog: Prog) -> list[int]:
     return [0, 1, 2 * depth + 1]
 
 
-def protocol_runs(prog: Prog, tensors: dict, grid_ctas: list[tuple]):
-    """Control-state runs that exercise the protocol: every policy on the grid's first and last CTA at the
-    inputs' size, and every policy plus `RANDOM_PER_SIZE` random interleavings on the first CTA at each of
-    `protocol_sizes` (the same program with another trip count: `Engine.set_trips`). Yields (violation or
-    None, CTA, schedule label)."""
+def protocol_runs(prog: Prog, tensors: dict, ctas: list[tuple], trips: list[int], randoms: int = RANDOM_PER_SIZE):
+    """Control-state runs that exercise the protocol: every policy on each CTA of `ctas` at the inputs'
+    size, and every policy plus `randoms` random interleavings on the first of them at each trip count of
+    `trips` (the same program with another trip count: `Engine.set_trips`; none where a group does not
+    compute the loop's trip count). Yields (violation or None, CTA, schedule label)."""
     from aref.sim.run import _run_random
     pols = policies(prog)
-    ctas = [grid_ctas[0]] + ([grid_ctas[-1]] if len(grid_ctas) > 1 else [])
     runs = [(cta, None, pol) for cta in ctas for pol in pols]
-    trips = protocol_sizes(prog)
     try:
-        Engine(prog, tensors, grid_ctas[0], compute_values=False).set_trips(value=0)
+        Engine(prog, tensors, ctas[0], compute_values=False).set_trips(value=0)
     except ValueError:
-        trips = []               # a group does not compute the loop's trip count: the inputs' size only
+        trips = []
     for trip in trips:
-        runs += [(grid_ctas[0], trip, pol) for pol in pols]
-        runs += [(grid_ctas[0], trip, seed) for seed in range(RANDOM_PER_SIZE)]
+        runs += [(ctas[0], trip, pol) for pol in pols]
+        runs += [(ctas[0], trip, seed) for seed in range(randoms)]
+    where = "persistent CTA" if prog.launch.persistent else "CTA"
     for i, (cta, trip, how) in enumerate(runs):
         eng = Engine(prog, tensors, cta, compute_values=False)
         eng.set_trips(value=trip)
@@ -136,4 +135,6 @@ def protocol_runs(prog: Prog, tensors: dict, grid_ctas: list[tuple]):
             label = f"random #{how}"
         if trip is not None:
             label += f", trip count {trip}"
+        if prog.launch.persistent:
+            label += f", {where} {cta[0]} of {prog.launch.num_ctas(prog.kernel.grid)}"
         yield exc, cta, label
