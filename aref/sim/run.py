@@ -14,6 +14,7 @@ from aref.sim.checks import check_finished, diagnose_stuck
 from aref.sim.engine import GROUP, MMA, TMA, Engine
 from aref.sim.launch import Launch
 from aref.sim.program import LaunchError, Prog
+from aref.sim.reduction import Footprints, persistent_set
 from aref.sim.resources import check_resources
 from aref.sim.schedules import protocol_runs, protocol_sizes
 from aref.sim.values import SimViolation, Violation
@@ -152,8 +153,9 @@ def _describe(eng: Engine, st, act) -> str:
     return f"MMA #{st.groups[x].completed} of {eng.prog.groups[x].name} completes"
 
 
-def _explore_cta(eng: Engine, max_states: int):
-    """Depth-first search over every enabled action of every state, merging states with equal `key()`.
+def _explore_cta(eng: Engine, max_states: int, footprints=None):
+    """Depth-first search over every enabled action of every state — or, with `footprints`, over a persistent
+    set of them (`aref.sim.reduction`) — merging states with equal `key()`.
     Returns (violation or None, trace, states, schedules, completed)."""
     try:
         root = eng.initial()
@@ -163,6 +165,8 @@ def _explore_cta(eng: Engine, max_states: int):
 
     def actions(st):
         steps, asyncs = eng.actions(st)
+        if footprints is not None and len(steps) + len(asyncs) > 1:
+            return persistent_set(footprints, eng, st, steps, asyncs)
         return steps + asyncs
 
     acts = actions(root)
@@ -228,23 +232,30 @@ def _observed(eng: Engine, st, gi: int) -> bool:
 
 
 def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 200_000,
-            compute_values: bool = False, launch: Launch | None = None) -> ExploreResult:
+            compute_values: bool = False, launch: Launch | None = None, reduce: bool = True,
+            trips: int | None = None) -> ExploreResult:
     """Exhaustively explore the interleavings of one CTA (`cta`) or of every CTA of the grid (`cta=None`).
 
     States are hashed on their control state (`CTAState.key`), so interleavings that reach the same state
     are explored once. Tile values are not computed unless `compute_values` (and even then they are not
     part of the state: each state keeps the values of the first schedule that reached it); scalars always
     are. Stops at the first violation (with the schedule that reaches it in `Violation.trace`) or after
-    `max_states` states per CTA.
+    `max_states` states per CTA. With `reduce` (the default) each state's successors are those of a
+    persistent set of its actions (`aref.sim.reduction`: partial-order reduction over independent groups,
+    copies and MMAs), which reaches every violation and terminal state the full search does; `interleavings`
+    then counts the schedules of the reduced graph. `launch`: persistent CTAs, epilogue overlap
+    (`aref.sim.Launch`); `trips`: run the loop that many times instead (control state only).
     """
     t0 = time.perf_counter()
     tensors = tensors or {}
     _check_tensors(kernel, tensors, need_all=compute_values)
     prog = Prog(kernel, launch)
     res = ExploreResult(completed=True, states=0, interleavings=0)
+    footprints = Footprints(prog) if reduce else None
     for c in _ctas(kernel, cta, launch):
         eng = Engine(prog, tensors, c, compute_values)
-        exc, trace, states, schedules, completed = _explore_cta(eng, max_states)
+        eng.set_trips(value=trips)
+        exc, trace, states, schedules, completed = _explore_cta(eng, max_states, footprints)
         res.states += states
         res.interleavings += schedules
         res.ctas += 1
