@@ -6,6 +6,9 @@ discrete-event) choose which enabled action happens next:
   (GROUP, g)   group g executes the visible op it rests at, then its local ops up to the next visible op
   (TMA, j)     the j-th TMA copy in flight lands in its slot and completes its bytes on the full barrier
   (MMA, g)     the oldest incomplete mma_async of group g completes (a group's MMAs complete in order)
+  (COMMIT, (g, k))  the k-th pending mma_commit of group g arrives on its barrier (once the MMAs issued before
+               it completed: tcgen05.commit's arrival is asynchronous, and two commits' arrivals are not
+               ordered, even on one MMA's completion)
 
 mbarriers follow the hardware: per (barrier, slot) a pending-arrival count, a signed transaction count and a
 phase bit; a phase completes when both counts reach zero, which flips the bit and re-arms the arrival count.
@@ -28,7 +31,7 @@ from aref.sim import tensor_memory
 from aref.sim.state import CTAState, Group, Slot, SlotData
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 
-GROUP, TMA, MMA = 0, 1, 2
+GROUP, TMA, MMA, COMMIT = 0, 1, 2, 3
 _PLAIN = (int, float, bool, torch.Tensor)
 # ops whose result is a view of their operand: a view of a slot stays tied to the slot
 _VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -130,14 +133,8 @@ class Engine:
         trip = g.env.get(tid) if tid is not None else None
         bases = list(g.bases)
         for c, ch in enumerate(self.prog.chans):
-            if ch.region == "loop" and not isinstance(trip, int):
-                if any(ins.bar is not None and ins.bar[0] == c or ins.ring is not None and ins.ring[0] == c
-                       for ins in self.prog.programs[gi]):
-                    raise MalformedIR(f"group {self.prog.groups[gi].name} uses loop channel {ch.name} but does "
-                                      f"not compute the loop's trip count: a persistent launch cannot place its "
-                                      f"next tile's items")
-                continue
-            bases[c] += step * items_per_tile(ch, trip or 0)
+            # (a group that computes no trip count uses no loop channel: `Prog._persistent`)
+            bases[c] += step * items_per_tile(ch, trip if isinstance(trip, int) else 0)
         g.bases = tuple(bases)
         self._start_tile(g, gi, g.tile + 1)
         return True
@@ -148,6 +145,8 @@ class Engine:
         steps = [(GROUP, gi) for gi, g in enumerate(st.groups) if not g.done and self._enabled(st, gi, g)]
         asyncs = [(TMA, j) for j in range(len(st.tmas))]
         asyncs += [(MMA, gi) for gi, g in enumerate(st.groups) if g.completed < g.issued]
+        asyncs += [(COMMIT, (gi, k)) for gi, g in enumerate(st.groups) for k, c in enumerate(g.commits)
+                   if c[0] <= g.completed]
         return steps, asyncs
 
     def apply(self, st: CTAState, action) -> None:
@@ -162,8 +161,10 @@ class Engine:
                 self._advance(st, x)
         elif kind == TMA:
             self._land(st, x)
-        else:
+        elif kind == MMA:
             self._mma_complete(st, x)
+        else:
+            self._fire_commit(st, *x)
 
     def finished(self, st: CTAState) -> bool:
         return all(g.done for g in st.groups)
@@ -480,11 +481,14 @@ class Engine:
         i = self._bar(ins, slot, gi)
         if which == "empty":
             self._release(st, gi, g, ins, c, slot, ins.op.attrs.count, by_commit=True)
-        if g.completed >= g.issued:
-            g.committed = max(g.committed, g.issued)
-            self._arrive(st, gi, ins, i, ins.op.attrs.count, 0)
-        else:
-            g.commits = g.commits + ((g.issued, i, ins.op.attrs.count, ins),)
+        g.commits = g.commits + ((g.issued, i, ins.op.attrs.count, ins),)
+
+    def _fire_commit(self, st, gi, k) -> None:
+        st.groups[gi] = g = st.groups[gi].copy()
+        target, i, count, ins = g.commits[k]
+        g.commits = g.commits[:k] + g.commits[k + 1:]
+        g.committed = max(g.committed, target)
+        self._arrive(st, gi, ins, i, count, 0)
 
     def _mbar_arrive(self, st, gi, g, ins) -> None:
         c, which = ins.bar
@@ -680,11 +684,6 @@ class Engine:
         st.groups[gi] = g = st.groups[gi].copy()
         seq = g.completed
         g.completed += 1
-        while g.commits and g.commits[0][0] <= g.completed:      # tcgen05.commit arrivals now due
-            target, i, count, ins = g.commits[0]
-            g.commits = g.commits[1:]
-            g.committed = max(g.committed, target)
-            self._arrive(st, gi, ins, i, count, 0)
         for s_seq, keys in g.mma_reads:
             if s_seq == seq:
                 for c, slot in keys:

@@ -48,12 +48,15 @@ TURN_CONDITIONS = ("tile_count > 0", "has_next", "True")
 class Launch:
     """How a kernel is launched. `persistent`: `ctas` CTAs walk the grid's tiles round-robin (None: as many as
     give each CTA `tiles_per_cta` tiles); `epilogue_overlap` (Hopper, persistent): two consumer copies on
-    alternate tiles."""
+    alternate tiles; `min_tiles` (control state only): tiles each CTA walks at least."""
 
     persistent: bool = False
     ctas: int | None = None
     tiles_per_cta: int = 3
     epilogue_overlap: bool = False
+    # control-state runs only: a CTA walks at least this many tiles, going round the grid again where it has
+    # fewer (the same program over a larger grid; tile values would be stored twice)
+    min_tiles: int = 0
 
     def __post_init__(self):
         if self.epilogue_overlap and not self.persistent:
@@ -76,8 +79,9 @@ class Launch:
         """Tile coordinates the CTA runs, in order."""
         if not self.persistent:
             return [tuple(cta)]
-        n = self.num_ctas(grid)
-        return [tile_coords(t, grid) for t in range(cta[0], num_tiles(grid), n)]
+        n, tiles = self.num_ctas(grid), num_tiles(grid)
+        count = max(len(range(cta[0], tiles, n)), self.min_tiles)
+        return [tile_coords((cta[0] + k * n) % tiles, grid) for k in range(count)]
 
 
 def num_tiles(grid) -> int:

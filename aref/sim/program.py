@@ -132,7 +132,10 @@ class Prog:
         self.synthetic: list[Value] = []
         self.bases = [self._new_value() for _ in self.chans]
         self.conditions = {c: self._new_value() for c in TURN_CONDITIONS}
-        self.trip_count_ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in kernel.groups]
+        # a group not pipelined runs the Tile IR loop's count itself
+        self.trip_count_ids = [id(gp.trip_count) if gp.trip_count is not None else
+                               id(gp.loop.trip_count) if gp.loop is not None and not gp.stages else None
+                               for gp in kernel.groups]
         self.copy_of: dict[int, tuple[int, int]] = {}      # group index -> (copied group, copy number)
         self.tile_consts: dict[int, dict] = {}                # group -> {value id: constant} set at each tile
         self._texts = None
@@ -167,6 +170,11 @@ class Prog:
         only, and the MMA group acquiring the tensor-memory rings it publishes after its loop at each tile's
         start (`aref.backend.cute.sm100.persistent`)."""
         kernel = self.kernel
+        loop_chans = {c for c, ch in enumerate(self.chans) if ch.region == "loop"}
+        if self.trip_count_ids[gi] is None and any((ins.bar or ins.ring or (None,))[0] in loop_chans
+                                                    for ins in code):
+            raise LaunchError(f"group {kernel.groups[gi].group.name} uses a loop channel but does not compute the "
+                              f"loop's trip count: a persistent launch cannot place its next tile's items")
         sm100 = kernel.arch == "sm_100a" and kernel.tmem is not None
         one_warp = kernel.groups[gi].group.warps == 1
         out, after = [], []

@@ -7,8 +7,8 @@ enables nor disables the other, and neither changes whether the other violates t
 one group's MMA queue (issued, completed, retired; its pending commits), one named barrier, the register pool,
 the set of slots written by slot_store and not yet fenced.
 
-The actors of a CTA are its groups' instruction streams, each group's MMA completions and each TMA copy in
-flight. A set C of actors is closed when, for every actor in C, the next action it can take conflicts with
+The actors of a CTA are its groups' instruction streams, each group's MMA completions, each TMA copy in
+flight and each due tcgen05.commit arrival. A set C of actors is closed when, for every actor in C, the next action it can take conflicts with
 nothing an actor outside C could ever do (its *future*: every instruction it may still execute, and the
 copies and MMA completions those spawn). The enabled actions of a closed C form a persistent set: along any
 schedule of actors outside C, every action is independent of them, and no actor in C is enabled or disabled
@@ -218,7 +218,13 @@ def persistent_set(fp: Footprints, eng, st, steps: list, asyncs: list) -> list:
         actors.append((en, fp.step[gi][g.pc], fp.future[gi][g.pc],
                        None if en is not None else fp.blocking(g, gi)))
     for act in asyncs:
-        f = fp.landing_fp(st.tmas[act[1]]) if act[0] == TMA else fp.mma_fp[act[1]]
+        if act[0] == TMA:
+            f = fp.landing_fp(st.tmas[act[1]])
+        elif act[0] == MMA:
+            f = fp.mma_fp[act[1]]
+        else:                                   # a due tcgen05.commit arrives on its barrier
+            gi, k = act[1]
+            f = (frozenset(), frozenset({fp._id(("b", st.groups[gi].commits[k][1]))}))
         actors.append((act, f, f, None))
     enabled = [i for i, a in enumerate(actors) if a[0] is not None]
     if len(enabled) <= 1:

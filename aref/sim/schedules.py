@@ -4,8 +4,9 @@ A uniform random scheduler seldom starves one asynchronous completion for long, 
 ahead of another. The policies here do so on purpose; each is a `Policy` over the engine's enabled actions:
 
   late S    the completions of asynchronous source S happen only when nothing else can: every TMA copy of
-            one channel (`("tma", channel)`), every MMA of one group (`("mma", group)`: the wgmma results
-            and tcgen05.commit arrivals that wait for them), or all sources at once. A group that reads a
+            one channel (`("tma", channel)`), every MMA of one group (`("mma", group)`: wgmma results, and
+            the tcgen05.commits that wait for them), every tcgen05.commit arrival on one barrier array
+            (`("commit", channel, "full" | "empty")`), or all sources at once. A group that reads a
             slot, a tensor-memory tile or an accumulator without waiting for S reads it before it is there.
   eager G   group G steps whenever it can: a producer that skips a wait for a free slot overwrites one its
             consumers still hold; a consumer that skips a wait races ahead of the data.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from aref.ir import OpKind
 from aref.sim.checks import check_finished, diagnose_stuck
-from aref.sim.engine import TMA, Engine
+from aref.sim.engine import MMA, TMA, Engine
 from aref.sim.program import Prog
 from aref.sim.values import SimViolation
 
@@ -39,7 +40,8 @@ class Policy:
 
 
 def sources(prog: Prog) -> list[tuple]:
-    """The asynchronous sources of a kernel: each channel filled by TMA, each group that issues MMAs."""
+    """The asynchronous sources of a kernel: each channel filled by TMA, each group that issues MMAs, each
+    channel barrier tcgen05.commits arrive on."""
     out = []
     for c, ch in enumerate(prog.chans):
         if ch.kind == "tma":
@@ -47,14 +49,23 @@ def sources(prog: Prog) -> list[tuple]:
     for gi, code in enumerate(prog.programs):
         if any(ins.kind is OpKind.MMA_ASYNC for ins in code):
             out.append(("mma", gi))
+    out += list(dict.fromkeys(("commit", *ins.bar) for code in prog.programs for ins in code
+                              if ins.kind is OpKind.MMA_COMMIT))
     return out
+
+
+def _name(prog: Prog, s: tuple) -> str:
+    if s[0] == "tma":
+        return f"late tma {prog.chans[s[1]].name}"
+    if s[0] == "mma":
+        return f"late mma {prog.groups[s[1]].name}"
+    return f"late commit {prog.chans[s[1]].name}.{s[2]}"
 
 
 def policies(prog: Prog) -> list[Policy]:
     out = []
     for s in sources(prog):
-        what = prog.chans[s[1]].name if s[0] == "tma" else prog.groups[s[1]].name
-        out.append(Policy(f"late {s[0]} {what}", late=frozenset({s})))
+        out.append(Policy(_name(prog, s), late=frozenset({s})))
     out.append(Policy("late every async source", late_all=True))
     for gi, g in enumerate(prog.groups):
         out.append(Policy(f"eager {g.name}", eager=gi))
@@ -62,8 +73,13 @@ def policies(prog: Prog) -> list[Policy]:
     return out
 
 
-def _source(st, act) -> tuple:
-    return ("tma", st.tmas[act[1]][0]) if act[0] == TMA else ("mma", act[1])
+def _source(eng, st, act) -> tuple:
+    if act[0] == TMA:
+        return ("tma", st.tmas[act[1]][0])
+    if act[0] == MMA:
+        return ("mma", act[1])
+    gi, k = act[1]
+    return ("commit", *st.groups[gi].commits[k][3].bar)
 
 
 def run_policy(eng: Engine, policy: Policy, rng: random.Random):
@@ -81,7 +97,7 @@ def run_policy(eng: Engine, policy: Policy, rng: random.Random):
                 act = next((a for a in steps if a[1] == policy.eager), None)
             if act is None:
                 now_steps = [a for a in steps if a[1] != policy.lazy]
-                now_async = [a for a in asyncs if not (policy.late_all or _source(st, a) in policy.late)]
+                now_async = [a for a in asyncs if not (policy.late_all or _source(eng, st, a) in policy.late)]
                 if not now_steps and not now_async:          # nothing else can run: the held-back ones may
                     now_steps = [a for a in steps if a[1] == policy.lazy]
                     now_async = [a for a in asyncs if a not in now_async]

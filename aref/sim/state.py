@@ -55,7 +55,7 @@ class Group:
         self.mma_reads = ()     # ((seq, ((chan, slot), ...)), ...) for issued, un-retired MMAs
         self.unfenced = frozenset()   # (chan, slot) written by slot_store and not yet fenced
         self.waits = {}         # (chan, which, slot) -> last mbarrier_wait op on it (for messages)
-        self.commits = ()       # pending mma_commit arrivals: ((MMAs to complete, barrier index, count, op), ...)
+        self.commits = ()       # mma_commit arrivals not yet fired: ((MMAs to complete, barrier index, count, op), ...)
         self.committed = 0      # MMAs covered by a fired mma_commit (Blackwell's way of retiring them)
         self.tile = 0           # the tile of the CTA's walk the group runs (a persistent launch: several)
         self.cta = ()           # that tile's coordinates (program ids)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from aref.ir import OpKind
 from aref.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, tma_bytes, unit_busy
 from aref.sim.checks import check_finished, diagnose_stuck
-from aref.sim.engine import GROUP, MMA, TMA, Engine
+from aref.sim.engine import COMMIT, GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
 from aref.sim.resources import check_resources
 from aref.sim.run import _violation
@@ -268,7 +268,10 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
                 break
             best = None
             for act in asyncs:
-                t = clock.tma_done[id(st.tmas[act[1]])] if act[0] == TMA else clock.mma_done[act[1]][0]
+                if act[0] == COMMIT:
+                    t = now                    # a tcgen05.commit arrives as its MMAs complete
+                else:
+                    t = clock.tma_done[id(st.tmas[act[1]])] if act[0] == TMA else clock.mma_done[act[1]][0]
                 if best is None or t < best[0]:
                     best = (t, act)
             for act in steps:
@@ -281,7 +284,7 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
                 del clock.tma_done[id(st.tmas[act[1]])]
             elif act[0] == MMA:
                 clock.mma_done[act[1]].pop(0)
-            else:
+            elif act[0] == GROUP:
                 gi = act[1]
                 waited_since = clock.ready[gi]
                 if now > waited_since:

@@ -1,0 +1,174 @@
+"""Waits a kernel could do without: the happens-before order of its synchronization, from executions.
+
+An `mbarrier_wait` is *implied* when, every time its group reaches it, the phase it waits for has already
+completed as far as the group can know: the phase's arrivals (arrives, TMA copies landing, tcgen05.commits)
+happen-before the group's previous op through other waits. Deleting an implied wait changes no schedule:
+wherever the group reaches it, it would pass at once. An `mma_wait` is *idle* when, every time, the MMAs it
+would retire are retired already (`retired ≥ issued − pending`): deleting it, or raising its `pending`,
+changes nothing either.
+
+Happens-before is computed with vector clocks (one entry per group) over control-state executions: each
+phase completion carries the join of its arrivals' clocks (a TMA copy's and an MMA commit's are their
+issuer's at issue), a wait joins the completion it observes, a named-barrier generation joins its
+participants. In a kernel whose every wait observes the same phase in every schedule (a correct kernel: no
+parity aliasing), these clocks are the same in every schedule; `implied_ops` still runs several schedules
+and calls a wait implied only if it is in every one.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from aref.ir import OpKind
+from aref.sim.engine import COMMIT, GROUP, TMA, Engine
+from aref.sim.launch import Launch
+from aref.sim.program import LaunchError, Prog
+from aref.sim.schedules import protocol_sizes
+from aref.sim.values import SimViolation
+
+
+# A clock: (per-group counters, asynchronous completions known). A TMA copy landing and an MMA completing are
+# events of their own, after their issue: knowing the issuer's clock at issue does not tell that they happened.
+def _join(a, b):
+    return tuple(x if x >= y else y for x, y in zip(a[0], b[0])), a[1] | b[1]
+
+
+def _le(a, b) -> bool:
+    return a[1] <= b[1] and all(x <= y for x, y in zip(a[0], b[0]))
+
+
+def _tick(c, g: int):
+    return c[0][:g] + (c[0][g] + 1,) + c[0][g + 1:], c[1]
+
+
+def _with(c, events):
+    return c[0], c[1] | frozenset(events)
+
+
+@dataclass
+class Implied:
+    """Per op (by id): whether every execution found it implied (waits) or idle (mma_waits)."""
+
+    waits: dict = field(default_factory=dict)        # id(op) -> bool
+    mma_waits: dict = field(default_factory=dict)    # id(op) -> bool
+    runs: int = 0
+
+    def implied(self, op) -> bool:
+        return self.waits.get(id(op), False)
+
+    def idle(self, op) -> bool:
+        return self.mma_waits.get(id(op), False)
+
+    def _record(self, table: dict, op, ok: bool) -> None:
+        table[id(op)] = table.get(id(op), True) and ok
+
+
+def analyse(eng: Engine, rng: random.Random, out: Implied) -> bool:
+    """One random control-state execution of `eng`'s CTA with vector clocks, recorded into `out`. False if
+    the execution hit a violation (the kernel is not correct: nothing is implied)."""
+    p = eng.prog
+    n = p.ngroups
+    zero = ((0,) * n, frozenset())
+    vc = [zero] * n
+    ntma = 0
+    acc = {}                   # barrier index -> join of this phase's arrivals so far
+    done = {}                  # barrier index -> [clock of completion k]
+    tma_vc = {}                # id(tma record) -> issuer's clock
+    commit_vc = {}             # id(pending commit) -> (issuer's clock, MMAs it waits for)
+    nb_acc, nb_done = {}, {}
+    try:
+        st = eng.initial()
+        while True:
+            steps, asyncs = eng.actions(st)
+            if not steps and not asyncs:
+                break
+            acts = steps + asyncs
+            act = acts[rng.randrange(len(acts))]
+            bars_before = list(st.bars)
+            tmas_before = {id(t) for t in st.tmas}
+            nb_before = dict(st.nbars)
+            src = zero
+            kind, x = act
+            if kind == GROUP:
+                g = st.groups[x]
+                ins = p.programs[x][g.pc]
+                if ins.kind is OpKind.MBAR_WAIT:
+                    i = g.rest[1]
+                    k = st.bars[i][3]
+                    seen = done.get(i, [])[k - 1] if k else zero
+                    out._record(out.waits, ins.op, _le(seen, vc[x]))
+                    vc[x] = _join(vc[x], seen)
+                elif ins.kind is OpKind.MMA_WAIT:
+                    out._record(out.mma_waits, ins.op, g.retired >= g.issued - ins.op.attrs.pending)
+                    # the group knows its MMAs up to issued - pending completed
+                    vc[x] = _with(vc[x], (("mma", x, q) for q in range(g.issued - ins.op.attrs.pending)))
+                elif ins.kind is OpKind.NAMED_BAR_SYNC and g.nb is not None:
+                    vc[x] = _join(vc[x], nb_done[ins.op.attrs.id][g.nb])
+                vc[x] = _tick(vc[x], x)
+                commits_before = len(g.commits)
+                src = vc[x]
+            elif kind == TMA:
+                src = tma_vc.get(id(st.tmas[x]), zero)
+            elif kind == COMMIT:
+                clock, target = commit_vc.pop(id(st.groups[x[0]].commits[x[1]]))
+                # a tcgen05.commit arrives once the MMAs before it completed: those completions are known
+                src = _with(clock, (("mma", x[0], q) for q in range(target)))
+            eng.apply(st, act)
+            if kind == GROUP:
+                g = st.groups[x]
+                for c in g.commits[commits_before:]:
+                    commit_vc[id(c)] = (vc[x], c[0])
+                for t in st.tmas:
+                    if id(t) not in tmas_before:
+                        ntma += 1
+                        tma_vc[id(t)] = _with(vc[x], (("tma", ntma),))
+            for i, (before, after) in enumerate(zip(bars_before, st.bars)):
+                if before == after:
+                    continue
+                acc[i] = _join(acc.get(i, zero), src)
+                if after[3] > before[3]:
+                    done.setdefault(i, []).append(acc[i])
+                    acc[i] = zero
+            if kind == GROUP and st.nbars != nb_before:
+                for bid, (count, gen) in st.nbars.items():
+                    if (count, gen) == nb_before.get(bid, (0, 0)):
+                        continue
+                    nb_acc[bid] = _join(nb_acc.get(bid, zero), vc[x])
+                    if gen > nb_before.get(bid, (0, 0))[1]:
+                        nb_done.setdefault(bid, {})[gen - 1] = nb_acc[bid]
+                        nb_acc[bid] = zero
+                        if ins.kind is OpKind.NAMED_BAR_SYNC:      # this group completed it: it goes on
+                            vc[x] = _join(vc[x], nb_done[bid][gen - 1])
+        out.runs += 1
+        return True
+    except SimViolation:
+        return False
+
+
+def implied_ops(kernel, tensors: dict | None = None, *, seeds: int = 3) -> Implied | None:
+    """Implied waits and idle mma_waits of `kernel` over the launches and sizes `aref.sim.check` simulates by
+    default: one tile per CTA on the grid's first and last CTA at the inputs' trip count and at 0, 1 and
+    2·D + 1, and a persistent CTA walking three tiles at the inputs' trip count and at 1; `seeds` random
+    schedules each. None if some execution violates the contract (nothing is implied then)."""
+    tensors = tensors or {}
+    out = Implied()
+    configs = []
+    prog = Prog(kernel)
+    ctas = Launch().ctas_of(kernel.grid)
+    for cta in dict.fromkeys([ctas[0], ctas[-1]]):
+        configs += [(prog, cta, t) for t in [None, *protocol_sizes(prog)]]
+    try:
+        persistent = Prog(kernel, Launch(persistent=True, min_tiles=3))
+        configs += [(persistent, (0,), t) for t in (None, 1)]
+    except LaunchError:
+        pass
+    for i, (pr, cta, trips) in enumerate(configs):
+        for seed in range(seeds):
+            eng = Engine(pr, tensors, cta, compute_values=False)
+            try:
+                eng.set_trips(value=trips)
+            except ValueError:
+                break
+            if not analyse(eng, random.Random(1000 * i + seed), out):
+                return None
+    return out
