@@ -14,11 +14,11 @@ size that exercises its protocol: one CTA (causal attention: a row of them) whos
 Each mutant is one of:
 
   caught        `aref.sim.check(kernel, inputs, reference)` reports it (a violation or a wrong output);
-  equivalent    check reports nothing, and the mutant is shown to behave like the kernel: the exhaustive
-                exploration of every CTA (`aref.sim.explore`, control state, state hashing) completes
-                without a violation, at the bench size and, for a launch where rings continue across tiles
-                (`aref.sim.Launch`'s persistent CTAs), over several tiles per CTA — every schedule of the
-                mutant is a schedule of a correct program;
+  equivalent    check reports nothing, and the mutant is shown to behave like the kernel, by a rule
+                (`by_rule`: a deleted wait the unmutated kernel's happens-before order implies, in every
+                launch and size the check simulates; an mma_wait that never has anything to retire) or by a
+                complete exhaustive exploration (`aref.sim.equivalent`: every schedule of every CTA, with
+                partial-order reduction, for one tile per CTA and for a persistent CTA walking three tiles);
   not caught    check reports nothing and either the exploration finds a violation (a bug check missed)
                 or it stops at `--max-states` before proving the mutant harmless.
 
@@ -39,7 +39,8 @@ sys.path.insert(0, ROOT)
 from aref import sim  # noqa: E402
 from aref.compiler import CompileOptions, lower_to  # noqa: E402
 from aref.harness import load_example  # noqa: E402
-from aref.sim.mutants import KINDS, mutants, planted  # noqa: E402
+from aref.sim.implied import covered_without, implied_ops  # noqa: E402
+from aref.sim.mutants import KINDS, mutants, op_of, planted  # noqa: E402
 from aref.ws import print_ws  # noqa: E402
 
 # one CTA (a row of CTAs for causal attention, whose trip count grows with the query block) whose loop runs
@@ -92,8 +93,29 @@ def compile_example(name: str, arch: str, partition: str, sizes: dict | None = N
     return ex, inputs, ws
 
 
-def classify(ws, ex, inputs, mutant, max_states: int) -> Outcome:
-    """Plant `mutant`, run the default check, and where it passes, try to show the mutant equivalent."""
+def by_rule(ws, mutant, implied) -> str | None:
+    """Why `mutant` is equivalent by the stated rules (`aref.sim.implied`, over the unmutated kernel), or None:
+    a deleted mbarrier_wait whose phase always completed before its group could get there (its arrivals
+    happen-before the group's previous op through other waits); a deleted mma_wait, or one whose `pending`
+    is raised, that never had an MMA left to retire (retired ≥ issued − pending whenever it ran), or whose
+    knowledge nothing needs (`aref.sim.implied.covered_without`)."""
+    if implied is None:
+        return None
+    op = op_of(ws, mutant)
+    if mutant.kind == "delete-wait" and implied.implied(op):
+        return "implied wait: its phase completes before the group reaches it, in every launch the check runs"
+    if mutant.kind in ("delete-mma-wait", "raise-pending") and implied.idle(op):
+        return "idle mma_wait: whenever it runs, every MMA it would retire is retired already"
+    if mutant.kind in ("delete-mma-wait", "raise-pending") and \
+            covered_without(ws, op, mutant.kind == "raise-pending"):
+        return ("covered mma_wait: nothing after it uses an MMA result, mma_commits cover the group's MMAs and "
+                "every MMA completion the contract needs is known without it")
+    return None
+
+
+def classify(ws, ex, inputs, mutant, max_states: int, implied=None) -> Outcome:
+    """Plant `mutant`, run the default check, and where it passes, try to show the mutant equivalent (a rule
+    of `by_rule`, else a complete exploration)."""
     t0 = time.perf_counter()
     desc = mutant.describe(ws)
     with planted(ws, mutant):
@@ -104,6 +126,9 @@ def classify(ws, ex, inputs, mutant, max_states: int) -> Outcome:
         if not report.ok:
             first = report.violations[0].kind if report.violations else "wrong output"
             return Outcome(desc, "caught", first, time.perf_counter() - t0)
+        rule = by_rule(ws, mutant, implied)
+        if rule is not None:
+            return Outcome(desc, "equivalent", rule, time.perf_counter() - t0)
         verdict = sim.equivalent(ws, inputs, max_states=max_states)
     status = "equivalent" if verdict.proved else "not caught"
     return Outcome(desc, status, verdict.reason, time.perf_counter() - t0)
@@ -127,8 +152,9 @@ def run_config(name: str, arch: str, partition: str, kinds, max_states: int, ver
     if not clean.ok:
         row.note = "the unmutated kernel fails: " + "; ".join(str(v).splitlines()[0] for v in clean.violations[:2])
         return row
+    implied = implied_ops(ws, inputs)
     for m in mutants(ws, kinds):
-        o = classify(ws, ex, inputs, m, max_states)
+        o = classify(ws, ex, inputs, m, max_states, implied)
         row.outcomes.append(o)
         if verbose or o.status not in ("caught", "equivalent"):
             print(f"    {o.status:<11} {o.mutant}: {o.detail[:160]} ({o.seconds:.1f} s)", flush=True)

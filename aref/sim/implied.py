@@ -51,6 +51,7 @@ class Implied:
 
     waits: dict = field(default_factory=dict)        # id(op) -> bool
     mma_waits: dict = field(default_factory=dict)    # id(op) -> bool
+    covered: dict = field(default_factory=dict)      # id(mma_wait op) -> bool (`analyse`'s `drop`)
     runs: int = 0
 
     def implied(self, op) -> bool:
@@ -63,9 +64,15 @@ class Implied:
         table[id(op)] = table.get(id(op), True) and ok
 
 
-def analyse(eng: Engine, rng: random.Random, out: Implied) -> bool:
+def analyse(eng: Engine, rng: random.Random, out: Implied, drop=None) -> bool:
     """One random control-state execution of `eng`'s CTA with vector clocks, recorded into `out`. False if
-    the execution hit a violation (the kernel is not correct: nothing is implied)."""
+    the execution hit a violation (the kernel is not correct: nothing is implied).
+
+    `drop` = (mma_wait op, raised): the knowledge that op gives its group — which MMAs completed — is left
+    out (all of it, or, `raised`, that of one more MMA), and `out.covered[id(op)]` records whether every
+    MMA completion the contract needs known still is: by the group that frees tensor memory, by each reader
+    of a tensor-memory tile an MMA of another group wrote, and (the group's own) by its mma_commits at its
+    end."""
     p = eng.prog
     n = p.ngroups
     zero = ((0,) * n, frozenset())
@@ -101,7 +108,13 @@ def analyse(eng: Engine, rng: random.Random, out: Implied) -> bool:
                 elif ins.kind is OpKind.MMA_WAIT:
                     out._record(out.mma_waits, ins.op, g.retired >= g.issued - ins.op.attrs.pending)
                     # the group knows its MMAs up to issued - pending completed
-                    vc[x] = _with(vc[x], (("mma", x, q) for q in range(g.issued - ins.op.attrs.pending)))
+                    known = g.issued - ins.op.attrs.pending
+                    if drop is not None and ins.op is drop[0]:
+                        known = known - 1 if drop[1] else 0
+                    vc[x] = _with(vc[x], (("mma", x, q) for q in range(known)))
+                elif drop is not None and ins.kind is OpKind.TMEM_DEALLOC:
+                    need = {("mma", h, q) for h, o in enumerate(st.groups) for q in range(o.issued)}
+                    out._record(out.covered, drop[0], need <= vc[x][1])
                 elif ins.kind is OpKind.NAMED_BAR_SYNC and g.nb is not None:
                     vc[x] = _join(vc[x], nb_done[ins.op.attrs.id][g.nb])
                 vc[x] = _tick(vc[x], x)
@@ -113,7 +126,12 @@ def analyse(eng: Engine, rng: random.Random, out: Implied) -> bool:
                 clock, target = commit_vc.pop(id(st.groups[x[0]].commits[x[1]]))
                 # a tcgen05.commit arrives once the MMAs before it completed: those completions are known
                 src = _with(clock, (("mma", x[0], q) for q in range(target)))
+            if drop is not None and kind == GROUP:
+                eng.trace = []
             eng.apply(st, act)
+            if drop is not None and kind == GROUP:
+                _tmem_reads(eng, st, x, vc[x], drop[0], out)
+                eng.trace = None
             if kind == GROUP:
                 g = st.groups[x]
                 for c in g.commits[commits_before:]:
@@ -139,30 +157,76 @@ def analyse(eng: Engine, rng: random.Random, out: Implied) -> bool:
                         nb_acc[bid] = zero
                         if ins.kind is OpKind.NAMED_BAR_SYNC:      # this group completed it: it goes on
                             vc[x] = _join(vc[x], nb_done[bid][gen - 1])
+        if drop is not None:
+            owner = next(gi for gi, code in enumerate(p.programs) if any(i.op is drop[0] for i in code))
+            g = st.groups[owner]
+            out._record(out.covered, drop[0], g.committed >= g.issued)
         out.runs += 1
         return True
     except SimViolation:
         return False
 
 
-def implied_ops(kernel, tensors: dict | None = None, *, seeds: int = 3) -> Implied | None:
-    """Implied waits and idle mma_waits of `kernel` over the launches and sizes `aref.sim.check` simulates by
-    default: one tile per CTA on the grid's first and last CTA at the inputs' trip count and at 0, 1 and
-    2·D + 1, and a persistent CTA walking three tiles at the inputs' trip count and at 1; `seeds` random
-    schedules each. None if some execution violates the contract (nothing is implied then)."""
-    tensors = tensors or {}
+def _tmem_reads(eng, st, x, clock, op, out) -> None:
+    """The step group x just took read tensor-memory tiles: each one an MMA of another group wrote must be
+    known complete (`analyse`'s `drop`)."""
+    tm = eng.prog.tmem
+    for gi, ins in eng.trace:
+        if ins.kind is not OpKind.SLOT_READ or ins.ring is None or ins.ring[0] not in tm.of_chan:
+            continue
+        for owner in st.tmem:
+            if owner is not None and isinstance(owner[0], int) and len(owner) > 2 and owner[2] is not None \
+                    and owner[2][0] != x and owner[0] == ins.ring[0]:
+                out._record(out.covered, op, ("mma", *owner[2]) in clock[1])
+
+
+def covered_without(kernel, op, raised: bool, tensors: dict | None = None, *, seeds: int = 3) -> bool:
+    """Whether the mma_wait `op` of `kernel` can go (or keep one more MMA in flight, `raised`) without the
+    contract missing what it tells: no op after it in its group uses an MMA result or issues an MMA, its
+    group's mma_commits cover every MMA it issued, and every MMA completion the contract needs known is
+    known without it (`analyse`'s `drop`) — over the launches and sizes of `implied_ops`."""
+    gp = next(g for g in kernel.groups if any(o is op for o in g.all_ops()))
+    ops = list(gp.all_ops())
+    later = ops[next(i for i, o in enumerate(ops) if o is op) + 1:]
+    mma_values = {id(o.result) for o in ops if o.kind is OpKind.MMA_ASYNC}
+    if gp.loop is not None:
+        mma_values |= {id(r) for r, y in zip(gp.loop.results, gp.loop.yields) if id(y) in mma_values}
+    if any(o.kind is OpKind.MMA_ASYNC or any(id(v) in mma_values for v in o.operands) for o in later):
+        return False
     out = Implied()
+    for pr, cta, trips in _configs(kernel):
+        for seed in range(seeds):
+            eng = Engine(pr, tensors or {}, cta, compute_values=False)
+            try:
+                eng.set_trips(value=trips)
+            except ValueError:
+                break
+            if not analyse(eng, random.Random(seed), out, drop=(op, raised)):
+                return False
+    return out.covered.get(id(op), True)
+
+
+def _configs(kernel) -> list:
     configs = []
     prog = Prog(kernel)
     ctas = Launch().ctas_of(kernel.grid)
-    for cta in dict.fromkeys([ctas[0], ctas[-1]]):
-        configs += [(prog, cta, t) for t in [None, *protocol_sizes(prog)]]
+    configs += [(prog, cta, None) for cta in ctas] + [(prog, ctas[0], t) for t in protocol_sizes(prog)]
     try:
         persistent = Prog(kernel, Launch(persistent=True, min_tiles=3))
         configs += [(persistent, (0,), t) for t in (None, 1)]
     except LaunchError:
         pass
-    for i, (pr, cta, trips) in enumerate(configs):
+    return configs
+
+
+def implied_ops(kernel, tensors: dict | None = None, *, seeds: int = 3) -> Implied | None:
+    """Implied waits and idle mma_waits of `kernel` over the launches and sizes `aref.sim.check` simulates by
+    default: one tile per CTA on every CTA at the inputs' trip count and on the first at 0, 1 and
+    2·D + 1, and a persistent CTA walking three tiles at the inputs' trip count and at 1; `seeds` random
+    schedules each. None if some execution violates the contract (nothing is implied then)."""
+    tensors = tensors or {}
+    out = Implied()
+    for i, (pr, cta, trips) in enumerate(_configs(kernel)):
         for seed in range(seeds):
             eng = Engine(pr, tensors, cta, compute_values=False)
             try:

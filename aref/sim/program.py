@@ -52,7 +52,8 @@ class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
-                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select", "region", "once")
+                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select", "region", "once",
+                 "rule")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -72,6 +73,8 @@ class Instr:
         self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
         self.to_registers = False  # Blackwell: a slot_read of tensor memory loaded whole into registers
         #                            (`aref.lower_sm100.loaded_to_registers`): its uses read the copy
+        # the registry's value rule of a compute op (`aref.interpret.evaluate` without the look-up per run)
+        self.rule = _rule(op) if op is not None and op.kind in COMPUTE else None
         self.region = ""           # the group program's region the op is in (pre, prologue, loop, ...)
         self.once = None           # a persistent launch runs it on the CTA's "first" or "last" tile only
         # a select of register tiles: it reads both operands (in tensor memory a select renames columns)
@@ -351,6 +354,14 @@ class Prog:
         if self._texts is None:
             self._texts = _op_texts(self.kernel)
         return self._texts.get(id(op)) or self._texts_extra.get(id(op)) or format_op(op, Namer())
+
+
+def _rule(op):
+    from aref import ops as ops_registry
+    try:
+        return ops_registry.entry(op).interpret
+    except KeyError:
+        return None
 
 
 def _ring_operands(ins) -> tuple | None:
