@@ -93,7 +93,7 @@ def compile_example(name: str, arch: str, partition: str, sizes: dict | None = N
     return ex, inputs, ws
 
 
-def by_rule(ws, mutant, implied) -> str | None:
+def by_rule(ws, mutant, op, implied) -> str | None:
     """Why `mutant` is equivalent by the stated rules (`aref.sim.implied`, over the unmutated kernel), or None:
     a deleted mbarrier_wait whose phase always completed before its group could get there (its arrivals
     happen-before the group's previous op through other waits); a deleted mma_wait, or one whose `pending`
@@ -101,7 +101,6 @@ def by_rule(ws, mutant, implied) -> str | None:
     knowledge nothing needs (`aref.sim.implied.covered_without`)."""
     if implied is None:
         return None
-    op = op_of(ws, mutant)
     if mutant.kind == "delete-wait" and implied.implied(op):
         return "implied wait: its phase completes before the group reaches it, in every launch the check runs"
     if mutant.kind in ("delete-mma-wait", "raise-pending") and implied.idle(op):
@@ -118,6 +117,7 @@ def classify(ws, ex, inputs, mutant, max_states: int, implied=None) -> Outcome:
     of `by_rule`, else a complete exploration)."""
     t0 = time.perf_counter()
     desc = mutant.describe(ws)
+    op = op_of(ws, mutant)                 # (the op the mutation deletes: looked up before it is planted)
     with planted(ws, mutant):
         try:
             report = sim.check(ws, inputs, ex.reference_fn, tolerance=ex.tolerance(inputs))
@@ -126,9 +126,10 @@ def classify(ws, ex, inputs, mutant, max_states: int, implied=None) -> Outcome:
         if not report.ok:
             first = report.violations[0].kind if report.violations else "wrong output"
             return Outcome(desc, "caught", first, time.perf_counter() - t0)
-        rule = by_rule(ws, mutant, implied)
-        if rule is not None:
-            return Outcome(desc, "equivalent", rule, time.perf_counter() - t0)
+    rule = by_rule(ws, mutant, op, implied)          # (the rules read the unmutated kernel)
+    if rule is not None:
+        return Outcome(desc, "equivalent", rule, time.perf_counter() - t0)
+    with planted(ws, mutant):
         verdict = sim.equivalent(ws, inputs, max_states=max_states)
     status = "equivalent" if verdict.proved else "not caught"
     return Outcome(desc, status, verdict.reason, time.perf_counter() - t0)

@@ -53,6 +53,9 @@ class Engine:
         walk = prog.launch.walk(prog.kernel.grid, self.cta)
         tiles = [(t, n, n + 1 < len(walk)) for n, t in enumerate(walk)]
         self.walks = [tiles] * prog.ngroups
+        if prog.launch.clustered:      # each CTA of the cluster its own program ids
+            self.walks = [[(prog.launch.rank_coords(self.cta, prog.rank_of[gi]), 0, False)]
+                          for gi in range(prog.ngroups)]
         for gi, (_, copy) in prog.copy_of.items():     # epilogue overlap: the copies take alternate tiles
             self.walks[gi] = [t for t in tiles if t[1] % 2 == copy]
         m = self.machine
@@ -80,7 +83,7 @@ class Engine:
         if self.values:
             raise ValueError("another trip count than the inputs give runs on the control state only "
                              "(compute_values=False)")
-        groups = self.prog.kernel.groups
+        groups = [self.prog.kernel.groups[i] for i in self.prog.source]
         ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in groups]
         for gi, gp in enumerate(groups):
             if gp.loop is not None and not any(ins.res and ins.res[0] == ids[gi] for ins in self.prog.programs[gi]):
@@ -181,7 +184,8 @@ class Engine:
         if tag == "nb":
             return g.nb is None or st.nbars.get(r[1], (0, 0))[1] > g.nb
         # "reg": setmaxnreg.inc waits until the register pool can give the group its new allocation
-        others = sum(o.regs * self.threads[i] for i, o in enumerate(st.groups) if i != gi)
+        rank = self.prog.rank_of
+        others = sum(o.regs * self.threads[i] for i, o in enumerate(st.groups) if i != gi and rank[i] == rank[gi])
         return others + r[1] * self.threads[gi] <= self.machine.registers
 
     # ------------------------------------------------------------------------------------ operands
@@ -402,7 +406,7 @@ class Engine:
         if k is OpKind.MMA_WAIT:
             return ("mma", ins.op.attrs.pending)
         if k is OpKind.NAMED_BAR_SYNC:
-            return ("nb", ins.op.attrs.id)
+            return ("nb", self.prog.nb_key(gi, ins.op.attrs.id))
         if k is OpKind.SETMAXNREG and ins.op.attrs.increase:
             return ("reg", ins.op.attrs.regs)
         return None
@@ -502,6 +506,11 @@ class Engine:
             self._fail("missing-proxy-fence", f"publishes slot {slot} of channel {ch.name}, written by slot_store "
                                               f"and read by the async proxy, without fence_proxy_async", ins, gi)
         self._arrive(st, gi, ins, i, count, 0)
+        if ins.remote:         # a cluster's multicast ring: the release arrives in the other CTA too
+            p = self.prog
+            peer = p.peer(c)
+            self._release(st, gi, g, ins, peer, slot, count)
+            self._arrive(st, gi, ins, i - p.bar_base[c][1] + p.bar_base[peer][1], count, 0)
 
     def _release(self, st, gi, g, ins, c, slot, count, by_commit=False) -> None:
         """Group gi gives up the item in `slot` (an arrive on empty, or an mma_commit on it: then its in-flight
@@ -583,8 +592,18 @@ class Engine:
         slot, item = self._scalar(g, gi, ins, n - 3), self._scalar(g, gi, ins, n - 1)
         coords = [self._scalar(g, gi, ins, i) for i in range(1, n - 4)]
         bi = self._bar(ins, slot, gi)
-        self._write(st, gi, ins, c, slot, r, item)
         tile = self.prog.chans[c].rings[r].type.tile
+        nbytes = tma_bytes(ins.op)
+        p = self.prog
+        if ins.multicast:      # a cluster's shared tile: this CTA's half, into the slot of both CTAs
+            half = r if p.rank_of[gi] == 0 else p.half[(c, r)]
+            dests = [(c, bi), (p.peer(c), bi - p.bar_base[c][0] + p.bar_base[p.peer(c)][0])]
+            for cc, _ in dests:
+                self._write(st, gi, ins, cc, slot, half, item)
+            r, nbytes = half, nbytes // 2
+        else:
+            dests = [(c, bi)]
+            self._write(st, gi, ins, c, slot, r, item)
         data = OPAQUE
         if self.values:
             src = self._raw(g, gi, ins, 0)
@@ -592,7 +611,7 @@ class Engine:
             if tuple(data.shape) != tile.shape:
                 self._fail("malformed", f"the TMA box {tuple(data.shape)} does not match the ring's tile "
                                         f"{tile.shape}", ins, gi)
-        st.tmas = st.tmas + ((c, r, slot, item, bi, tma_bytes(ins.op), data, ins.op, gi),)
+        st.tmas = st.tmas + tuple((cc, r, slot, item, b, nbytes, data, ins.op, gi) for cc, b in dests)
 
     def _land(self, st, j) -> None:
         c, r, slot, item, bi, nbytes, data, op, gi = st.tmas[j]
@@ -614,10 +633,11 @@ class Engine:
             self._fail("malformed", f"slot {slot} is outside the {ch.depth} slots of channel {ch.name}", ins, gi)
         si = self.prog.slot_base[c] + slot
         s = st.slots[si]
-        if s.item != item or not s.published or not s.landed >> r & 1:
+        need = self.prog.ring_mask(c, r)
+        if s.item != item or not s.published or s.landed & need != need:
             if s.item != item:
                 state = "holds nothing" if s.item is None else f"holds item {s.item}"
-            elif not s.landed >> r & 1:
+            elif s.landed & need != need:
                 state = "is still being written (its data has not landed)"
             else:
                 state = "was not published by a completed phase of its full barrier"
@@ -696,16 +716,17 @@ class Engine:
         if g.nb is not None:          # the generation this group waited for has completed
             g.nb = None
             return True
-        count, gen = st.nbars.get(a.id, (0, 0))
+        key = self.prog.nb_key(gi, a.id)           # (each CTA of a cluster has its own named barriers)
+        count, gen = st.nbars.get(key, (0, 0))
         count += self.threads[gi]
-        st.nb_last[a.id] = (ins.op, gi)
+        st.nb_last[key] = (ins.op, gi)
         if count > a.threads:
             self._fail("arrive-overflow", f"named barrier {a.id}: {count} threads arrived, it expects {a.threads}",
                        ins, gi)
         if count == a.threads:
-            st.nbars[a.id] = (0, gen + 1)
+            st.nbars[key] = (0, gen + 1)
             return True
-        st.nbars[a.id] = (count, gen)
+        st.nbars[key] = (count, gen)
         if ins.kind is OpKind.NAMED_BAR_SYNC:
             g.nb = gen
             return False

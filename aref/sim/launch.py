@@ -15,6 +15,14 @@ and tile walks the engine executes unchanged:
   On Blackwell the backend doubles each accumulator the MMA warp publishes once per tile after its loop
   (`doubled_accumulators`, the rule of `aref.backend.cute.sm100.plan._double_accumulators`): the ring gets
   two slots and the tensor-memory buffer two stages, the ring position picking the stage.
+* **2-CTA clusters** (Hopper, `cluster=(2, 1)` or `(1, 2)`: `aref.backend.cute.cluster`): the two CTAs of a
+  cluster, neighbours along one grid axis, run as one simulated unit with each group and channel twice (the
+  copies of CTA rank 1 named `<group>@1`). A TMA load that is the same in both CTAs (`shared_loads`: its
+  coordinates, predicate and trip count do not depend on the program id along the axis, and its box splits
+  in two) is a multicast: each CTA loads one half of the tile into the slot of both CTAs, completing half
+  the bytes on both CTAs' `full` barrier; a slot is readable once both halves landed. A ring holding a
+  shared tile is released by the consumers of both CTAs (each release arrives on the `empty` barrier of
+  both: a remote arrive) and its `empty` count doubles, since a refill writes into both CTAs.
 * **Epilogue overlap** (Hopper, with persistent): two copies of the kernel's one consumer take the CTA's
   tiles alternately (copy c the tiles with tile_count % 2 == c) and hand each other turns with a pair of
   named barriers, in the order `aref.backend.cute.overlap.TURNS` states: the main loops (every ring wait
@@ -44,6 +52,10 @@ TURNS = {
 TURN_CONDITIONS = ("tile_count > 0", "has_next", "True")
 
 
+class LaunchError(ValueError):
+    """The kernel cannot be launched as asked (`Launch`): the backend refuses that launch too."""
+
+
 @dataclass(frozen=True)
 class Launch:
     """How a kernel is launched. `persistent`: `ctas` CTAs walk the grid's tiles round-robin (None: as many as
@@ -57,12 +69,30 @@ class Launch:
     # control-state runs only: a CTA walks at least this many tiles, going round the grid again where it has
     # fewer (the same program over a larger grid; tile values would be stored twice)
     min_tiles: int = 0
+    cluster: tuple = (1, 1)
 
     def __post_init__(self):
         if self.epilogue_overlap and not self.persistent:
             raise ValueError("epilogue overlap alternates a persistent CTA's tiles: launch with persistent=True")
         if self.ctas is not None and self.ctas < 1:
             raise ValueError(f"ctas must be ≥ 1, got {self.ctas}")
+        if tuple(self.cluster) not in ((1, 1), (2, 1), (1, 2)):
+            raise ValueError(f"cluster {self.cluster}: clusters are (2, 1) or (1, 2) CTAs, or (1, 1) for none")
+        if self.clustered and self.persistent:
+            raise ValueError("a cluster launch is not persistent (the backend refuses it too)")
+
+    @property
+    def clustered(self) -> bool:
+        return tuple(self.cluster) != (1, 1)
+
+    @property
+    def axis(self) -> int:
+        return tuple(self.cluster).index(2)
+
+    def rank_coords(self, cta: tuple, rank: int) -> tuple:
+        """Program ids of CTA `rank` of cluster `cta` (the cluster's coordinates, halved along its axis)."""
+        a = self.axis
+        return cta[:a] + (2 * cta[a] + rank,) + cta[a + 1:]
 
     def num_ctas(self, grid) -> int:
         tiles = num_tiles(grid)
@@ -72,6 +102,11 @@ class Launch:
         """The CTAs the launch runs: the grid's, or (persistent) (c,) for each persistent CTA."""
         if not self.persistent:
             import itertools
+            if self.clustered:                 # one per cluster
+                if grid[self.axis] % 2:
+                    raise LaunchError(f"grid {tuple(grid)} has {grid[self.axis]} CTAs along axis {self.axis}, not "
+                                     f"a multiple of the cluster's 2")
+                grid = tuple(n // 2 if i == self.axis else n for i, n in enumerate(grid))
             return list(itertools.product(*(range(n) for n in grid)))
         return [(c,) for c in range(min(self.num_ctas(grid), num_tiles(grid)))]
 
@@ -160,6 +195,57 @@ def doubled_plan(plan, doubled: set[str]):
     names = {plan.ring_buffer[c] for c in doubled}
     return dataclasses.replace(plan, buffers=[dataclasses.replace(b, depth=2) if b.name in names else b
                                               for b in plan.buffers])
+
+
+# ------------------------------------------------------------------------------------------ clusters
+def _varying(gp, axis: int) -> set:
+    """Ids of group `gp`'s values that depend on `program_id(axis)`, through loop-carried values and a loop
+    whose trip count depends on it (`aref.backend.cute.cluster._varying`)."""
+    vary: set = set()
+    ops = list(gp.all_ops())
+    loop = gp.loop
+    while True:
+        n = len(vary)
+        for op in ops:
+            if op.kind is OpKind.PROGRAM_ID and op.attrs.axis == axis or \
+                    any(id(v) in vary for v in op.operands) or (op.pred is not None and id(op.pred) in vary):
+                vary.update(id(r) for r in op.results)
+        if loop is not None:
+            if id(loop.trip_count) in vary:
+                vary.add(id(loop.iv))
+                vary.update(id(c) for c in loop.carried)
+            for c, i, y, r in zip(loop.carried, loop.inits, loop.yields, loop.results):
+                if id(i) in vary or id(y) in vary:
+                    vary.update((id(c), id(r)))
+        if len(vary) == n:
+            return vary
+
+
+def _halvable(box, dtype) -> bool:
+    if len(box) == 1:
+        return box[0] * dtype.nbytes % 32 == 0
+    return box[0] % 16 == 0
+
+
+def shared_loads(kernel, axis: int) -> set:
+    """Ids of the `tma_load` ops both CTAs of a cluster along `axis` make alike (multicast): coordinates,
+    predicate and loop trip count independent of `program_id(axis)`, a box that splits in two
+    (`aref.backend.cute.cluster.plan_cluster`)."""
+    out = set()
+    for gp in kernel.groups:
+        vary = _varying(gp, axis)
+        in_loop = {id(op) for op in (gp.loop.body.ops if gp.loop is not None else ())}
+        for op in gp.all_ops():
+            if op.kind is not OpKind.TMA_LOAD:
+                continue
+            rank = len(op.operands[0].type.shape)
+            coords = op.operands[1:1 + rank]
+            alike = not (op.pred is not None and id(op.pred) in vary) and \
+                not (id(op) in in_loop and id(gp.loop.trip_count) in vary)
+            box = tuple(op.attrs.tile_shape) or op.operands[-4].type.tile.shape
+            if alike and not any(id(v) in vary for v in coords) and _halvable(box, op.operands[0].type.dtype):
+                out.add(id(op))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ overlap

@@ -13,7 +13,8 @@ import dataclasses
 from aref.ir import DType, NamedBarrierAttrs, Op, OpKind, RingType, ScalarType, Space, TileType, Value
 from aref.lower import turn_once
 from aref.printer import Namer, format_op
-from aref.sim.launch import TURN_CONDITIONS, TURNS, Launch, doubled_accumulators, doubled_plan, overlap_consumer
+from aref.sim.launch import (TURN_CONDITIONS, TURNS, Launch, LaunchError, doubled_accumulators, doubled_plan,
+                             overlap_consumer, shared_loads)
 from aref.sim.tensor_memory import TensorMemory
 from aref.ws import WSKernel
 
@@ -44,8 +45,9 @@ class MalformedIR(ValueError):
     """The kernel is not Barrier IR the simulator can execute (a compiler bug, not a schedule bug)."""
 
 
-class LaunchError(MalformedIR):
-    """The kernel cannot be launched as asked (`aref.sim.Launch`): the backend refuses that launch too."""
+__all__ = ["MalformedIR", "LaunchError", "Prog", "Instr"]
+
+
 
 
 class Instr:
@@ -53,7 +55,7 @@ class Instr:
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
                  "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select", "region", "once",
-                 "rule")
+                 "rule", "multicast", "remote")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -76,6 +78,8 @@ class Instr:
         # the registry's value rule of a compute op (`aref.interpret.evaluate` without the look-up per run)
         self.rule = _rule(op) if op is not None and op.kind in COMPUTE else None
         self.region = ""           # the group program's region the op is in (pre, prologue, loop, ...)
+        self.multicast = False     # a cluster: a tma_load of a tile both CTAs load (half each, into both)
+        self.remote = False        # a cluster: a release of a multicast ring (arrives in both CTAs)
         self.once = None           # a persistent launch runs it on the CTA's "first" or "last" tile only
         # a select of register tiles: it reads both operands (in tensor memory a select renames columns)
         self.reg_select = (op is not None and op.kind is OpKind.SELECT and self.tile_out
@@ -93,7 +97,22 @@ class Prog:
         self.launch = launch = launch or Launch()
         # a persistent Blackwell launch doubles the accumulators published once per tile (`aref.sim.launch`)
         self.doubled = doubled_accumulators(kernel, launch.persistent)
-        self.chans = [dataclasses.replace(ch, depth=2) if ch.name in self.doubled else ch for ch in kernel.channels]
+        base = [dataclasses.replace(ch, depth=2) if ch.name in self.doubled else ch for ch in kernel.channels]
+        # a cluster launch: both CTAs' groups and channels, CTA rank 1's after rank 0's (`aref.sim.launch`)
+        self.ranks = 2 if launch.clustered else 1
+        self.shared: set = set()              # ids of the multicast tma_load ops
+        if launch.clustered:
+            if kernel.arch != "sm_90a":
+                raise LaunchError(f"cluster launches are Hopper's (sm_90a); this kernel is for {kernel.arch}")
+            self.shared = shared_loads(kernel, launch.axis)
+            if not self.shared:
+                raise LaunchError(f"no loaded tile is the same in both CTAs of a cluster along grid axis "
+                                  f"{launch.axis} (the backend refuses the launch too)")
+            names = {op.attrs.channel for gp in kernel.groups for op in gp.all_ops() if id(op) in self.shared}
+            base = [dataclasses.replace(ch, empty_count=2 * ch.empty_count) if ch.name in names else ch
+                    for ch in base]
+        self.nbase = len(base)
+        self.chans = base * self.ranks
         self.groups = [gp.group for gp in kernel.groups]
         self.ngroups = len(self.groups)
         # barrier state layout: channel c's full slots at bar_base[c][0], empty slots at bar_base[c][1]
@@ -102,6 +121,17 @@ class Prog:
         self.globals: dict[int, object] = {}
         bar_ids, ring_ids = {}, {}
         nbar = nslot = 0
+        # a multicast ring's payload lands in halves, one from each CTA: the half of rank 1 is a payload of its own
+        self.half: dict[tuple, int] = {}
+        for gp in kernel.groups:
+            for op in gp.all_ops():
+                if id(op) in self.shared:
+                    c = next(i for i, ch in enumerate(base) if ch.name == op.attrs.channel)
+                    r = next(i for i, ring in enumerate(base[c].rings) if ring is op.operands[-4])
+                    if (c, r) not in self.half:
+                        self.half[(c, r)] = len(base[c].rings) + sum(k[0] == c for k in self.half)
+        for (c, r), h in list(self.half.items()):
+            self.half[(c + self.nbase, r)] = h
         for c, ch in enumerate(self.chans):
             if ch.full is None or ch.empty is None or not ch.rings:
                 raise MalformedIR(f"channel {ch.name} has no mbarriers or rings (not lowered)")
@@ -109,7 +139,8 @@ class Prog:
             for which, bar, count in (("full", ch.full, ch.full_count), ("empty", ch.empty, ch.empty_count)):
                 if count <= 0:
                     raise MalformedIR(f"channel {ch.name}: {which} barrier has arrival count {count}")
-                bar_ids[id(bar)] = (c, which)
+                if c < self.nbase:
+                    bar_ids[id(bar)] = (c, which)
                 bases.append(nbar)
                 for s in range(ch.depth):
                     self.bar_init.append(count)
@@ -118,18 +149,23 @@ class Prog:
             self.bar_base.append(tuple(bases))
             self.slot_base.append(nslot)
             nslot += ch.depth
-            self.nrings.append(len(ch.rings))
+            self.nrings.append(len(ch.rings) + sum(k[0] == c for k in self.half))
             self.empty_count.append(ch.empty_count)
             for r, ring in enumerate(ch.rings):
                 if not isinstance(ring.type, RingType) or ring.type.depth != kernel.channel(ch.name).depth:
                     raise MalformedIR(f"channel {ch.name}: ring {r} has type {ring.type}, expected depth {ch.depth}")
-                ring_ids[id(ring)] = (c, r)
+                if c < self.nbase:
+                    ring_ids[id(ring)] = (c, r)
             for v in (ch.value, ch.full, ch.empty, *ch.rings):
                 self.globals[id(v)] = v
         self.nbars, self.nslots = nbar, nslot
         self.tmem = TensorMemory(kernel, self.chans, doubled_plan(kernel.tmem, self.doubled), self.doubled)
         self.param_ids = {p.name: id(p.value) for p in kernel.params}
         self.programs = [self._flatten(gp, bar_ids, ring_ids) for gp in kernel.groups]
+        self.rank_of = [0] * self.ngroups
+        self.source = list(range(self.ngroups))    # the kernel group each simulated group runs
+        if launch.clustered:
+            self._cluster()
         # per group: the channel positions (`ring base` values) and turn conditions of its current tile, set by
         # the engine at each tile's start; the Tile IR loop's trip count (a tile's items follow it)
         self.synthetic: list[Value] = []
@@ -138,7 +174,7 @@ class Prog:
         # a group not pipelined runs the Tile IR loop's count itself
         self.trip_count_ids = [id(gp.trip_count) if gp.trip_count is not None else
                                id(gp.loop.trip_count) if gp.loop is not None and not gp.stages else None
-                               for gp in kernel.groups]
+                               for gp in (kernel.groups[i] for i in self.source)]
         self.copy_of: dict[int, tuple[int, int]] = {}      # group index -> (copied group, copy number)
         self.tile_consts: dict[int, dict] = {}                # group -> {value id: constant} set at each tile
         self._texts = None
@@ -157,8 +193,53 @@ class Prog:
             for ins in prog:
                 if ins.kind in (OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_COMMIT):
                     self.arrivers.setdefault(ins.bar, set()).add(g)
+                    if ins.remote or ins.multicast:     # a cluster's remote release or multicast copy
+                        self.arrivers.setdefault((self.peer(ins.bar[0]), ins.bar[1]), set()).add(g)
                 elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
-                    self.nb_users.setdefault(ins.op.attrs.id, set()).add(g)
+                    self.nb_users.setdefault(self.nb_key(g, ins.op.attrs.id), set()).add(g)
+
+    def _cluster(self) -> None:
+        """Both CTAs of a cluster: rank 1's groups run rank 0's programs on rank 1's channels; a shared load
+        multicasts, a release of a multicast ring arrives in both CTAs (`aref.sim.launch`)."""
+        shared_chans = {c for c, _ in self.half}
+        for code in self.programs:
+            for ins in code:
+                if id(ins.op) in self.shared:
+                    ins.multicast = True
+                elif ins.kind is OpKind.MBAR_ARRIVE and ins.bar[1] == "empty" and ins.bar[0] in shared_chans:
+                    ins.remote = True
+        n = self.nbase
+        peer = []
+        for code in self.programs:
+            out = []
+            for ins in code:
+                ins = _clone(ins)
+                if ins.bar is not None:
+                    ins.bar = (ins.bar[0] + n, ins.bar[1])
+                if ins.ring is not None:
+                    ins.ring = (ins.ring[0] + n, ins.ring[1])
+                out.append(ins)
+            peer.append(_retarget(out))
+        self.programs += peer
+        self.groups += [dataclasses.replace(g, name=f"{g.name}@1") for g in self.groups]
+        self.rank_of = [0] * self.ngroups + [1] * self.ngroups
+        self.source = self.source * 2
+        self.ngroups = len(self.groups)
+
+    NB_RANK = 1000
+
+    def nb_key(self, g: int, nb: int) -> int:
+        """The state key of named barrier `nb` as group g sees it (each CTA of a cluster has its own)."""
+        return nb + self.NB_RANK * self.rank_of[g]
+
+    def peer(self, c: int) -> int:
+        """The same channel in the other CTA of the cluster."""
+        return c + self.nbase if c < self.nbase else c - self.nbase
+
+    def ring_mask(self, c: int, r: int) -> int:
+        """The payload bits a slot_read of ring r of channel c needs landed (both halves of a multicast)."""
+        h = self.half.get((c, r))
+        return 1 << r if h is None else 1 << r | 1 << h
 
     def _new_value(self) -> Value:
         v = Value(ScalarType(DType.int32), "sim")
@@ -296,6 +377,8 @@ class Prog:
         self.programs.append(copies[1])
         self.copy_of = {g: (g, 0), len(self.programs) - 1: (g, 1)}
         self.trip_count_ids.append(self.trip_count_ids[g])
+        self.source.append(g)
+        self.rank_of.append(0)
         self.ngroups = len(self.groups)
         self._derive_users()
 
