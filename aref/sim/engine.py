@@ -114,6 +114,8 @@ class Engine:
         coords, count, has_next = self.walks[gi][n]
         p = self.prog
         g.tile, g.cta, g.pc, g.k, g.trip = n, coords, 0, 0, 0
+        if n == 0:
+            g.lead = count
         env = g.env if n == 0 else dict(self.glob)
         if p.launch.persistent:
             env.update(p.tile_consts.get(gi, {}))
@@ -256,6 +258,8 @@ class Engine:
                     g.pc += 1
                     continue
             if ins.kind == RING_POS:
+                if g.lead:
+                    self._lead_bases(g, gi)
                 self._ring_pos(g, ins)
                 g.pc += 1
                 continue
@@ -270,6 +274,18 @@ class Engine:
                 self._compute(st, gi, g, ins)
             g.pc += 1
         g.done, g.rest = True, None
+
+    def _lead_bases(self, g, gi: int) -> None:
+        """The ring positions at the first tile of an epilogue-overlap copy that does not start the CTA's
+        walk: the items of the tiles before it, which have this tile's trip count (the backend requires
+        items per tile that are compile-time constants for the overlap)."""
+        tid = self.prog.trip_count_ids[gi]
+        trip = g.env.get(tid) if tid is not None else None
+        trip = trip if isinstance(trip, int) else 0
+        g.bases = tuple(b + g.lead * items_per_tile(ch, trip) for b, ch in zip(g.bases, self.prog.chans))
+        g.lead = 0
+        for c, v in enumerate(self.prog.bases):
+            g.env[id(v)] = g.bases[c]
 
     def _this_tile(self, g, gi: int, once: str) -> bool:
         return g.tile == 0 if once == "first" else g.tile + 1 == len(self.walks[gi])

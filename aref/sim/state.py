@@ -38,7 +38,8 @@ class Group:
     """A warp group's execution context: position, loop counter, values, MMA queue, registers."""
 
     __slots__ = ("pc", "k", "trip", "env", "done", "rest", "nb", "regs", "issued", "completed", "retired",
-                 "mma_reads", "unfenced", "waits", "commits", "committed", "tile", "cta", "bases", "_key")
+                 "mma_reads", "unfenced", "waits", "commits", "committed", "tile", "cta", "bases", "lead",
+                 "_key")
 
     def __init__(self, env: dict, regs: int):
         self.pc = 0
@@ -60,6 +61,8 @@ class Group:
         self.tile = 0           # the tile of the CTA's walk the group runs (a persistent launch: several)
         self.cta = ()           # that tile's coordinates (program ids)
         self.bases = ()         # per channel: items the CTA's earlier tiles put (a persistent ring's position)
+        self.lead = 0           # tiles of the CTA before the group's first (the other overlap copy's), not yet
+        #                         counted in `bases` (they are, at the first ring access, from this tile's count)
         self._key = None
 
     def copy(self) -> "Group":
@@ -69,7 +72,7 @@ class Group:
         g.regs, g.issued, g.completed, g.retired = self.regs, self.issued, self.completed, self.retired
         g.mma_reads, g.unfenced, g.waits = self.mma_reads, self.unfenced, dict(self.waits)
         g.commits, g.committed = self.commits, self.committed
-        g.tile, g.cta, g.bases = self.tile, self.cta, self.bases
+        g.tile, g.cta, g.bases, g.lead = self.tile, self.cta, self.bases, self.lead
         g._key = None
         return g
 
