@@ -1,9 +1,10 @@
 """Waits a kernel could do without: the happens-before order of its synchronization, from executions.
 
-An `mbarrier_wait` is *implied* when, every time its group reaches it, the phase it waits for has already
-completed as far as the group can know: the phase's arrivals (arrives, TMA copies landing, tcgen05.commits)
-happen-before the group's previous op through other waits. Deleting an implied wait changes no schedule:
-wherever the group reaches it, it would pass at once. An `mma_wait` is *idle* when, every time, the MMAs it
+An `mbarrier_wait` is *implied* when, every time its group reaches it, the phase it waits for has completed
+as far as the group can know by the group's next op that uses the channel (its slots, barriers, or tensor
+memory): the phase's arrivals (arrives, TMA copies landing, tcgen05.commits) happen-before that op through
+the group's other waits. Deleting an implied wait changes nothing the group does with the channel: by then
+the phase it skipped has completed in every schedule. An `mma_wait` is *idle* when, every time, the MMAs it
 would retire are retired already (`retired ≥ issued − pending`): deleting it, or raising its `pending`,
 changes nothing either.
 
@@ -77,12 +78,26 @@ def analyse(eng: Engine, rng: random.Random, out: Implied, drop=None) -> bool:
     n = p.ngroups
     zero = ((0,) * n, frozenset())
     vc = [zero] * n
-    ntma = 0
+    ntma = ncommit = 0
     acc = {}                   # barrier index -> join of this phase's arrivals so far
     done = {}                  # barrier index -> [clock of completion k]
     tma_vc = {}                # id(tma record) -> issuer's clock
     commit_vc = {}             # id(pending commit) -> (issuer's clock, MMAs it waits for)
     nb_acc, nb_done = {}, {}
+    # per group, the waits whose need is not settled yet: [op, channels, completion seen, clock without it]
+    pending = [[] for _ in range(n)]
+
+    def learn(x, clock):
+        vc[x] = _join(vc[x], clock)
+        for ob in pending[x]:
+            ob[3] = _join(ob[3], clock)
+
+    def touch(x, chans):
+        for ob in [ob for ob in pending[x] if ob[1] & chans]:
+            out._record(out.waits, ob[0], _le(ob[2], ob[3]))
+            pending[x].remove(ob)
+
+    eng.trace = []
     try:
         st = eng.initial()
         while True:
@@ -99,24 +114,30 @@ def analyse(eng: Engine, rng: random.Random, out: Implied, drop=None) -> bool:
             if kind == GROUP:
                 g = st.groups[x]
                 ins = p.programs[x][g.pc]
+                touch(x, _touches(p, ins))
                 if ins.kind is OpKind.MBAR_WAIT:
                     i = g.rest[1]
                     k = st.bars[i][3]
                     seen = done.get(i, [])[k - 1] if k else zero
-                    out._record(out.waits, ins.op, _le(seen, vc[x]))
-                    vc[x] = _join(vc[x], seen)
+                    # a slot's release by tcgen05.commit takes effect at the commit (its reading MMAs then
+                    # complete, and those completions are known): its arrival adds nothing a writer needs
+                    need = seen if ins.bar[1] == "full" else \
+                        (seen[0], frozenset(e for e in seen[1] if e[0] != "commit"))
+                    ob = [ins.op, _touches(p, ins), need, vc[x]]
+                    learn(x, seen)
+                    pending[x].append(ob)
                 elif ins.kind is OpKind.MMA_WAIT:
                     out._record(out.mma_waits, ins.op, g.retired >= g.issued - ins.op.attrs.pending)
                     # the group knows its MMAs up to issued - pending completed
                     known = g.issued - ins.op.attrs.pending
                     if drop is not None and ins.op is drop[0]:
                         known = known - 1 if drop[1] else 0
-                    vc[x] = _with(vc[x], (("mma", x, q) for q in range(known)))
+                    learn(x, (zero[0], frozenset(("mma", x, q) for q in range(known))))
                 elif drop is not None and ins.kind is OpKind.TMEM_DEALLOC:
                     need = {("mma", h, q) for h, o in enumerate(st.groups) for q in range(o.issued)}
                     out._record(out.covered, drop[0], need <= vc[x][1])
                 elif ins.kind is OpKind.NAMED_BAR_SYNC and g.nb is not None:
-                    vc[x] = _join(vc[x], nb_done[ins.op.attrs.id][g.nb])
+                    learn(x, nb_done[p.nb_key(x, ins.op.attrs.id)][g.nb])
                 vc[x] = _tick(vc[x], x)
                 commits_before = len(g.commits)
                 src = vc[x]
@@ -124,14 +145,17 @@ def analyse(eng: Engine, rng: random.Random, out: Implied, drop=None) -> bool:
                 src = tma_vc.get(id(st.tmas[x]), zero)
             elif kind == COMMIT:
                 clock, target = commit_vc.pop(id(st.groups[x[0]].commits[x[1]]))
-                # a tcgen05.commit arrives once the MMAs before it completed: those completions are known
-                src = _with(clock, (("mma", x[0], q) for q in range(target)))
-            if drop is not None and kind == GROUP:
-                eng.trace = []
+                # a tcgen05.commit arrives once the MMAs before it completed: those completions are known; the
+                # arrival itself is an event of its own (two commits' arrivals are not ordered)
+                ncommit += 1
+                src = _with(clock, [("commit", ncommit)] + [("mma", x[0], q) for q in range(target)])
+            eng.trace = []
             eng.apply(st, act)
-            if drop is not None and kind == GROUP:
-                _tmem_reads(eng, st, x, vc[x], drop[0], out)
-                eng.trace = None
+            if kind == GROUP:
+                # the ops the step ran after its visible one (slot reads, commits, the next tile's start)
+                touch(x, set().union(*[_touches(p, i) for _, i in eng.trace[1:] if i.op is not None]))
+                if drop is not None:
+                    _tmem_reads(eng, st, x, vc[x], drop[0], out)
             if kind == GROUP:
                 g = st.groups[x]
                 for c in g.commits[commits_before:]:
@@ -156,7 +180,10 @@ def analyse(eng: Engine, rng: random.Random, out: Implied, drop=None) -> bool:
                         nb_done.setdefault(bid, {})[gen - 1] = nb_acc[bid]
                         nb_acc[bid] = zero
                         if ins.kind is OpKind.NAMED_BAR_SYNC:      # this group completed it: it goes on
-                            vc[x] = _join(vc[x], nb_done[bid][gen - 1])
+                            learn(x, nb_done[bid][gen - 1])
+        for x in range(n):             # a wait no later op of its group depended on
+            for ob in pending[x]:
+                out._record(out.waits, ob[0], True)
         if drop is not None:
             owner = next(gi for gi, code in enumerate(p.programs) if any(i.op is drop[0] for i in code))
             g = st.groups[owner]
@@ -165,6 +192,20 @@ def analyse(eng: Engine, rng: random.Random, out: Implied, drop=None) -> bool:
         return True
     except SimViolation:
         return False
+
+
+def _touches(prog, ins) -> set:
+    """Channels whose slots, barriers or tensor memory `ins` uses: a deleted wait matters first at such an op
+    of its group (all tensor-memory channels for an access of tensor-memory data: their columns may alias)."""
+    c = ins.bar[0] if ins.bar is not None else ins.ring[0] if ins.ring is not None else None
+    tm = prog.tmem.of_chan
+    if ins.kind is OpKind.MMA_ASYNC and tm:
+        return set(tm)
+    if c is None:
+        return set()
+    if ins.kind in (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.MMA_COMMIT):
+        return {c}                     # a barrier op: its own channel's barriers and slot (not their columns)
+    return set(tm) | {c} if c in tm else {c}
 
 
 def _tmem_reads(eng, st, x, clock, op, out) -> None:
