@@ -71,6 +71,9 @@ class Engine:
         # `extra_trips` larger, or `trip_value` where that is set
         self.extra_trips = 0
         self.trip_value: int | None = None
+        # a group is copied before a step changes it (the explorer's states share groups); a run that keeps
+        # no earlier state can do without
+        self.copy_on_write = True
         self.trip_ids: list = [None] * len(prog.groups)
 
     def set_trips(self, extra: int = 0, value: int | None = None) -> None:
@@ -158,7 +161,9 @@ class Engine:
         kind, x = action
         st.steps += 1
         if kind == GROUP:
-            st.groups[x] = g = st.groups[x].copy()     # copy on write: states may share groups
+            g = st.groups[x]
+            if self.copy_on_write:                     # states the explorer keeps may share groups
+                st.groups[x] = g = g.copy()
             if self.trace is not None:
                 self.trace.append((x, self.prog.programs[x][g.pc]))
             if self._visible(st, x, g, self.prog.programs[x][g.pc]):

@@ -131,6 +131,7 @@ def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = Tru
     res = SimResult(ok=True)
     for ci, cta in enumerate(_ctas(kernel, launch=launch)):
         eng = Engine(prog, tensors, cta, compute_values)
+        eng.copy_on_write = False              # one run: no earlier state is kept
         with _one_torch_thread():
             exc, steps = _run_random(eng, random.Random(seed * 1_000_003 + ci))
         res.steps += steps
@@ -321,12 +322,12 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
     every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
 
     With `protocol` (the default), also run the control state where the protocol is exercised, whatever the
-    inputs' size (`SimReport.protocol_runs`): under adversarial schedules (`aref.sim.schedules`: each async
-    source completing as late as it can, each group as early and as late as it can) on the grid's first CTA;
-    under those and random ones at trip counts 0, 1 and 2·D + 1 (every ring wraps twice,
-    `schedules.protocol_sizes`); and on a persistent launch (`aref.sim.Launch`), a CTA walking three tiles
-    with every ring continuing across them, at the inputs' trip count and at 1, where a ring's first use
-    within a tile waits for the previous tile's items.
+    inputs' size (`SimReport.protocol_runs`), on the grid's first CTA: under adversarial schedules
+    (`aref.sim.schedules`: each async source completing as late as it can, each group as early and as late
+    as it can) and random ones at trip counts 0, 1, those below the pipeline's stages and 2·D + 1 (every ring
+    wraps twice: `schedules.protocol_sizes`); and under the adversarial ones on a persistent launch
+    (`aref.sim.Launch`), a CTA walking three tiles with every ring continuing across them, at trip count 1,
+    where a ring's first use within a tile waits for the previous tile's items.
     `launch`: the launch the random interleavings (and the protocol runs) simulate (default: one tile per
     CTA). With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
@@ -371,8 +372,8 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
             report.ok = False
             report.mismatches += 1
     if protocol:
-        for prog, ctas, trips in _protocol_launches(kernel, launch, report):
-            for exc, cta, label in protocol_runs(prog, example_inputs, ctas, trips):
+        for prog, cta0, trips in _protocol_launches(kernel, launch, report):
+            for exc, cta, label in protocol_runs(prog, example_inputs, cta0, trips):
                 report.protocol_runs += 1
                 if exc is not None:          # (`deadlocks` counts the random interleavings only)
                     report.ok = False
@@ -392,19 +393,19 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
 
 
 def _protocol_launches(kernel, launch: Launch | None, report: SimReport):
-    """(program, CTAs, trip counts) of the check's protocol runs: the given launch on its first CTA at the
-    inputs' trip count and at 0, 1, 2·D + 1; unless that launch is persistent, a persistent launch of three tiles per
-    CTA (round the grid again where it has fewer) on its first CTA, at trip count 1 (a warning where the
-    kernel cannot be launched persistent)."""
+    """(program, CTA, trip counts) of the check's protocol runs: the given launch's first CTA at
+    `schedules.protocol_sizes`; unless that launch is persistent, a persistent launch of three tiles per CTA
+    (round the grid again where it has fewer) on its first CTA at trip count 1 (a warning where the kernel
+    cannot be launched persistent)."""
     prog = Prog(kernel, launch)
-    yield prog, _ctas(kernel, launch=launch)[:1], protocol_sizes(prog)
+    yield prog, _ctas(kernel, launch=launch)[0], protocol_sizes(prog)
     if launch is None or not launch.persistent:
         try:
             persistent = Prog(kernel, Launch(persistent=True, min_tiles=3))
         except LaunchError as exc:
             report.warnings.append(f"persistent launch not simulated: {exc}")
             return
-        yield persistent, _ctas(kernel, launch=persistent.launch)[:1], [1]
+        yield persistent, _ctas(kernel, launch=persistent.launch)[0], [1]
 
 
 @dataclass

@@ -112,35 +112,37 @@ def run_policy(eng: Engine, policy: Policy, rng: random.Random):
 
 
 # random control-state interleavings per protocol size, beside the policies
-RANDOM_PER_SIZE = 3
+RANDOM_PER_SIZE = 2
 
 
 def protocol_sizes(prog: Prog) -> list[int]:
-    """Trip counts the check simulates beside the inputs' own: 0 and 1 (a loop that never runs, or runs once:
-    the pipeline's fill and drain meet) and 2·D + 1 for the deepest ring's D, where every ring wraps at least
-    twice (each slot is reused after release, parities flip twice)."""
+    """Trip counts the check simulates whatever the inputs' own: 0 and 1 (a loop that never runs, or runs
+    once: the pipeline's fill and drain meet), every count below the deepest pipeline's stages (each peels
+    the loop differently), and 2·D + 1 for the deepest ring's D, where every ring wraps at least twice (each
+    slot is reused after release, parities flip twice)."""
     depth = max((ch.depth for ch in prog.chans), default=1)
-    return [0, 1, 2 * depth + 1]
+    stages = max((gp.stages for gp in prog.kernel.groups), default=0) + 1
+    return sorted({0, 1, *range(2, stages + 1), 2 * depth + 1})
 
 
-def protocol_runs(prog: Prog, tensors: dict, ctas: list[tuple], trips: list[int], randoms: int = RANDOM_PER_SIZE):
-    """Control-state runs that exercise the protocol: every policy on each CTA of `ctas` at the inputs'
-    size, and every policy plus `randoms` random interleavings on the first of them at each trip count of
-    `trips` (the same program with another trip count: `Engine.set_trips`; none where a group does not
-    compute the loop's trip count). Yields (violation or None, CTA, schedule label)."""
+def protocol_runs(prog: Prog, tensors: dict, cta: tuple, trips: list[int], randoms: int = RANDOM_PER_SIZE):
+    """Control-state runs that exercise the protocol, on CTA `cta`: at each trip count of `trips` (the same
+    program with another trip count: `Engine.set_trips`), every policy (none at trip count 0, where the loop
+    does not run) and `randoms` random interleavings. Where a group does not compute the loop's trip count,
+    every policy at the inputs' trip count instead. Yields (violation or None, CTA, schedule label)."""
     from aref.sim.run import _run_random
     pols = policies(prog)
-    runs = [(cta, None, pol) for cta in ctas for pol in pols]
     try:
-        Engine(prog, tensors, ctas[0], compute_values=False).set_trips(value=0)
+        Engine(prog, tensors, cta, compute_values=False).set_trips(value=0)
     except ValueError:
-        trips = []
+        trips = [None]
+    runs = []
     for trip in trips:
-        runs += [(ctas[0], trip, pol) for pol in pols]
-        runs += [(ctas[0], trip, seed) for seed in range(randoms)]
-    where = "persistent CTA" if prog.launch.persistent else "CTA"
-    for i, (cta, trip, how) in enumerate(runs):
+        runs += [(trip, pol) for pol in (pols if trip != 0 else [])]
+        runs += [(trip, seed) for seed in range(randoms if trip is not None else 0)]
+    for i, (trip, how) in enumerate(runs):
         eng = Engine(prog, tensors, cta, compute_values=False)
+        eng.copy_on_write = False
         eng.set_trips(value=trip)
         rng = random.Random(7919 * i + 1)
         if isinstance(how, Policy):
@@ -152,5 +154,5 @@ def protocol_runs(prog: Prog, tensors: dict, ctas: list[tuple], trips: list[int]
         if trip is not None:
             label += f", trip count {trip}"
         if prog.launch.persistent:
-            label += f", {where} {cta[0]} of {prog.launch.num_ctas(prog.kernel.grid)}"
+            label += f", persistent CTA {cta[0]} of {prog.launch.num_ctas(prog.kernel.grid)}"
         yield exc, cta, label
