@@ -1,10 +1,16 @@
 """`aref.sim`: executes Barrier IR with every warp group as its own execution context.
 
-* `simulate(kernel, tensors, seed=...)` — every CTA under one seeded random interleaving, real numbers.
-* `explore(kernel, tensors, cta=..., max_states=...)` — every interleaving of the control state (DFS with
-  state hashing), for small trip counts.
-* `check(kernel, inputs, reference_fn, seeds=50, exhaustive=False)` — outputs vs reference over many
-  interleavings; `SimReport.to_json()` has `ok`, `max_abs_err`, `deadlocks`, `interleavings`, `violations`.
+* `simulate(kernel, tensors, seed=..., launch=...)` — every CTA under one seeded random interleaving, real numbers.
+* `explore(kernel, tensors, cta=..., max_states=..., launch=..., trips=...)` — every interleaving of the control
+  state (DFS with state hashing and partial-order reduction: `aref.sim.reduction`), for small trip counts.
+* `check(kernel, inputs, reference_fn, seeds=50, exhaustive=False, launch=None)` — outputs vs reference over
+  many interleavings, plus the protocol runs (`aref.sim.schedules`: adversarial schedules at trip counts that
+  wrap every ring, a persistent launch); `SimReport.to_json()` has `ok`, `max_abs_err`, `deadlocks`,
+  `interleavings`, `protocol_runs`, `violations`.
+* `Launch(persistent=..., ctas=..., epilogue_overlap=..., cluster=...)` — a launch as the backend runs it
+  (`aref.sim.launch`).
+* `equivalent(kernel, tensors)` — every schedule of every launch `check` simulates explored without a
+  violation (mutation testing: `aref.sim.mutants`, `aref.sim.implied`, `bench/mutation.py`).
 * `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.machine`.
 * `check_resources(kernel, machine)` — shared memory, threads and registers a launch needs (warnings).
 
