@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from aref.errors import ArefError
 from aref.guard import compiler_pass
 from aref.ir import Kernel, OpKind
-from aref.printer import print_kernel
+from aref.ir.printer import print_kernel
 from aref.resources import ResourceError
 from aref.verify import verify
-from aref.ws import print_ws
+from aref.ir.ws import print_ws
 
 ARCHS = ("sm_90a", "sm_100a")
 
@@ -34,7 +34,7 @@ class CompileOptions:
                     chain of register math; where their registers do not fit the SM, fewer are tried)
     mma_depth:      MMA groups kept in flight (None: 1, limited by user channel depths)
     coarse:         T/C/U pipelining of groups whose MMAs feed CUDA-core work
-    promote_every:  fp8 MMA accumulators promoted to fp32 every N K-steps on sm_90a (`aref.promote`); 0: never
+    promote_every:  fp8 MMA accumulators promoted to fp32 every N K-steps on sm_90a (`aref.passes.promote`); 0: never
     """
 
     arch: str = "sm_90a"
@@ -60,7 +60,7 @@ class CompileOptions:
                                       # where the schedule without it overlaps them
     early_tmem_release: bool = True   # Blackwell, where the solver's graph stated the streams: a tensor-memory
                                       # tile CUDA cores load whole is released after its load
-                                      # (`aref.lower_sm100`); the timing guard lowers both
+                                      # (`aref.lower.sm100`); the timing guard lowers both
     timing_guard: bool = False        # optimal: keep the heuristic's program where the timing model finds it
                                       # faster or where no solver partition fits (the command line turns it
                                       # on; off: the solver's own program, or its refusal)
@@ -93,7 +93,7 @@ def _tile(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 
 def _promote(kernel: Kernel, options: CompileOptions) -> Kernel:
-    from aref.promote import promote_fp8
+    from aref.passes.promote import promote_fp8
     with compiler_pass("fp8 promotion", kernel.loc):
         out = promote_fp8(kernel, options.promote_every, options.arch)
     if options.verify_each_stage and out is not kernel:
@@ -103,13 +103,13 @@ def _promote(kernel: Kernel, options: CompileOptions) -> Kernel:
 
 
 def _partition(kernel: Kernel, options: CompileOptions):
-    from aref.cse import cse, drop_dead
-    from aref.squeeze import squeeze
+    from aref.passes.cse import cse, drop_dead
+    from aref.passes.squeeze import squeeze
     from partition.distribute import distribute
     # (1, R, C) tiles are (R, C) tiles; a cast or view written twice is one tile; what nothing reads, none
     kernel = drop_dead(cse(squeeze(kernel)))
     if options.arch == "sm_100a":   # tensor-memory accumulators start from zeros: β·C is added after the loop
-        from aref.acc_init import hoist_accumulator_init
+        from aref.passes.acc_init import hoist_accumulator_init
         kernel = hoist_accumulator_init(kernel)
     anchors = None
     if options.partition == "optimal":
@@ -139,7 +139,7 @@ def _partition(kernel: Kernel, options: CompileOptions):
     ws.anchors = anchors
     ws.streams = anchors is not None and part.streams and options.early_tmem_release
     ws.group_overlap = anchors is not None and part.group_overlap
-    from aref.promote import promote_note
+    from aref.passes.promote import promote_note
     ws.notes = list(part.notes) + promote_note(options.arch, options.promote_every)
     return _checked(ws, options, "loop distribution")
 
@@ -186,7 +186,7 @@ def _lower(ws, options: CompileOptions):
 def _checked(ws, options: CompileOptions, pass_name: str):
     """`ws` after the verifier of its level: a rejection is the bug of the pass that produced it."""
     if options.verify_each_stage:
-        from aref.ws_verify import verify_ws
+        from aref.verify.ws import verify_ws
         with compiler_pass(pass_name, ws.loc, verifying=True):
             verify_ws(ws)
     return ws
@@ -240,8 +240,8 @@ def _never_slower(kernel: Kernel, ws, options: CompileOptions):
     no partition of the solver's space fits (it gives each MMA node a group; rows split only on sm_90a and
     only where the tile's rows split), the heuristic's program is kept rather than a refusal. The
     kept program says why in `WSKernel.fallback`."""
-    from aref.interpret import longest_cta, trip_counts
-    from aref.machine import machine_for
+    from aref.interp.tile import longest_cta, trip_counts
+    from aref.target.machine import machine_for
     from aref.sim.timing import simulate_timing
 
     def heuristic():

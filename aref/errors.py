@@ -103,6 +103,12 @@ class UsageError(ArefError):
     kind = "usage error"
 
 
+class SolverError(ArefError):
+    """The optimal partitioner found no schedule (or the kernel has nothing it can schedule)."""
+
+    kind = "solver"
+
+
 class ExampleError(ArefError):
     """An example file that does not follow the example convention (README), or whose `example_inputs` /
     `reference` raised: named at the example file's line."""

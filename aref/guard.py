@@ -29,20 +29,23 @@ _LIB_DIRS = tuple({os.path.abspath(p) + os.sep for p in (
 
 # module prefix -> the compiler step it implements (first match wins; the most specific first)
 PASSES = (
-    ("aref.frontend", "the frontend (tracing)"), ("aref.lang", "the frontend (tracing)"),
-    ("aref.trace", "the frontend (tracing)"), ("aref.typing_rules", "the frontend (type rules)"),
-    ("aref.kernel", "the kernel call"), ("aref.verify", "the Tile IR verifier"),
-    ("aref.ws_verify", "the warp-specialized IR verifier"), ("partition.optimal", "the optimal partitioner"),
+    ("aref.lang.frontend", "the frontend (tracing)"), ("aref.lang", "the frontend (tracing)"),
+    ("aref.lang.trace", "the frontend (tracing)"), ("aref.ir.typing_rules", "the frontend (type rules)"),
+    ("aref.runtime.kernel", "the kernel call"), ("aref.runtime.harness", "the example harness"),
+    ("aref.runtime", "the kernel call"), ("aref.nn", "aref.nn"), ("aref.verify.ws", "the warp-specialized IR verifier"),
+    ("aref.verify", "the Tile IR verifier"), ("partition.optimal", "the optimal partitioner"),
     ("partition.distribute", "loop distribution"), ("partition", "the heuristic partitioner"),
-    ("pipeline", "pipelining"), ("aref.lower", "aref lowering"), ("aref.interpret", "the interpreter"),
-    ("aref.wsinterp", "the channel-level executor"), ("aref.sim.timing", "the timing model"),
+    ("pipeline", "pipelining"), ("aref.lower", "aref lowering"), ("aref.interp.tile", "the interpreter"),
+    ("aref.interp.channels", "the channel-level executor"), ("aref.sim.timing", "the timing model"),
     ("aref.sim", "the simulator"), ("aref.backend.cute.launch", "the launch"),
-    ("aref.backend.cute", "the CuTe DSL backend"), ("solve", "the solver"), ("aref.harness", "the example harness"),
+    ("aref.backend.cute", "the CuTe DSL backend"), ("solve", "the solver"), ("aref.runtime.harness", "the example harness"),
+    ("aref.outputs", "the example harness"),
     ("aref.viz", "the pictures"), ("aref.cli", "the command line"), ("aref.compiler", "the compiler driver"),
 )
 ROW_SPLIT = "the cooperative row split"     # a rewrite inside the heuristic partitioner, named on its own
-# helpers every pass uses: a failure there is charged to the pass that called them
-_HELPERS = ("aref.ir", "aref.errors", "aref.guard", "aref.machine", "aref.printer", "aref.dtypes", "aref.ws")
+# helpers every pass uses: a failure there is charged to the pass that called them (whole module names)
+_HELPERS = frozenset({"aref.ir", "aref.errors", "aref.guard", "aref.target.machine", "aref.ir.printer", "aref.ir.dtypes",
+                      "aref.ir.ws", "aref.verify.ws"})
 
 
 def _kind(filename: str) -> str:
@@ -95,7 +98,7 @@ def as_aref_error(exc: BaseException, stage: str | None = None, context: SrcInfo
             module = f.f_globals.get("__name__", "")
             if where is None:
                 where = f"{os.path.relpath(f.f_code.co_filename, _ROOT)}:{line} in {f.f_code.co_name}"
-            if name is None and not module.startswith(_HELPERS):
+            if name is None and module not in _HELPERS:
                 name = _pass_of(module)
             if name is not None:
                 break

@@ -12,7 +12,7 @@ A generated kernel differs from the fp32 torch reference in three ways, each wit
   error). Truncation errors all have one sign, so they add up: (K / 32) k-steps of 32 products, each losing up
   to 2⁻¹⁴ of the partial sum, give up to (K/32)·2⁻¹⁴ of the output's magnitude (7.8e-3 at K = 4096).
 
-The functions return tolerances in `aref.harness.compare`'s form, (atol, rtol, scaled): allowed error
+The functions return tolerances in `aref.outputs.compare`'s form, (atol, rtol, scaled): allowed error
 atol + rtol·|ref| + scaled·max|ref|.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Calibrate the machine model (`aref.machine`) against kernel times measured on a GPU: one command.
+"""Calibrate the machine model (`aref.target.machine`) against kernel times measured on a GPU: one command.
 
     python bench/calibrate.py                      # fit on bench/data/calibration-*.jsonl of the arch (CPU)
     python bench/calibrate.py DATA.jsonl ...       # fit on these measurement files
@@ -9,17 +9,17 @@ The measurement grid (`GRID`) covers each example's tuning space at its large si
 8192, BN 64/128/256, BK 32/64/128, consumers auto/plain, fp8, persistent), attention forward (head dim 64
 and 128, BN 64/128, SUBTILE 1/2), attention backward, dual GEMM and GEMM + RMSNorm. Each configuration is
 compiled, checked against the example's reference, timed (CUDA events, L2 flushed) beside torch's kernel,
-and written as a JSON line with the model's prediction at measurement time (`aref.tune_calibrate` describes
+and written as a JSON line with the model's prediction at measurement time (`aref.tune.calibrate` describes
 the format); a refused configuration is recorded with its error.
 
 A record names every constant that differs from the example's current defaults: the ring depths the examples
 had on 2026-11-22 (3 for GEMM, 2 for attention) are written into that file's records as `STAGES`, since the
 examples have chosen their depth by themselves since then.
 
-The fit (`aref.tune_calibrate.fit`) searches the machine's calibrated figures — sustained tensor-core
+The fit (`aref.tune.calibrate.fit`) searches the machine's calibrated figures — sustained tensor-core
 efficiency, TMA bandwidth and latency, barrier cost, per-CTA overhead — for the smallest squared log error
 between predicted and measured times, prints the prediction error and the Spearman rank correlation per
-problem before and after, and writes `aref/calibration/<arch>.json`, which `aref.machine` loads.
+problem before and after, and writes `aref/target/calibration/<arch>.json`, which `aref.target.machine` loads.
 """
 from __future__ import annotations
 
@@ -72,13 +72,13 @@ def measure(out_path: str, arch: str) -> list[dict]:
     import torch
 
     from aref.errors import ArefError
-    from aref.harness import load_example
-    from aref.machine import machine_for
-    from aref.perf import predict
-    from aref.tune_bench import example_baseline, fresh_inputs, time_baseline, time_config
-    from aref.tune_calibrate import rebuild
-    from aref.tune_gpu import device_name
-    from aref.tune_space import Config
+    from aref.runtime.harness import load_example
+    from aref.target.machine import machine_for
+    from aref.tune.perf import predict
+    from aref.tune.bench import example_baseline, fresh_inputs, time_baseline, time_config
+    from aref.runtime.harness import rebuild
+    from aref.tune.gpu import device_name
+    from aref.tune.space import Config
     records = []
     with open(out_path, "w") as f:
         for rec in grid():
@@ -128,20 +128,20 @@ def main(argv=None) -> int:
     ap.add_argument("data", nargs="*", help="measurement files (default: bench/data/calibration-<gpu>-*.jsonl)")
     ap.add_argument("--arch", default="sm_90a", choices=sorted(MACHINE_OF_ARCH))
     ap.add_argument("--measure", action="store_true", help="measure the grid on this machine's GPU first")
-    ap.add_argument("--out", default=None, help="calibration file to write (default: aref/calibration/<arch>.json)")
+    ap.add_argument("--out", default=None, help="calibration file to write (default: aref/target/calibration/<arch>.json)")
     ap.add_argument("--dry-run", action="store_true", help="fit and report, but write nothing")
     ap.add_argument("--evaluations", type=int, default=200, help="timing-model evaluations the fit may spend")
     args = ap.parse_args(argv)
     from rich.console import Console
     from rich.table import Table
 
-    from aref.machine import CALIBRATION_DIR, DATASHEETS, MACHINES
-    from aref.tune_calibrate import (evaluate, fit, load_measurements, measured_samples, start_point,
-                                     write_calibration)
+    from aref.target.machine import CALIBRATION_DIR, DATASHEETS, MACHINES
+    from aref.runtime.harness import measured_samples
+    from aref.tune.calibrate import evaluate, fit, load_measurements, start_point, write_calibration
     console = Console()
     files = list(args.data)
     if args.measure:
-        from aref.tune_gpu import gpu_arch
+        from aref.tune.gpu import gpu_arch
         if gpu_arch() != args.arch:
             console.print(f"--measure needs a {args.arch} GPU (found: {gpu_arch() or 'none'})")
             return 1

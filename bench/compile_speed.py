@@ -16,7 +16,7 @@ sys.path.insert(0, ROOT)
 from aref.backend.cute import BackendError, compile_barrier  # noqa: E402
 from aref.backend.cute.toolchain import compile_source_file  # noqa: E402
 from aref.compiler import CompileOptions, lower_to  # noqa: E402
-from aref.harness import load_example  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
 
 # (example, example_inputs overrides) as tests/backend/test_compile.py compiles them
 CASES = [("gemm", {}), ("gemm", {"size": "large"}), ("dual_gemm", {}), ("gemm_reduce", {}),

@@ -1,7 +1,7 @@
 """Model fidelity: the solver's II against the simulated steady state of the lowered optimal program.
 
 For every example and both architectures (size large): the solver's initiation interval, the timing
-model's steady state of the lowered optimal program (aref.cli_compare.steady_state: a loop of at least
+model's steady state of the lowered optimal program (aref.cli.compare.steady_state: a loop of at least
 STEADY_ITERATIONS iterations, the mean over STEADY_SEEDS copy-latency seeds) and the gap, then the cycles per
 iteration of the optimal and the heuristic partition at the example's own size (aref.sim.timing, one SM).
 Issue 12 asks for the optimal program's steady state within 3% of the solver's II; `tests/test_cli_compare.py`
@@ -13,10 +13,10 @@ partitioner's timing guard kept the heuristic's program (faster in the timing mo
 import sys
 import time
 
-from aref.cli_compare import FIDELITY, measure, steady_state
-from aref.cli_solve import solve_kernel
+from aref.cli.compare import FIDELITY, measure, steady_state
+from aref.cli.solve import solve_kernel
 from aref.compiler import CompileOptions
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 
 EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "attention_causal", "rowwise", "mlp",
             "linear_attention", "gemm_epilogue", "splitk_gemm", "batched_gemm"]

@@ -9,8 +9,8 @@ torch._scaled_mm), `ksweep` (M = N = 8192, K = 256 … 16384), `persistent` (the
 or 32 (64) heads, against SDPA's cuDNN and flash backends, FlashAttention-3 when `flash_attn_interface`
 imports, and FlashAttention-4's CuTe kernels run by `bench/fa4_worker.py` in their own environment, given
 with `--fa4-python`), `dual_gemm`, `gemm_reduce`. Every output — aref's and each baseline's — is checked
-against an fp32 reference before it is timed (`aref.tune_bench`); times are medians over CUDA-event-timed
-repetitions with the L2 flushed between them (`aref.tune_gpu.time_cuda`). The table reports ratios
+against an fp32 reference before it is timed (`aref.tune.bench`); times are medians over CUDA-event-timed
+repetitions with the L2 flushed between them (`aref.tune.gpu.time_cuda`). The table reports ratios
 (baseline time / aref time: above 1, aref is faster) and the issue's targets; `--json` and `--plot` write the
 rows and a PNG of the ratios. Without a GPU the script prints what it would run and exits 0.
 """
@@ -168,8 +168,8 @@ def run_attention(w: Workload, avail: dict, fa4_python: str | None, options):
     import torch
 
     import attn_ref
-    from aref.harness import load_example
-    from aref.tune_bench import BenchRow, bench_example, time_baseline
+    from aref.runtime.harness import load_example
+    from aref.tune.bench import BenchRow, bench_example, time_baseline
     a = w.attention
     dtype = torch.float16
     t = attn_ref.inputs(a["bh"], a["seq"], a["d"], dtype, grad=a["backward"])
@@ -194,7 +194,7 @@ def run_attention(w: Workload, avail: dict, fa4_python: str | None, options):
         if a["backward"]:
             row.notes.append("aref's time excludes the Δ = rowsum(dO⊙O) preprocessing the baselines include")
     else:
-        from aref.tune_bench import describe
+        from aref.tune.bench import describe
         row = BenchRow(w.name, describe(t))
         for b, prep in baselines.items():
             if prep is not None and b != "FA4":
@@ -231,8 +231,8 @@ def _aref_attention_inputs(t: dict, ref: dict | None) -> dict:
 def run_example(w: Workload, avail: dict, options):
     import torch
 
-    from aref.harness import load_example
-    from aref.tune_bench import bench_example, example_baseline
+    from aref.runtime.harness import load_example
+    from aref.tune.bench import bench_example, example_baseline
     ex = load_example(os.path.join(ROOT, "examples", w.example))
     inputs = {k: (v.cuda() if isinstance(v, torch.Tensor) else v)
               for k, v in ex.inputs("large", **w.overrides).items()}
@@ -303,7 +303,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from rich.console import Console
     console = Console()
-    from aref.tune_gpu import device_name, gpu_arch
+    from aref.tune.gpu import device_name, gpu_arch
     groups = {g for g in args.only.split(",") if g}
     todo = [w for w in workloads(args.quick) if not groups or w.group in groups]
     avail = available_baselines(args.fa4_python)

@@ -38,10 +38,10 @@ sys.path.insert(0, ROOT)
 
 from aref import sim  # noqa: E402
 from aref.compiler import CompileOptions, lower_to  # noqa: E402
-from aref.harness import load_example  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
 from aref.sim.implied import covered_without, implied_ops  # noqa: E402
 from aref.sim.mutants import KINDS, mutants, op_of, planted  # noqa: E402
-from aref.ws import print_ws  # noqa: E402
+from aref.ir.ws import print_ws  # noqa: E402
 
 # one CTA (a row of CTAs for causal attention, whose trip count grows with the query block) whose loop runs
 # 8 steps or more, with the examples' own ring depths

@@ -31,7 +31,7 @@ _HAZARDS = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) erro
 
 def targets(only: str | None) -> list[str]:
     """`examples/NAME.py:KERNEL` for every kernel of every example."""
-    from aref.harness import kernels_of, load_module
+    from aref.runtime.harness import kernels_of, load_module
     out = []
     for name in EXAMPLES:
         if only and only not in name:
@@ -46,7 +46,7 @@ def child(target: str) -> int:
     import torch
 
     from aref.errors import ArefError
-    from aref.harness import compare, load_example
+    from aref.runtime.harness import compare, load_example
     from aref.tune import TuneOptions
     ex = load_example(target)
     ex.kernel.tune_options = TuneOptions(use_gpu=False)    # one configuration (the model's pick), not a timing run

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import solve as S  # noqa: E402
-from aref.harness import load_example  # noqa: E402
+from aref.runtime.harness import load_example  # noqa: E402
 from partition.optimal import extract_graph  # noqa: E402
 
 # (name, example, arch, example_inputs overrides, extract_graph options, Twill's reported time)

@@ -66,7 +66,7 @@ def baseline(A, B, C, **_):
 # defaults, sized for the CPU tests, are not what runs there). On an H100 at 4096³ and 8192³ the 128×256×64
 # tile (two consumer warp groups of 64×256) measured 0.97–1.05× cuBLAS (bench/data/). The cluster entry multicasts
 # each B tile to the 2 CTAs of a cluster along M (`aref.backend.cute.cluster`; not yet timed on a GPU). The last
-# promotes fp8 partial sums to fp32 every 4 k-steps (`aref.promote`; a 128-wide tile, as the partial sum doubles the
+# promotes fp8 partial sums to fp32 every 4 k-steps (`aref.passes.promote`; a 128-wide tile, as the partial sum doubles the
 # accumulator's registers); for 16-bit inputs the compiler refuses it (they accumulate in fp32) and it is pruned.
 CONFIGS = aref.configs({"BN": [128, 256], "BK": [64, 128], "STAGES": [3, 4]}, consumers=["auto", "plain"]) + [
     aref.Config.of({"BN": 64, "BK": 64, "STAGES": 4}),

@@ -9,8 +9,9 @@ do (tcgen05 reads its A operand from shared or tensor memory, and a warp holds n
 from __future__ import annotations
 
 from aref import resources
+from aref.errors import SolverError
 from aref.ir import DType, Kernel, Op, OpKind, TileType
-from aref.ws import WarpGroup
+from aref.ir.ws import WarpGroup
 from partition.model import Partition, check_registers, one_producer_per_channel, replicated_ops, split_budget, \
     value_owner
 
@@ -140,7 +141,6 @@ def _budgets(specs, result, order) -> list[WarpGroup]:
     for i, grp in enumerate(order):
         need = needs.get(grp, 0)
         if need > groups[i].regs and groups[i].role != "producer":    # a TMA group holds no tiles
-            from partition.optimal import SolverError
             raise SolverError(f"the schedule needs {need} registers per thread in group {groups[i].name}, but "
                               f"only {groups[i].regs} fit beside the other groups",
                               hint="allow fewer warp groups or smaller tiles")

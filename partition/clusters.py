@@ -7,7 +7,7 @@ a node's ops one after another (a modulo reservation table, `solve.Op.segments`)
 from __future__ import annotations
 
 from aref.ir import Op
-from aref.machine import op_cost
+from aref.target.machine import op_cost
 from partition import streams
 
 

@@ -6,7 +6,7 @@ the ones the heuristic or the solver choose, and by users who want to pin ops to
 from __future__ import annotations
 
 from aref.ir import Kernel
-from aref.ws import WarpGroup
+from aref.ir.ws import WarpGroup
 from partition.model import (Partition, REGISTERS_PER_SM, assignable_ops, check_partition,  # noqa: F401
                              one_producer_per_channel)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType, SliceAttrs,
                      StoreAttrs, TileType, Value)
-from aref.typing_rules import slice_type
+from aref.ir.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
 from partition.rowsplit import NotSplittable

@@ -23,7 +23,7 @@ from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, 
                      OpKind, ScalarType, Space, Value)
 from aref.resources.layout import column_reads, rank1
 from aref.verify import expected_result_types
-from aref.ws import Channel, GroupProgram, WSKernel
+from aref.ir.ws import Channel, GroupProgram, WSKernel
 from partition.model import Partition
 from partition.streams import accumulates_in_place, mma_reads_from_tmem
 

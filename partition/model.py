@@ -17,7 +17,8 @@ from aref.errors import ArefError
 from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType, index_math
 from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
                             split_budget)
-from aref.ws import WarpGroup
+from aref.ir.unionfind import UnionFind  # noqa: F401  (the partitioner's modules import it from here)
+from aref.ir.ws import WarpGroup
 
 REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE,
                         OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CHANNEL, OpKind.GET,
@@ -40,29 +41,6 @@ def replicated_ops(kernel: Kernel) -> frozenset[Op]:
     barriers per item and a boolean tile in shared memory."""
     ops = list(kernel.all_ops())
     return frozenset(op for op in ops if replicated(op)) | index_math(ops)
-
-
-class UnionFind:
-    """Disjoint sets over hashable items (added on first use); `union(a, b)` hangs b's set under a's root."""
-
-    def __init__(self, items=()):
-        self.parent = {x: x for x in items}
-
-    def __contains__(self, x) -> bool:
-        return x in self.parent
-
-    def find(self, x):
-        parent = self.parent
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(self, a, b) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
 
 
 @dataclass

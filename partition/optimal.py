@@ -1,7 +1,7 @@
 """The optimal partitioner: Tile IR → the solver's dependence graph → warp groups and a modulo schedule.
 
 Extraction (`extract_graph`) builds one graph node per unit of work of the loop body, with cycles from the
-machine model (`aref.machine.op_cost`): each TMA load (a streaming op on its own group), each MMA, each
+machine model (`aref.target.machine.op_cost`): each TMA load (a streaming op on its own group), each MMA, each
 store, and CUDA-core clusters — connected CUDA-core ops fused, keeping the ops that rescale an MMA
 accumulator (FA's `o * alpha`) apart so the solver may place them on their own group (FA4's correction).
 Edges are the Tile IR's data dependences (loop-carried ones with distance 1); MMA results read by CUDA-core
@@ -21,9 +21,9 @@ import solve as S
 from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
-from aref.errors import ArefError
+from aref.errors import SolverError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
-from aref.machine import machine_for, op_cost, tmem_tile_columns, unit_busy
+from aref.target.machine import machine_for, op_cost, tmem_tile_columns, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from partition import streams
 from partition.assignment import partition_from_schedule
@@ -37,10 +37,6 @@ BARRIER_CYCLES = 64            # a hand-off's barrier round trip in the occupanc
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
 CYCLE_QUANTUM = 16             # granularity of the extracted cycle costs (see extract_graph)
 MBARRIER_RESERVE = 2 * 1024    # barrier block + allocator alignment slack in shared memory
-
-
-class SolverError(ArefError):
-    kind = "solver"
 
 
 @dataclass
@@ -136,7 +132,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     own_streams = reservations and bool(m.tmem_columns) and not occ
     # one resource model: a tile handed to an MMA takes tensor-memory columns where the lowering puts it
     # there (`streams.tmem_operand`: a 64-row P goes through shared memory), as many as the lowering's plan
-    # gives it (`aref.machine.tmem_tile_columns`: a 64-row tile takes a 128-row tile's columns)
+    # gives it (`aref.target.machine.tmem_tile_columns`: a 64-row tile takes a 128-row tile's columns)
     tmem_operand = streams.tmem_operand
     slots = occ and channel_memory
     body = kernel.loop.body.ops

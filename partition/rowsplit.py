@@ -23,7 +23,7 @@ from aref.errors import ArefError
 from aref.guard import ROW_SPLIT, compiler_pass
 from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType,
                      SliceAttrs, StoreAttrs, TileType, Value)
-from aref.typing_rules import slice_type
+from aref.ir.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
 

@@ -4,7 +4,7 @@ realize them.
 
 A warp group is one instruction stream: the timing model (`aref.sim.timing`) runs its ops one after the
 other. Synchronous work — CUDA-core ops, tensor-memory loads and stores, shared-memory stores, barrier
-waits — holds the group for its whole cost (`aref.machine.op_cost`); an MMA or a TMA copy holds it for
+waits — holds the group for its whole cost (`aref.target.machine.op_cost`); an MMA or a TMA copy holds it for
 `async_issue_cycles`, an arrive likewise. The lowering (`aref.lower`) turns every cross-group value into a
 channel: the producer waits for a free slot, stores its registers into shared memory (at the port's rate),
 fences when an MMA reads them (async proxy) and arrives; each consumer group waits for the full slot and
@@ -19,7 +19,8 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
-from aref.machine import ISSUE, Machine, mma_issue_cycles, op_cost, tma_bytes
+from aref.ops.memory import tma_bytes
+from aref.target.machine import ISSUE, Machine, mma_issue_cycles, op_cost
 from aref.resources.memory import packing_hosts, resident_staging, staging_hosts, staging_tile, tile_bytes
 from partition.model import value_owner
 
@@ -324,10 +325,10 @@ def mma_warp_streams(ex, body: list[Op], m: Machine) -> None:
     """Blackwell's own-stream graph: the loop's MMAs issue from one warp (FA4's MMA warp, as the heuristic's
     Blackwell partitions and every partition the solver found for the examples give them), and what each
     MMA costs that warp's instruction stream goes on a unit of its own (`MMA_WARP`, one per SM), so the
-    sum over the MMAs fits in the II. As the lowering (`aref.lower_sm100`) issues an MMA: it waits for
+    sum over the MMAs fits in the II. As the lowering (`aref.lower.sm100`) issues an MMA: it waits for
     the full slot of each channel it reads first (one wait per put: a load's ring, a tile another group
     hands over), and for the empty slot of its result where another group reads it; it issues the MMA (a
-    tcgen05.mma per K atom, `aref.machine.mma_issue_cycles`); then it commits the result's full barrier and
+    tcgen05.mma per K atom, `aref.target.machine.mma_issue_cycles`); then it commits the result's full barrier and
     the release of each channel whose last reader it is. Every wait and commit holds the warp `sync_cycles`
     (the timing model's cost). The tensor core takes the MMA after the waits and the issue: its `tc` use
     starts there, the result's readers wait that much longer and its operands need be ready only then.

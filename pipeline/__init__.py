@@ -10,7 +10,7 @@ import copy
 from dataclasses import replace
 
 from aref.errors import ArefError, ChannelError
-from aref.ws import WSKernel
+from aref.ir.ws import WSKernel
 from pipeline.expand import expand
 from pipeline import sm100
 from pipeline.order import tensor_core_turns

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aref.errors import ChannelError
 from aref.ir import Op, OpKind, index_math
-from aref.ws import WSKernel
+from aref.ir.ws import WSKernel
 from pipeline import sm100
 from pipeline.schedule import GroupSchedule, _propagate, body_edges, slack_steps, step_order
 

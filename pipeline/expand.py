@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from aref.errors import ArefError, CompilerBugError
 from aref.ir import Block, ConstAttrs, DType, FnAttrs, Loop, NoAttrs, Op, OpKind, ScalarType, Value
-from aref.ws import GroupProgram
+from aref.ir.ws import GroupProgram
 from pipeline.schedule import GroupSchedule
 
 I32 = ScalarType(DType.int32)

@@ -1,5 +1,4 @@
-"""The solver's tensor-core order across Hopper consumer groups (tensor-core turns), and each consumer
-group's own release of a ring slot (`own_releases`).
+"""The solver's tensor-core order across Hopper consumer groups (tensor-core turns).
 
 A consumer group issues its wgmma as soon as its operands are ready and the tensor core serves MMAs first come
 first served. Where the solver's schedule starts an MMA X of one group after an MMA P of another group of the
@@ -20,9 +19,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aref.ir import NamedBarrierAttrs, Op, OpKind
-from aref.ws import GroupProgram, NamedBarrier, WSKernel
+from aref.ir.ws import NamedBarrier, WSKernel
 from pipeline.depths import global_conflict, global_edges
-from pipeline.schedule import GroupSchedule, _retired_in_own_step
+from pipeline.schedule import GroupSchedule
 
 
 def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anchors: dict | None) -> int:
@@ -57,7 +56,7 @@ def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anc
         else:
             inserted += [(ga, sa, sync), (gb, sb, arrive)]
             held.append((arrive, sync, 0))
-            # the barrier ops are Barrier IR: the lowering places them (`place_turns`) beside every pipeline
+            # the barrier ops are Barrier IR: the lowering places them (`aref.lower.hopper.place_turns`) beside every pipeline
             # step's copy of X and P, which share the op's attrs (a fresh marker per op here, made once: an
             # MMA in two turns, X of one and P of another, keeps the marker the first one recorded)
             for op in (x, p):
@@ -73,22 +72,6 @@ def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anc
     for gp, sched, op in inserted:
         _remove(gp, sched, op)
     return kept
-
-
-def place_turns(kernel: WSKernel) -> None:
-    """Barrier IR of the turns (`tensor_core_turns`): a named-barrier sync right before every copy of X in its
-    group and an arrive right after every copy of P in its, each under its MMA's predicate (a prologue or
-    epilogue step that skips the MMA skips its turn too, so both sides count the same iterations)."""
-    groups = {gp.group.id: gp for gp in kernel.groups}
-    for ga, xa, gb, pa, bar, threads in kernel.tc_turns:
-        for gid, marker, kind, after in ((ga, xa, OpKind.NAMED_BAR_SYNC, 0), (gb, pa, OpKind.NAMED_BAR_ARRIVE, 1)):
-            for _, block in groups[gid].regions():
-                out = []
-                for op in block.ops:
-                    turn = (Op(kind, (), (), NamedBarrierAttrs(bar, threads), op.loc, pred=op.pred, stage=op.stage)
-                            if op.kind is OpKind.MMA and op.attrs is marker else None)
-                    out += [op, turn] if turn and after else [turn, op] if turn else [op]
-                block.ops = out
 
 
 def _mma_of(kernel: WSKernel, index: int):
@@ -131,24 +114,3 @@ def _paced(kernel: WSKernel, schedules: dict[int, GroupSchedule], sync: Op, arri
         if not changed:
             break
     return dist[arrive] <= 1
-
-
-def own_releases(gp: GroupProgram, ops: list[Op], edges, stage, anchors: dict, anchor: dict) -> None:
-    """A release the solver pins where the slot's last reader ends (`partition.streams.release_anchors`) is
-    this group's arrival on the slot's empty barrier: the slot is free once every consumer group has arrived,
-    so a group may arrive when its own readers end (the solver's ("end", op) anchors), not when another
-    group's do — where that costs the group nothing: its own readers end in the release's step and the
-    group waits for their MMAs there anyway (it reads their results in that step). Holding it to the last
-    reader of any group kept linear_attention's state-MMA group on its qkv slot through the state's cast and
-    hand-off, ~500 cycles past the solver's free time on a ring of 2; moving a release before an MMA the
-    group does not wait for (attention_bwd's dV accumulation) would make it wait there (1804 cycles per
-    iteration instead of 1788)."""
-    retired = _retired_in_own_step(edges, stage)
-    for op in ops:
-        if op.kind is not OpKind.CONSUMED or op not in anchor:
-            continue
-        readers = [u for u, v, d in edges if v is op and d == 0 and u.kind is not OpKind.GET]
-        ends = [anchors[("end", gp.origin[u])] for u in readers if ("end", gp.origin.get(u)) in anchors]
-        if ends and all(u in retired for u in readers if u.kind is OpKind.MMA) and \
-                all(s == stage[op] for s, _ in ends):
-            anchor[op] = (stage[op], max(r for _, r in ends))

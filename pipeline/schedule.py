@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind, index_math
-from aref.ws import GroupProgram, WSKernel
+from aref.ir.ws import GroupProgram, WSKernel
 from pipeline import sm100
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
@@ -225,14 +225,14 @@ def tensor_core_first(ops: list[Op], stage: dict[Op, int], edges, rank: dict[Op,
 
 def handoff_rank(ops: list[Op], stage: dict[Op, int], edges, arch: str) -> dict[Op, int]:
     """Cheapest hand-off first: each put of the step (a value another group waits for) ranks by the cycles of
-    the group's own work it needs within the step (its same-step ancestors, `aref.machine.op_cost`); an op
+    the group's own work it needs within the step (its same-step ancestors, `aref.target.machine.op_cost`); an op
     takes the rank of the cheapest put it feeds, and one that feeds none (a release, a carried state update)
     the rank of the put that follows it in program order, so it keeps its place beside that put. A group
     runs its ops one after another, so a hand-off behind unrelated work waits for all of it: FA4's softmax
     sends the rescale factor to the correction warps before its exponential (4 cycles of MUFU against 256),
     where program order (the exponential first) held the O rescale, and the MMA warp's P·V behind it, ~250
     cycles every iteration (860 cycles per iteration against the solver's II of 800; 804 so)."""
-    from aref.machine import machine_for, op_cost
+    from aref.target.machine import machine_for, op_cost
     m = machine_for(arch)
     preds: dict[Op, list[Op]] = {}
     for u, v, d in edges:
@@ -305,6 +305,27 @@ def _retired_in_own_step(edges, stage) -> set[Op]:
     """MMAs whose result a non-MMA op reads in the same pipeline step (so a wait retires them there)."""
     return {u for u, v, d in edges if u.kind is OpKind.MMA and v.kind not in (OpKind.MMA, OpKind.CONSUMED)
             and stage[v] + d == stage[u]}
+
+
+def own_releases(gp: GroupProgram, ops: list[Op], edges, stage, anchors: dict, anchor: dict) -> None:
+    """A release the solver pins where the slot's last reader ends (`partition.streams.release_anchors`) is
+    this group's arrival on the slot's empty barrier: the slot is free once every consumer group has arrived,
+    so a group may arrive when its own readers end (the solver's ("end", op) anchors), not when another
+    group's do — where that costs the group nothing: its own readers end in the release's step and the
+    group waits for their MMAs there anyway (it reads their results in that step). Holding it to the last
+    reader of any group kept linear_attention's state-MMA group on its qkv slot through the state's cast and
+    hand-off, ~500 cycles past the solver's free time on a ring of 2; moving a release before an MMA the
+    group does not wait for (attention_bwd's dV accumulation) would make it wait there (1804 cycles per
+    iteration instead of 1788)."""
+    retired = _retired_in_own_step(edges, stage)
+    for op in ops:
+        if op.kind is not OpKind.CONSUMED or op not in anchor:
+            continue
+        readers = [u for u, v, d in edges if v is op and d == 0 and u.kind is not OpKind.GET]
+        ends = [anchors[("end", gp.origin[u])] for u in readers if ("end", gp.origin.get(u)) in anchors]
+        if ends and all(u in retired for u in readers if u.kind is OpKind.MMA) and \
+                all(s == stage[op] for s, _ in ends):
+            anchor[op] = (stage[op], max(r for _, r in ends))
 
 
 def _place_channel_ops(gp, edges, stage, depth, pinned=frozenset()) -> None:
@@ -389,7 +410,6 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     _place_channel_ops(gp, edges, stage, depth, {op for op in anchor if op.kind is OpKind.CONSUMED})
     _propagate(edges, stage, index)
     index = {op: i for i, op in enumerate(ops)}
-    from pipeline.order import own_releases          # (pipeline.order builds on this module)
     own_releases(gp, ops, edges, stage, anchors, anchor)
     residue = {op: anchor[op][1] if op in anchor else None for op in ops}
     late = float("inf")
@@ -461,8 +481,8 @@ def _copies_waited_last(ops, priority, copied: set, edges):
 
 def _busy_until(ops, anchor: dict, arch: str) -> dict[Op, float]:
     """For each anchored synchronous op: its node's residue plus the cycles the node's ops keep the group
-    busy (`aref.machine.op_cost`, the figures the solver's graph was built from)."""
-    from aref.machine import ISSUE, machine_for, op_cost
+    busy (`aref.target.machine.op_cost`, the figures the solver's graph was built from)."""
+    from aref.target.machine import ISSUE, machine_for, op_cost
     m = machine_for(arch)
     work: dict[tuple, float] = {}
     for op in ops:

@@ -23,8 +23,8 @@ MMAs that accumulate into it and read back by `tcgen05.ld`.
 from __future__ import annotations
 
 from aref.ir import Op, OpKind, Space
-from aref.ws import WSKernel
-from partition.model import UnionFind
+from aref.ir.ws import WSKernel
+from aref.ir.unionfind import UnionFind
 
 VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
@@ -141,8 +141,8 @@ def _t_first_subtiles(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int],
     """Ranks of the sub-tiles whose U (an MMA reading its A operand from a tensor-memory channel another group
     fills) the solver starts one stage after, and later in the step than, a T (an MMA of the sub-tile that
     does not)."""
-    from aref.machine import tmem_tile_columns
-    from aref.tmem import COLUMNS
+    from aref.target.machine import tmem_tile_columns
+    from aref.lower.tmem import COLUMNS
     rings = [c for c in kernel.channels if any(t.space is Space.TMEM for t in c.payload)]
     # each loop ring in its own columns, but a tile an MMA accumulates on in place shares its MMA's result's
     homes = [c for c in rings if c.region == "loop" and not _accumulates_on(gp, c)]

@@ -53,7 +53,7 @@ def trip_inputs(ex, name: str, trips: int, one_cta: bool = False) -> dict:
 
 def max_trip_count(kernel) -> int:
     """The loop's trip count, the largest over the grid's CTAs (a run-time count depends on program ids)."""
-    from aref.interpret import trip_counts
+    from aref.interp.tile import trip_counts
     return max(trip_counts(kernel).values(), default=0)
 
 

@@ -14,7 +14,7 @@ import torch
 
 import aref
 from aref import aref_kernel, ops
-from aref.dtypes import to_torch
+from aref.ir.dtypes import to_torch
 from aref.ir import DType, OpKind
 
 T = 64                                     # tile extent of one-op kernels (rows and columns)

@@ -21,7 +21,7 @@ from aref import sim
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError, CompilerBugError, UserCodeError
 from aref.guard import compiler_pass
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 
 HOPPER_MODES = ("plain", "cooperative", "pingpong")
 # refusals that say a configuration does not apply to the program (not that the compiler gave up on it)
@@ -70,7 +70,7 @@ def compile_config(kernel, how: dict):
     if "options" in how:
         return lower_to(kernel, "barrier", how["options"])
     from aref.lower import lower
-    from aref.ws_verify import verify_ws
+    from aref.verify.ws import verify_ws
     from partition.custom import assignable_ops, custom_partition
     from partition.distribute import distribute
     from pipeline import pipeline_kernel

@@ -609,7 +609,7 @@ class RandomProgram:
 
 def build(spec: Spec, directory: str | None = None) -> RandomProgram:
     """Write `spec`'s module (into `directory`, else a temporary one) and load it."""
-    from aref.harness import load_module
+    from aref.runtime.harness import load_module
     fd, path = tempfile.mkstemp(suffix=".py", prefix="randprog_", dir=directory)
     with os.fdopen(fd, "w") as f:
         f.write(render(spec))

@@ -1,4 +1,4 @@
-"""`aref.acc_init`: on Blackwell an accumulator that starts from a computed tile (β·C) starts from zeros, and
+"""`aref.passes.acc_init`: on Blackwell an accumulator that starts from a computed tile (β·C) starts from zeros, and
 that tile is added after the loop — computed there, by the ops that made it before the loop. Before this, both
 partitioners' programs were a compiler bug on sm_100a ("group mma uses %acc, which it neither computes nor
 receives")."""
@@ -7,11 +7,11 @@ import torch
 
 import aref
 from aref import aref_kernel
-from aref.acc_init import hoist_accumulator_init
+from aref.passes.acc_init import hoist_accumulator_init
 from aref.compiler import CompileOptions, lower_to
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 from aref.ir import OpKind
-from aref.printer import print_kernel
+from aref.ir.printer import print_kernel
 from aref.sim import simulate
 
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 from example_paths import EXAMPLE_NAMES, EXAMPLES, ROOT
 
-from aref.harness import compare, load_example
+from aref.runtime.harness import compare, load_example
 from aref.precision import matmul_tolerance, unit_roundoff
-from aref.tune_bench import example_baseline
+from aref.tune.bench import example_baseline
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import attn_ref  # noqa: E402

@@ -6,9 +6,10 @@ import os
 import pytest
 from example_paths import ROOT
 
-from aref.machine import (CALIBRATED_FIELDS, CALIBRATION_DIR, H100, H100_DATASHEET, calibrated, machine_for,
+from aref.target.machine import (CALIBRATED_FIELDS, CALIBRATION_DIR, H100, H100_DATASHEET, calibrated, machine_for,
                           with_parameters)
-from aref.tune_calibrate import Evaluation, evaluate, fit, load_measurements, measured_samples, ranks, spearman
+from aref.runtime.harness import measured_samples
+from aref.tune.calibrate import Evaluation, evaluate, fit, load_measurements, ranks, spearman
 
 CALIBRATION = CALIBRATION_DIR / "sm_90a.json"
 # What issue 10 asks of the calibrated model, checked on the data it was fitted to: every configuration's
@@ -60,7 +61,7 @@ def test_the_model_ranks_the_measured_winner_first(calibration):
 
 
 def test_concordance_ignores_pairs_within_noise():
-    from aref.tune_calibrate import concordance
+    from aref.tune.calibrate import concordance
     assert concordance([1, 2, 3], [1.0, 1.01, 2.0]) == 1.0            # the 1% pair has no order
     assert concordance([2, 1, 3], [1.0, 1.01, 2.0]) == 1.0
     assert concordance([3, 2, 1], [1.0, 1.5, 2.0]) == 0.0
@@ -90,7 +91,7 @@ def test_with_parameters_checks_names_and_values(tmp_path):
 
 def test_fit_recovers_a_planted_bandwidth():
     """Times produced by a model with a known TMA bandwidth: the fit finds a model that reproduces them."""
-    from aref.tune_calibrate import rebuild
+    from aref.runtime.harness import rebuild
     truth = with_parameters(H100_DATASHEET, {"tma_bytes_per_clk": 40})
     samples = []
     for bk in (32, 64):

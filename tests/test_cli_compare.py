@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from aref.cli import main
-from aref.cli_compare import STEADY_ITERATIONS, STEADY_SEEDS
+from aref.cli.compare import STEADY_ITERATIONS, STEADY_SEEDS
 from partition.optimal import CYCLE_QUANTUM
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
 
@@ -24,7 +24,7 @@ MEASURED = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"
 NO_TMEM = ("gemm", "dual_gemm", "gemm_reduce", "gemm_epilogue", "splitk_gemm", "batched_gemm", "rowwise")
 FIDELITY = 0.03
 # Where the lowered optimal program does not yet reach the solver's II, and why (bench/fidelity.py prints the
-# figures: the steady state, `aref.cli_compare.steady_state`, a loop of at least STEADY_ITERATIONS iterations,
+# figures: the steady state, `aref.cli.compare.steady_state`, a loop of at least STEADY_ITERATIONS iterations,
 # the mean over STEADY_SEEDS copy-latency seeds). Each entry must still be outside 3%: when a fix closes a gap,
 # this list has to shrink with it.
 KNOWN_GAPS: dict = {}
@@ -135,9 +135,9 @@ def test_timing_guard_is_said(capsys):
     # (linear_attention in chunks of 32 tokens kept it, 1420 cycles per iteration against the stream graph's
     # 1472, until the state was handed over right after its MMA: the stream graph's program runs at ~1133 and
     # is kept; what is kept is never slower than the occupancy-free graph's program)
-    from aref.cli_compare import measure
+    from aref.cli.compare import measure
     from aref.compiler import CompileOptions
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     free = compare(capsys, "linear_attention", "sm_100a", "--set", "BC=32")
     assert free["optimal"]["cycles_per_iter"] < free["heuristic"]["cycles_per_iter"]
     ex = load_example(example_path("linear_attention"))
@@ -166,8 +166,8 @@ def test_timing_guard_is_said(capsys):
 def test_trip_count_and_measurement_without_a_gpu(capsys):
     import torch
 
-    from aref.cli_compare import inputs_trip_count
-    from aref.harness import load_example
+    from aref.cli.compare import inputs_trip_count
+    from aref.runtime.harness import load_example
     ex = load_example(example_path("attention_fwd"))
     inputs = ex.inputs("large")
     assert inputs_trip_count(ex.kernel.specialize(**inputs), inputs) == inputs["K"].shape[1] // 128
@@ -180,8 +180,8 @@ def test_example_inputs_follow_the_target():
     a B200 block at 64 keys where its head dim is 128); one without it, or `tune`, gets the defaults."""
     import argparse
 
-    from aref.cli import example_and_inputs
-    from aref.harness import load_example
+    from aref.cli.common import example_and_inputs
+    from aref.runtime.harness import load_example
     ex = load_example(example_path("attention_fwd"))
     assert ex.takes_arch and "BN" not in ex.inputs("large") and "BN" not in ex.inputs("large", "sm_90a")
     assert ex.inputs("large", "sm_100a")["BN"] == 64 and ex.inputs("small", "sm_100a")["BN"] == 128

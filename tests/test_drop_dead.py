@@ -1,4 +1,4 @@
-"""Dead code is not partitioned (aref.cse.drop_dead): a value nothing reads — a cast, an MMA, a load, a whole
+"""Dead code is not partitioned (aref.passes.cse.drop_dead): a value nothing reads — a cast, an MMA, a load, a whole
 user channel whose items nobody reads — takes no warp group, registers or slot, and the program still
 computes what it did."""
 import torch
@@ -6,8 +6,8 @@ import torch
 import aref
 from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to
-from aref.cse import drop_dead
-from aref.interpret import run_kernel
+from aref.passes.cse import drop_dead
+from aref.interp.tile import run_kernel
 from aref.ir import OpKind
 from aref.sim import simulate
 

@@ -3,7 +3,7 @@ trip counts where pipelines usually break (0, 1, D, D+1, 2D+1 for a channel of d
 import pytest
 import torch
 
-from aref.harness import load_example, run_interpreter
+from aref.runtime.harness import load_example, run_interpreter
 from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, max_trip_count, poison_outputs, trip_inputs
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)

@@ -1,8 +1,8 @@
 """Golden Tile IR text of every example (rewrite with `pytest --update-goldens`)."""
 import pytest
 
-from aref.harness import load_example
-from aref.printer import print_kernel
+from aref.runtime.harness import load_example
+from aref.ir.printer import print_kernel
 from aref.verify import verify
 from example_paths import EXAMPLE_NAMES, example_path
 

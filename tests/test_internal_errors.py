@@ -8,7 +8,8 @@ import torch
 
 import aref
 import partition.rowsplit as rowsplit
-from aref import aref_kernel, lang
+from aref import aref_kernel
+from aref.lang import tiles
 from aref.cli import main as cli_main
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError, ChannelError, CompilerBugError, VerifyError
@@ -77,13 +78,13 @@ def test_invalid_barrier_ir_is_the_lowering_pass_bug(monkeypatch):
 
 def test_frontend_inconsistency_is_not_the_users_error(monkeypatch):
     """Tracing that emits IR its own verifier rejects (the `scalar has unknown function 'maximum'` bug)."""
-    real = lang._emit1
+    real = tiles._emit1
 
     def old_frontend(kind, operands, result_type, attrs, loc):       # scalar `maximum` kept its tile name
         if kind is OpKind.SCALAR_BINARY and attrs.fn == "max":
             attrs = type(attrs)("maximum")
         return real(kind, operands, result_type, attrs, loc)
-    monkeypatch.setattr(lang, "_emit1", old_frontend)
+    monkeypatch.setattr(tiles, "_emit1", old_frontend)
 
     @aref_kernel(grid=(1,))
     def k(A, C):
@@ -98,7 +99,7 @@ def test_frontend_inconsistency_is_not_the_users_error(monkeypatch):
 
 def test_user_errors_still_name_the_users_line():
     with pytest.raises(ChannelError) as info:
-        from aref.harness import load_example
+        from aref.runtime.harness import load_example
         ex = load_example(example_path("gemm"))
         lower_to(ex.kernel.specialize(**ex.inputs()), "pipelined", CompileOptions(consumers="plain", mma_depth=5))
     assert not isinstance(info.value, CompilerBugError) and isinstance(info.value, ArefError)

@@ -10,7 +10,7 @@ import aref
 import solve as S
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
 from partition.optimal import CYCLE_QUANTUM, extract_graph
 
@@ -35,7 +35,7 @@ def test_gemm_reaches_the_resource_bound():
     """128×128×64 tiles: the II is the busier unit's work per iteration — on the calibrated H100 the copy
     engine's two 16 KB loads (in 16-cycle quanta), not the tensor core's 512 cycles (as measured: this tile
     runs at 0.67× cuBLAS, copy-bound)."""
-    from aref.machine import H100
+    from aref.target.machine import H100
     ex, r = solved("gemm", "sm_90a")
     copy = -(-(128 * 64 * 2) // H100.tma_bytes_per_clk)        # one 16 KB load on the copy engine
     tma = 2 * 16 * -(-copy // 16)                               # two of them, in whole 16-cycle quanta
@@ -48,7 +48,7 @@ def test_blackwell_gemm_ring_round_trip_bounds_the_ii():
     accumulation (the tensor core runs them back to back), and the ring's refill round trip — the MMA, its
     commit, the copy's issue, the latency a ring read in order meets, its transfer, the MMA warp's wake-up
     and issue — bounds the II, as it bounds the simulated program (bench/fidelity.py: within 3%)."""
-    from aref.machine import B200, mma_issue_cycles
+    from aref.target.machine import B200, mma_issue_cycles
     from partition.optimal import MMA_COMMIT_CYCLES
     ex, r = solved("gemm", "sm_100a", size="large")
     g = ex.graph
@@ -79,7 +79,7 @@ def test_mma_warp_stream_bounds_attention_forward_on_blackwell():
     and each wait first computes its slot and parity (two scalar ops, a third for the producer's parity of
     the four free-slot waits): with the issues that stream is the II's bound (the simulated MMA warp spends
     ~770 cycles of its own per iteration, 34 of them index math)."""
-    from aref.machine import B200, mma_issue_cycles
+    from aref.target.machine import B200, mma_issue_cycles
     from partition.streams import MMA_WARP, SLOT_MATH, scalar_cycles
     ex0 = load_example(example_path("attention_fwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large", "sm_100a"))
@@ -98,7 +98,7 @@ def test_mma_warp_stream_bounds_attention_forward_on_blackwell():
 
 
 def test_ring_latency_plans_for_late_copies():
-    from aref.machine import B200
+    from aref.target.machine import B200
     lo, mode, hi = B200.tma_latency
     assert B200.tma_latency_quantile(0) == lo and B200.tma_latency_quantile(1) == hi
     assert B200.tma_latency_quantile((mode - lo) / (hi - lo)) == mode
@@ -110,7 +110,7 @@ def test_hopper_gemm_releases_a_slot_before_waiting_for_the_next_item():
     """The solver frees a ring slot when its MMA ends; the lowering must too. A steady step that waited for
     item k+1 before releasing slot k (its get sorted by the release's residue) kept only depth − 1 slots of
     copies in flight: a depth-3 ring ran 1036 cycles per iteration against the II of 896."""
-    from aref.cli_compare import FIDELITY, measure
+    from aref.cli.compare import FIDELITY, measure
     from aref.ir import OpKind
     ex = load_example(example_path("gemm"))
     inputs = ex.inputs("large", STAGES=3)
@@ -304,7 +304,7 @@ def test_cuda_core_work_on_both_sides_of_an_mma_is_two_nodes(arch):
     would wait for themselves (a dependence cycle of distance 0; the solver proved such programs
     infeasible). The extraction keeps them apart, and the optimal partition simulates like the interpreter."""
     import torch
-    from aref.interpret import run_kernel
+    from aref.interp.tile import run_kernel
     g = torch.Generator().manual_seed(0)
     args = dict(A=(torch.randn(64, 128, generator=g) * 0.2).half(), B=(torch.randn(64, 128, generator=g) * 0.2).half(),
                 C=torch.zeros(64, 128, dtype=torch.float16))

@@ -1,11 +1,11 @@
-"""Whole-GPU predictions (`aref.perf`): FLOP counts, waves, persistence, the L2 working set of a wave."""
+"""Whole-GPU predictions (`aref.tune.perf`): FLOP counts, waves, persistence, the L2 working set of a wave."""
 import torch
 from example_paths import EXAMPLES
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
-from aref.machine import H100, H100_DATASHEET, with_parameters
-from aref.perf import kernel_flops, occupancy, predict, problem_machine, wave_footprint
+from aref.runtime.harness import load_example
+from aref.target.machine import H100, H100_DATASHEET, with_parameters
+from aref.tune.perf import kernel_flops, occupancy, predict, problem_machine, wave_footprint
 
 
 def lowered(name, **overrides):
@@ -37,7 +37,7 @@ def test_wave_footprint_follows_the_grid_axes_of_each_load():
     mb = 4096 * 4096 * 2
     assert wave_footprint(ws, 132) == mb + mb * 5 // 16
     assert wave_footprint(ws, 32) == mb + mb // 16
-    # rasterized in groups of 16 rows (aref.tile_order): the wave covers 16 M blocks and 9 N blocks
+    # rasterized in groups of 16 rows (aref.backend.tile_order): the wave covers 16 M blocks and 9 N blocks
     assert wave_footprint(ws, 132, raster=16) == mb * 16 // 32 + mb * 9 // 16 < wave_footprint(ws, 132)
     _, att = lowered("attention_fwd")
     # attention: K and V of the heads one wave touches (5 of 16), Q's blocks of those CTAs only

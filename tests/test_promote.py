@@ -1,4 +1,4 @@
-"""FP8 accumulator promotion (`CompileOptions.promote_every`, `aref.promote`): the rewritten Tile IR (golden
+"""FP8 accumulator promotion (`CompileOptions.promote_every`, `aref.passes.promote`): the rewritten Tile IR (golden
 text, and the same ops a user writes by hand), the interpreter and simulator against the torch reference at
 trip counts that are and are not multiples of N, the error it removes under an emulated wgmma accumulator,
 the refusals at the user's line, sm_100a leaving the program alone, and the tuner ranking the option."""
@@ -12,10 +12,10 @@ import aref
 from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError
-from aref.harness import compare, load_example
-from aref.interpret import run_kernel
+from aref.runtime.harness import compare, load_example
+from aref.interp.tile import run_kernel
 from aref.ir import OpKind
-from aref.printer import print_kernel
+from aref.ir.printer import print_kernel
 
 GEMM = load_example(example_path("gemm"))
 
@@ -258,7 +258,7 @@ def test_promote_every_must_be_a_count(bad):
 # ------------------------------------------------------------------------------------------------ the tuner
 def test_the_tuner_ranks_promoted_candidates(tmp_path):
     from aref.tune import TuneOptions, tune
-    from aref.tune_space import Config
+    from aref.tune.space import Config
     with torch.device("meta"):
         fp8 = {k: v for k, v in GEMM.inputs("large", dtype="float8_e4m3").items() if isinstance(v, torch.Tensor)}
         f16 = {k: v for k, v in GEMM.inputs("large").items() if isinstance(v, torch.Tensor)}

@@ -44,7 +44,7 @@ def test_random_program_is_race_free_under_every_partition(tmp_path_factory, see
 def test_heuristic_and_custom_single_group_agree():
     """One group holding everything is a legal partition too (channels within one group); it computes the same
     numbers as the heuristic partition, bit for bit (same MMAs, accumulated in the same order)."""
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     from example_paths import example_path
     ex = load_example(example_path("gemm"))
     inputs = ex.inputs(K=256)

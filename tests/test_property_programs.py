@@ -4,8 +4,8 @@ that splits computes exactly what the program computes."""
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from aref.harness import compare
-from aref.interpret import run_kernel
+from aref.runtime.harness import compare
+from aref.interp.tile import run_kernel
 from partition.rowsplit import can_row_split, row_split
 from random_programs import build, programs
 

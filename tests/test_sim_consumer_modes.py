@@ -5,7 +5,7 @@ import pytest
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from example_paths import example_path
 
 # plain consumers hold every accumulator: with 64-wide blocks they fit one group's registers (the resource

@@ -3,9 +3,9 @@ register budgets, and the Blackwell units of the machine model."""
 import pytest
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind, Space
-from aref.machine import B200, H100, mma_issue_cycles, op_cost
+from aref.target.machine import B200, H100, mma_issue_cycles, op_cost
 from example_paths import example_path
 from partition.model import REGISTERS_PER_SM
 
@@ -162,7 +162,7 @@ def test_blackwell_units_of_the_machine_model():
 
 
 def test_timing_model_runs_blackwell_schedules():
-    from aref.machine import machine_for
+    from aref.target.machine import machine_for
     from aref.sim.timing import simulate_timing
     for partition in ("heuristic", "optimal"):
         ws = stage("attention_fwd", "barrier", partition)
@@ -178,7 +178,7 @@ def test_tensor_memory_slot_released_after_its_load_where_the_graph_states_the_s
     load, the MMA warp writes the next H while the group computes, and the program reaches the solver's II
     (1006 cycles against 1008; 1121 before); the occupancy-free graph, and `early_tmem_release=False`, keep the
     release after the last use of the copy."""
-    from aref.interpret import longest_cta
+    from aref.interp.tile import longest_cta
     from aref.sim.timing import simulate_timing
 
     ex = load_example(example_path("mlp"))
@@ -210,7 +210,7 @@ def test_mma_waits_for_the_readers_of_a_published_accumulator_before_updating_it
     (free once its reader released the state before it), and in every iteration, also the last, which
     publishes nothing: without the wait the update wrote the columns under the reader (the timing model's
     write-to-borrowed-slot). The put itself runs in all but the last iteration."""
-    from aref.interpret import longest_cta
+    from aref.interp.tile import longest_cta
     from aref.sim.timing import simulate_timing
 
     ex = load_example(example_path("linear_attention"))
@@ -250,7 +250,7 @@ def test_a_ring_release_is_committed_before_the_next_mma_that_does_not_read_the_
     slot. A tcgen05.commit arrives once every MMA issued before it is done, so the slot's release is committed
     between the two: behind dQ's MMA it freed the slot 128 cycles later, on a ring whose round trip then
     bounded the loop (1021 cycles per iteration in the steady state against the solver's II of 976)."""
-    from aref.interpret import longest_cta
+    from aref.interp.tile import longest_cta
     from aref.sim.timing import simulate_timing
 
     ex = load_example(example_path("attention_bwd"))

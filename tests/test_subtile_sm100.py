@@ -1,4 +1,4 @@
-"""The column-separability rule of Blackwell epilogue subtiling (aref.subtile_sm100): which post-loop blocks
+"""The column-separability rule of Blackwell epilogue subtiling (aref.lower.subtile_sm100): which post-loop blocks
 run over column chunks, and which stay whole (and so are refused by the register rule when they do not fit)."""
 import re
 
@@ -8,11 +8,11 @@ import torch
 import aref
 from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 from aref.ir import OpKind
 from aref.resources.registers import ResourceError
 from aref.sim import simulate
-from aref.subtile_sm100 import _columns
+from aref.lower.subtile_sm100 import _columns
 
 
 @aref_kernel

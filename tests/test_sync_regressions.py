@@ -18,7 +18,7 @@ import torch
 import aref
 from aref import aref_kernel, sim
 from aref.compiler import CompileOptions, lower_to
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 from aref.ir import OpKind, ScalarType
 from partition.rowsplit import row_split
 
@@ -298,7 +298,7 @@ def test_accumulator_read_from_a_slot_is_released_after_its_mma_retires(seed, gr
     directly there: release-while-reading in the simulator)."""
     from program_matrix import compile_config
 
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     ex = load_example("examples/attention_fwd.py")
     inputs = ex.inputs(BM=64, BN=64, SUBTILE=1)
     kernel = ex.kernel.specialize(**inputs)

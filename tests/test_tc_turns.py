@@ -5,10 +5,10 @@ issued when ready it took their turn on the tensor core (2243 cycles per iterati
 import pytest
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
-from aref.interpret import longest_cta
+from aref.runtime.harness import load_example
+from aref.interp.tile import longest_cta
 from aref.ir import OpKind
-from aref.machine import machine_for
+from aref.target.machine import machine_for
 from aref.sim.timing import simulate_timing
 
 STATE_LINE, SCORES_LINE, CAST_LINE = 32, 29, 28          # examples/linear_attention.py

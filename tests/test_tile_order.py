@@ -1,10 +1,10 @@
-"""The launch's tile order (`aref.tile_order`): a bijection onto the grid, the generated expression equal to the
+"""The launch's tile order (`aref.backend.tile_order`): a bijection onto the grid, the generated expression equal to the
 integer rule, rasterization keeping a wave's reads small, and the backend emitting it."""
 import itertools
 
 import pytest
 
-from aref.tile_order import group_rows, tile_coords, tile_coords_source
+from aref.backend.tile_order import group_rows, tile_coords, tile_coords_source
 
 
 @pytest.mark.parametrize("grid", [(1,), (7,), (4, 4), (6, 5), (32, 32), (12, 3, 2), (1, 1, 5), (9, 1, 3)])

@@ -1,4 +1,4 @@
-"""Tensor memory on Blackwell: the allocation plan of the aref lowering (aref.tmem) and what it refuses.
+"""Tensor memory on Blackwell: the allocation plan of the aref lowering (aref.lower.tmem) and what it refuses.
 
 FA4's configuration — two 128-row Q sub-tiles, 128 keys per block, head dim 128 — needs S₀, S₁, O₀, O₁ of 128
 columns each, plus P₀, P₁ (16-bit, 64 columns): 640 columns side by side, 512 exist. The plan writes P over
@@ -9,9 +9,9 @@ import pytest
 
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind
-from aref.tmem import COLUMNS, plan_tensor_memory, tile_columns
+from aref.lower.tmem import COLUMNS, plan_tensor_memory, tile_columns
 from example_paths import example_path
 
 FA4 = dict(BM=256, D=128)          # two 128-row sub-tiles, head dim 128
@@ -71,7 +71,7 @@ def test_unsafe_issue_order_gets_no_aliasing():
     columns: the plan keeps them apart (and then the FA4 configuration no longer fits)."""
     import copy
 
-    import aref.tmem as T
+    import aref.lower.tmem as T
     ws = barrier("attention_fwd", **FA4)
     mma = ws.groups[ws.tmem.allocator]
     body = mma.loop.body.ops
@@ -168,7 +168,7 @@ def test_a_groups_own_mma_tile_takes_one_buffer_for_the_prologue_and_the_loop(mo
     import functools
 
     import partition.optimal as po
-    from aref.machine import B200
+    from aref.target.machine import B200
     from aref.sim.timing import simulate_timing
     monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True,
                                                                allow_transfers=False, reservations=True))

@@ -8,9 +8,9 @@ from example_paths import EXAMPLES
 
 import aref
 from aref.errors import ArefError
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.tune import TuneOptions, tune
-from aref.tune_space import Config, UnsupportedFeature, default_space
+from aref.tune.space import Config, UnsupportedFeature, default_space
 
 
 def meta_inputs(name, size="large", **overrides):
@@ -40,7 +40,7 @@ def test_configs_is_a_cartesian_product_and_default_space_follows_the_rule():
 
 
 def test_unsupported_features_are_refused_by_name(monkeypatch):
-    from aref import tune_space
+    from aref.tune import space as tune_space
     assert tune_space.UNSUPPORTED_FEATURES == {}        # every feature of issue 10 is generated
     cfg = Config.of({}, cluster=(2, 1), epilogue_overlap=True, promote_every=4)
     cfg.check_supported()                                # cluster: aref.backend.cute.cluster
@@ -55,7 +55,7 @@ def test_unsupported_features_are_refused_by_name(monkeypatch):
     Config.of({}, promote_every=4).check_supported()
     Config.of({}, persistent=True, epilogue_overlap=True).check_supported()     # aref.backend.cute.overlap
     Config.of({"BN": 128}).check_supported()
-    Config.of({"BN": 128}, persistent=True, raster=8).check_supported()     # generated: aref.tile_order
+    Config.of({"BN": 128}, persistent=True, raster=8).check_supported()     # generated: aref.backend.tile_order
     assert Config.of({}, raster=8).launch_kwargs("sm_90a") == {"persistent": False, "ctas": 132, "raster": 8,
                                                                "epilogue_overlap": False, "cluster": (1, 1)}
     assert Config.of({}, cluster=[1, 2]).launch_kwargs("sm_90a")["cluster"] == (1, 2)
@@ -127,9 +127,9 @@ def test_the_winner_is_cached_per_shapes_and_space(tmp_path):
 
 def test_gpu_step_decides_the_order(tmp_path, monkeypatch):
     """With a GPU, the measured times rank the model's top candidates; failures are kept with the reason."""
-    import aref.tune_gpu
-    import aref.tune_measure
-    from aref.tune_gpu import Timing
+    import aref.tune.gpu
+    import aref.tune.measure
+    from aref.tune.gpu import Timing
     ex, tensors = meta_inputs("gemm", "small")
     space = [Config.of({"BN": bn, "BK": 64, "STAGES": 3}) for bn in (64, 128, 256)]
     seen = []
@@ -145,9 +145,9 @@ def test_gpu_step_decides_the_order(tmp_path, monkeypatch):
                                    measured=Timing(c.config.consts["BN"] / 100, 0, 0, 5)))
         return out
 
-    monkeypatch.setattr(aref.tune_gpu, "gpu_arch", lambda: "sm_90a")
-    monkeypatch.setattr(aref.tune_gpu, "device_name", lambda: "Fake H100")
-    monkeypatch.setattr(aref.tune_measure, "measure_candidates", fake_measure)
+    monkeypatch.setattr(aref.tune.gpu, "gpu_arch", lambda: "sm_90a")
+    monkeypatch.setattr(aref.tune.gpu, "device_name", lambda: "Fake H100")
+    monkeypatch.setattr(aref.tune.measure, "measure_candidates", fake_measure)
     r = tune(ex.kernel, tensors, {}, space, TuneOptions(arch="sm_90a", use_gpu=True, top_k=3, cache_dir=tmp_path))
     assert r.method == "gpu" and r.device == "Fake H100" and len(seen) == 3
     assert r.best.consts["BN"] == 64
@@ -238,7 +238,7 @@ def test_a_launch_tunes_by_gpu_timing_and_remembers(tmp_path):
     cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     ex.kernel(**cuda)
     torch.cuda.synchronize()
-    from aref.harness import compare
+    from aref.runtime.harness import compare
     assert compare({"C": cuda["C"].cpu()}, ex.reference_fn(**inputs), ex.tolerance(inputs)).ok
     stored = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
     assert len(stored) == 1 and stored[0]["method"] == "gpu"

@@ -4,7 +4,7 @@ import copy
 import pytest
 
 from aref.errors import ChannelError, VerifyError
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import (CastAttrs, DType, FnAttrs, FullAttrs, NoAttrs, Op, OpKind, ScalarType, Space, TileType,
                      Value)
 from aref.verify import verify
@@ -121,7 +121,7 @@ def test_verifier_catches_unknown_function(gemm_ir):
 
 def test_interpreter_inputs_unchanged_by_verify(gemm_ir):
     """verify is a pure check: it leaves the IR as it found it."""
-    from aref.printer import print_kernel
+    from aref.ir.printer import print_kernel
     before = print_kernel(gemm_ir)
     verify(gemm_ir)
     assert print_kernel(gemm_ir) == before

@@ -7,9 +7,9 @@ import aref
 from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to, print_stage
 from aref.errors import ArefError, ChannelError
-from aref.harness import compare, load_example
+from aref.runtime.harness import compare, load_example
 from aref.ir import OpKind
-from aref.wsinterp import run_ws
+from aref.interp.channels import run_ws
 from example_paths import EXAMPLE_NAMES, TRIP_KNOB, example_path, poison_outputs, source_line, trip_inputs
 
 ARCHS = ["sm_90a", "sm_100a"]

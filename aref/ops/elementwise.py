@@ -2,16 +2,16 @@
 
 Numerics (the interpreter's, which the backend reproduces): a float result is computed in float32 and then
 rounded to its dtype (`aref.ops.round_to`); integer results use int32 arithmetic (wrapping); booleans come
-from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.typing_rules.elementwise`).
+from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.ir.typing_rules.elementwise`).
 """
 from __future__ import annotations
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind, TileType
-from aref.ops import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Algebra, Case, Cost, Emit, Hints, OpDef,
+from aref.ops.registry import (CUDA_CORE, ELEMENTWISE, EXPONENTIAL, MUFU, PREDICATE, Algebra, Case, Cost, Emit, Hints, OpDef,
                       lang, register, torch_fn)
-from aref.ops import TORCH as torch
+from aref.ops.registry import TORCH as torch
 
 ISSUE = "issue"
 FLOATS = (DType.float32, DType.float16, DType.bfloat16)
@@ -276,7 +276,7 @@ def _cast_rule(types, attrs, loc):
 
 
 def _cast_template(op) -> str:
-    from aref.ops import compute_class
+    from aref.ops.registry import compute_class
     same = compute_class(op.operands[0].type.dtype) == compute_class(op.result.type.dtype)
     return "{a}" if same else "{T}({a})"
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import VerifyError
-from aref.ir import ArefType, DType, OpKind, RingType, ScalarType, Space, TensorType, TileType
-from aref.ops import (CHANNEL, MEMORY, MMA, SIDE_EFFECT, STRUCTURAL, SYNC, VIEW, Cost, Emit, Hints, OpDef,
+from aref.ir import ArefType, DType, Op, OpKind, RingType, ScalarType, Space, TensorType, TileType
+from aref.ops.registry import (CHANNEL, MEMORY, MMA, SIDE_EFFECT, STRUCTURAL, SYNC, VIEW, Cost, Emit, Hints, OpDef,
                       register)
 from aref.ops.elementwise import ISSUE
 
@@ -41,19 +41,84 @@ def _store_rule(types, attrs, loc):
     return ()
 
 
+def box(tensor_shape, coords, tile_shape):
+    """Per dimension: (start, stop) of the box in the tensor, clipped, and where it lands in the tile."""
+    lead = len(tensor_shape) - len(tile_shape)
+    out = []
+    for d, (size, c) in enumerate(zip(tensor_shape, coords)):
+        ts = tile_shape[d - lead] if d >= lead else 1
+        start = c * ts
+        lo, hi = max(start, 0), min(start + ts, size)
+        out.append((lo, max(hi, lo), lo - start, ts))
+    return out, lead
+
+
+def load_box(tensor, coords, tile_shape):
+    """TMA load semantics: the box at block `coords`, zeros where it leaves the tensor."""
+    import torch
+
+    dims, lead = box(tensor.shape, coords, tile_shape)
+    tile = torch.zeros(tile_shape, dtype=tensor.dtype)
+    if any(hi <= lo for lo, hi, _, _ in dims):
+        return tile
+    src = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
+    src = src.reshape(src.shape[lead:])
+    dst = tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])
+    tile[dst] = src
+    return tile
+
+
+def store_box(tensor, coords, tile, attrs):
+    """TMA store semantics: write (or reduce-add) the in-bounds part of the box."""
+    dims, lead = box(tensor.shape, coords, attrs.tile_shape)
+    if any(hi <= lo for lo, hi, _, _ in dims):
+        return None
+    part = tile[tuple(slice(off, off + (hi - lo)) for lo, hi, off, _ in dims[lead:])]
+    view = tensor[tuple(slice(lo, hi) for lo, hi, _, _ in dims)]
+    part = part.reshape(view.shape)
+    if attrs.reduce == "add":
+        view.copy_((view.float() + part.float()).to(tensor.dtype))
+    else:
+        view.copy_(part)
+    return None
+
+
+def tma_bytes(op: Op) -> int:
+    """Bytes a TMA_LOAD (box from `SlotAttrs.tile_shape`, dtype of its ring) or tile LOAD/STORE moves."""
+    if op.kind is OpKind.TMA_LOAD:
+        ring = op.operands[-4].type
+        assert isinstance(ring, RingType), "tma_load operand -4 must be the ring"
+        n = 1
+        for s in (op.attrs.tile_shape or ring.tile.shape):
+            n *= s
+        return n * ring.tile.dtype.nbytes
+    if op.kind is OpKind.LOAD:
+        return op.result.type.nbytes
+    if op.kind is OpKind.STORE:
+        return op.operands[-1].type.nbytes
+    raise ValueError(f"{op.kind.value} is not a memory copy")
+
+
+def mma_flops(op: Op) -> int:
+    """2·M·N·K of an MMA / MMA_ASYNC from its A operand (.., M, K) and result (.., M, N)."""
+    a, out = op.operands[0].type, op.result.type
+    m, n = out.shape[-2], out.shape[-1]
+    lead = 1
+    for s in out.shape[:-2]:
+        lead *= s
+    return 2 * lead * m * n * a.shape[-1]
+
+
 def _load(op, vals, cta):
-    from aref.interpret import load_box
     return load_box(vals[0], [int(c) for c in vals[1:]], op.attrs.tile_shape)
 
 
 def _store(op, vals, cta):
-    from aref.interpret import store_box
     return store_box(vals[0], [int(c) for c in vals[1:-1]], vals[-1], op.attrs)
 
 
 def _copy_cycles(op, m, rng=None):
     """A load lands after the memory latency plus its transfer; a store only occupies the copy engine."""
-    from aref.machine import tma_bytes
     if op.kind is OpKind.STORE:          # fire and forget: only the copy engine's share
         return max(1, _ceil(tma_bytes(op), m.tma_bytes_per_clk))
     # a load lands after the latency plus the time its own bytes take to arrive
@@ -82,7 +147,6 @@ def _mma(op, vals, cta):
 
 
 def _mma_cycles(op, m, rng=None):
-    from aref.machine import mma_flops
     dtype = op.operands[0].type.dtype
     flop = m.tensor_flop_per_clk.get(dtype)
     if flop is None:
@@ -174,7 +238,6 @@ def _slot_read_cycles(op, m, rng=None):
 
 
 def _tma_cycles(op, m, rng=None):
-    from aref.machine import tma_bytes
     return m.tma_latency_draw(rng) + _ceil(tma_bytes(op), m.tma_copy_rate)
 
 

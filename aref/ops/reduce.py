@@ -5,10 +5,10 @@ int32 adds do). Booleans do not reduce: cast them to int32 to count.
 """
 from __future__ import annotations
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind
-from aref.ops import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Case, Cost, Emit, Hints, OpDef, ReduceSpec,
+from aref.ops.registry import (CUDA_CORE, REDUCING, REDUCTION, RUNNING_MAX, Case, Cost, Emit, Hints, OpDef, ReduceSpec,
                       register)
 from aref.ops.elementwise import FLOATS, ROLES3
 

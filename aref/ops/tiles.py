@@ -2,12 +2,12 @@
 CTA-uniform scalars (constants, program ids, index arithmetic)."""
 from __future__ import annotations
 
-from aref import typing_rules as rules
+from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError, VerifyError
 from aref.ir import DType, OpKind, ScalarType, Space, TileType
-from aref.ops import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Algebra, Case, Cost,
+from aref.ops.registry import (ELEMENTWISE, EXPR, PIPELINE, PREDICATE, SCALAR, TILE_SOURCE, VIEW, VIEWING, Algebra, Case, Cost,
                       Emit, Hints, OpDef, lang, register)
-from aref.ops import TORCH as torch
+from aref.ops.registry import TORCH as torch
 from aref.ops.elementwise import FLOATS, FMA_COST, ISSUE, ROLES3
 
 I32 = ScalarType(DType.int32)

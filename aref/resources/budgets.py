@@ -85,7 +85,7 @@ def split_budget(fixed, flexible, cap: int = BUDGET_CAP):
     """Provisional budgets for a partition (final ones follow liveness, see `assign_budgets`): `fixed`
     (name, role, warps, regs) keep theirs; `flexible` (name, role, warps) share the rest of the register file
     evenly, rounded down to a multiple of 8 and capped at `cap`."""
-    from aref.ws import WarpGroup
+    from aref.ir.ws import WarpGroup
     used = sum(w * 32 * r for _, _, w, r in fixed)
     threads = sum(w * 32 for _, _, w in flexible)
     share = cap if not threads else min(cap, (REGISTERS_PER_SM - used) // threads // REG_STEP * REG_STEP)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from aref import ops
 from aref.ir import OpKind, Space, TileType, Value
-from aref.ws import GroupProgram
+from aref.ir.ws import GroupProgram
 
 ACC, ROW, COL, SCALAR = "acc", "row", "col", "scalar"
 WARPS = 4

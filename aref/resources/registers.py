@@ -370,7 +370,7 @@ class Liveness:
         if op.kind is OpKind.CONST and not isinstance(op.result.type, TileType):
             static[id(op.result)] = op.attrs.value
         elif op.kind is OpKind.SCALAR_BINARY and all(id(o) in static for o in op.operands):
-            from aref.interpret import evaluate
+            from aref.interp.tile import evaluate
             static[id(op.result)] = evaluate(op, [static[id(o)] for o in op.operands], ())
 
     def root(self, v: Value) -> Value:

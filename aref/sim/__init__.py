@@ -11,10 +11,10 @@
   (`aref.sim.launch`).
 * `equivalent(kernel, tensors)` — every schedule of every launch `check` simulates explored without a
   violation (mutation testing: `aref.sim.mutants`, `aref.sim.implied`, `bench/mutation.py`).
-* `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.machine`.
+* `aref.sim.timing.simulate_timing(kernel, tensors, machine)` — discrete-event timing on `aref.target.machine`.
 * `check_resources(kernel, machine)` — shared memory, threads and registers a launch needs (warnings).
 
-mbarriers, slots, TMA and MMA follow the contract in `aref.ws`'s docstring; violations name the op, the
+mbarriers, slots, TMA and MMA follow the contract in `aref.ir.ws`'s docstring; violations name the op, the
 user's source line, the warp group and the CTA (see `aref.sim.values.KINDS`).
 """
 from aref.sim.launch import Launch

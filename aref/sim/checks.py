@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from aref.ir import OpKind
 from aref.sim.engine import Engine
+from aref.sim.program import Prog
 from aref.sim.state import CTAState
-from aref.sim.values import SimViolation
+from aref.sim.values import SimViolation, Violation
 
 
 def diagnose_stuck(eng: Engine, st: CTAState) -> SimViolation:
@@ -111,3 +112,12 @@ def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
                                                     f"generation "
                                                     f"that never completed; the op shown arrived last", op, gi)
     return None
+
+
+def _violation(prog: Prog, exc: SimViolation, cta, trace=()) -> Violation:
+    """The report of a violation raised in `cta` (the random runs', the explorer's and the timing model's)."""
+    op = exc.op
+    loc = op.loc if op is not None else None
+    group = prog.groups[exc.group].name if exc.group is not None else ""
+    return Violation(exc.kind, exc.message, prog.op_text(op), loc.file if loc else "", loc.line if loc else 0,
+                     group, tuple(cta), exc.blocked, list(trace))

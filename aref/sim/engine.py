@@ -14,17 +14,18 @@ mbarriers follow the hardware: per (barrier, slot) a pending-arrival count, a si
 phase bit; a phase completes when both counts reach zero, which flips the bit and re-arms the arrival count.
 `mbarrier_wait(bar, slot, parity)` can proceed once the phase bit differs from `parity`.
 
-Every rule of the contract in `aref.ws` is checked where it can first be seen, raising `SimViolation`.
+Every rule of the contract in `aref.ir.ws` is checked where it can first be seen, raising `SimViolation`.
 """
 from __future__ import annotations
 
 import torch
 
-from aref.dtypes import to_torch
-from aref.interpret import evaluate, load_box, round_result
+from aref.ir.dtypes import to_torch
+from aref.interp.tile import evaluate, round_result
 from aref.ir import OpKind
 from aref.lower import launch_threads
-from aref.machine import machine_for, tma_bytes
+from aref.ops.memory import load_box, tma_bytes
+from aref.target.machine import machine_for
 from aref.sim.launch import items_per_tile
 from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, RING_POS, MalformedIR, Prog
 from aref.sim import tensor_memory

@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 
 from aref.ir import DType, NamedBarrierAttrs, Op, OpKind, RingType, ScalarType, Space, TileType, Value
-from aref.lower import turn_once
-from aref.printer import Namer, format_op
+from aref.ir.printer import Namer, format_op
+from aref.lower.hopper import turn_once
 from aref.sim.launch import (TURN_CONDITIONS, TURNS, Launch, LaunchError, doubled_accumulators, doubled_plan,
                              overlap_consumer, shared_loads)
 from aref.sim.tensor_memory import TensorMemory
-from aref.ws import WSKernel
+from aref.ir.ws import WSKernel
 
 LOOP_ENTER = "loop_enter"
 LOOP_END = "loop_end"
@@ -74,8 +74,8 @@ class Instr:
         self.tmem_ld_bytes = 0     # Blackwell: the group's own MMA results this op reads (tcgen05.ld first)
         self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
         self.to_registers = False  # Blackwell: a slot_read of tensor memory loaded whole into registers
-        #                            (`aref.lower_sm100.loaded_to_registers`): its uses read the copy
-        # the registry's value rule of a compute op (`aref.interpret.evaluate` without the look-up per run)
+        #                            (`aref.lower.sm100.loaded_to_registers`): its uses read the copy
+        # the registry's value rule of a compute op (`aref.interp.tile.evaluate` without the look-up per run)
         self.rule = _rule(op) if op is not None and op.kind in COMPUTE else None
         self.region = ""           # the group program's region the op is in (pre, prologue, loop, ...)
         self.multicast = False     # a cluster: a tma_load of a tile both CTAs load (half each, into both)
@@ -431,7 +431,7 @@ class Prog:
         return ins
 
     def op_text(self, op) -> str:
-        """`op` as `aref.ws.print_ws` prints it (same value names)."""
+        """`op` as `aref.ir.ws.print_ws` prints it (same value names)."""
         if op is None:
             return ""
         if self._texts is None:
@@ -525,7 +525,7 @@ def _mark_own_accumulators(gp, prog: list) -> None:
     The solver's graph charges both (`partition.optimal`: a cluster's tensor-memory traffic), whichever
     group runs the MMA; so does the timing model, on the tensor memory's load and store paths."""
     from aref import ops as ops_registry
-    from aref.lower_sm100 import tensor_core_group
+    from aref.lower.sm100 import tensor_core_group
     if not tensor_core_group(gp):
         return
     cuda_core = ops_registry.kinds_with(ops_registry.CUDA_CORE)
@@ -556,11 +556,11 @@ def _mark_own_accumulators(gp, prog: list) -> None:
 
 def _mark_tensor_pipe(gp, prog: list) -> None:
     """A slot_store into a tensor-memory ring of an MMA result (or a constant) by the group that issues the
-    MMAs is written by the tensor core in place (`aref.ws`), not by tcgen05.st: no data moves, and only an
+    MMAs is written by the tensor core in place (`aref.ir.ws`), not by tcgen05.st: no data moves, and only an
     mma_commit publishes it. A slot_read of tensor memory that only the group's MMAs use moves no data either
     (the timing model charges it nothing). A slot_read of tensor memory that only CUDA cores use is a register
     copy (`Instr.to_registers`)."""
-    from aref.lower_sm100 import from_mma, loaded_to_registers, read_by_tensor_core, tensor_core_group
+    from aref.lower.sm100 import from_mma, loaded_to_registers, read_by_tensor_core, tensor_core_group
     mma_group = tensor_core_group(gp)
     for ins in prog:
         if ins.kind is OpKind.SLOT_STORE and mma_group and ins.op.operands[0].type.tile.space.value == "tmem":

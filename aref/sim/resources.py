@@ -8,7 +8,7 @@ partitioners, the lowering and the CuTe backend use.
 """
 from __future__ import annotations
 
-from aref.machine import Machine, machine_for
+from aref.target.machine import Machine, machine_for
 from aref.resources.memory import smem_plan, tmem_columns
 
 MAX_THREADS_PER_BLOCK = 1024   # CUDA programming guide, compute capability 9.0 and 10.0
@@ -25,7 +25,7 @@ def shared_memory_bytes(kernel) -> int:
 
 
 def tensor_memory_columns(kernel) -> int:
-    """32-bit tensor-memory columns the kernel allocates: its plan's (`aref.tmem`, with tiles rewritten in place
+    """32-bit tensor-memory columns the kernel allocates: its plan's (`aref.lower.tmem`, with tiles rewritten in place
     and aliased) once lowered; before that, what its tensor-memory rings would take side by side (the resource
     model's `aref.resources.memory.tmem_columns`)."""
     if getattr(kernel, "tmem", None) is not None:

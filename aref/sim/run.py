@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aref.harness import compare
-from aref.sim.checks import check_finished, diagnose_stuck
+from aref.outputs import compare
+from aref.sim.checks import _violation, check_finished, diagnose_stuck
 from aref.sim.engine import COMMIT, GROUP, MMA, TMA, Engine
 from aref.sim.launch import Launch
 from aref.sim.program import LaunchError, Prog
@@ -56,14 +56,6 @@ def _ctas(kernel, cta=None, launch: Launch | None = None) -> list[tuple]:
     if cta is not None:
         return [tuple(cta)]
     return (launch or Launch()).ctas_of(kernel.grid)
-
-
-def _violation(prog: Prog, exc: SimViolation, cta, trace=()) -> Violation:
-    op = exc.op
-    loc = op.loc if op is not None else None
-    group = prog.groups[exc.group].name if exc.group is not None else ""
-    return Violation(exc.kind, exc.message, prog.op_text(op), loc.file if loc else "", loc.line if loc else 0,
-                     group, tuple(cta), exc.blocked, list(trace))
 
 
 def _check_tensors(kernel, tensors, need_all: bool) -> None:
@@ -319,7 +311,7 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
           max_states: int = 200_000, tolerance: dict | None = None, protocol: bool = True,
           launch: Launch | None = None) -> SimReport:
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
-    every run's outputs with `reference_fn(**inputs)` via `aref.harness.compare` (`tolerance` as there).
+    every run's outputs with `reference_fn(**inputs)` via `aref.outputs.compare` (`tolerance` as there).
 
     With `protocol` (the default), also run the control state where the protocol is exercised, whatever the
     inputs' size (`SimReport.protocol_runs`), on the grid's first CTA: under adversarial schedules

@@ -1,11 +1,11 @@
-"""Discrete-event timing of one CTA of a barrier-level kernel on a machine model (`aref.machine`).
+"""Discrete-event timing of one CTA of a barrier-level kernel on a machine model (`aref.target.machine`).
 
 The functional engine decides what may happen (the same mbarrier, slot and MMA semantics as `simulate`);
 this module decides when. Each warp group issues its ops in order; an op occupies its functional unit
 ("tc", "tma", "mufu", "fma", "smem", Blackwell's "tmem_ld" / "tmem_st": one each per SM, first come first
 served) for `op_cost` cycles, and
 the group waits for it, except for the asynchronous ones: an `mma_async` costs the group its issue cycles
-(`aref.machine.mma_issue_cycles`: on Blackwell one warp issues a tcgen05.mma per K atom) and completes when
+(`aref.target.machine.mma_issue_cycles`: on Blackwell one warp issues a tcgen05.mma per K atom) and completes when
 the tensor core finishes it (so does an arrive, whose effect a waiter pays for when it wakes; on Blackwell
 an `mma_commit` arrives then); a `tma_load` costs the group `async_issue_cycles`
 and lands after a latency drawn from the machine's distribution plus its transfer time (the copy engine is
@@ -30,12 +30,12 @@ import random
 from dataclasses import dataclass, field
 
 from aref.ir import OpKind
-from aref.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, tma_bytes, unit_busy
-from aref.sim.checks import check_finished, diagnose_stuck
+from aref.ops.memory import tma_bytes
+from aref.target.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, unit_busy
+from aref.sim.checks import _violation, check_finished, diagnose_stuck
 from aref.sim.engine import COMMIT, GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
 from aref.sim.resources import check_resources
-from aref.sim.run import _violation
 from aref.sim.values import SimViolation
 
 

@@ -80,7 +80,7 @@ class SimViolation(Exception):
 
 @dataclass
 class Violation:
-    """One reported error: `kind` (see KINDS), the op as printed by `aref.ws.print_ws`, the user's source
+    """One reported error: `kind` (see KINDS), the op as printed by `aref.ir.ws.print_ws`, the user's source
     location of the op, the warp group that executed it and the CTA. Deadlocks list every blocked group."""
 
     kind: str

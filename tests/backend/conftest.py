@@ -6,7 +6,7 @@ import functools
 import pytest
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 
 def config_id(cfg):
     return "-".join(cfg)

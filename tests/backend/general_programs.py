@@ -159,8 +159,8 @@ def transposed_output_reference(A, B, CT, BM=128, BN=64, **_):
 
 def register_slice(x, axis: int, start: int, size: int):
     """The register-tile view the row-split pass gives cooperative consumers (no public spelling)."""
-    from aref.lang import _build
-    from aref.trace import user_loc
+    from aref.lang.tiles import _build
+    from aref.lang.trace import user_loc
     return _build(OpKind.SLICE, None, [x.value], SliceAttrs(axis, start, size), user_loc())
 
 

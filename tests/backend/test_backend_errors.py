@@ -96,7 +96,7 @@ def test_plain_tile_is_refused_as_an_mma_operand(arch):
     (here the GEMM's A narrowed to 4 columns in its channel and TMA box), the backend names it at the MMA's line."""
     import copy
     import dataclasses
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     from aref.ir import OpKind, TileType
     ex = load_example("examples/gemm.py")
     opts = CompileOptions(arch=arch, consumers="plain") if arch == "sm_90a" else CompileOptions(arch=arch)

@@ -15,7 +15,7 @@ from aref import aref_kernel
 from aref.backend.cute import compile_barrier, generate_source
 from aref.backend.cute.analysis import BackendError, plan_kernel
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from tests.backend.conftest import barrier_ir
 from tests.backend.test_consistency import check
 
@@ -317,7 +317,7 @@ CASES = [("gemm", "small", (2, 1)), ("gemm", "large", (2, 1)), ("gemm", "large",
 def test_clustered_kernel_matches_torch(case):
     """A cluster launch computes what the reference computes (twice: the second launch reuses the kernel)."""
     from aref.backend.cute.launch import launch
-    from aref.harness import compare
+    from aref.outputs import compare
     example, size, cluster = case[:3]
     ex = load_example(f"examples/{example}.py")
     inputs = ex.inputs(size, **(case[3] if len(case) > 3 else {}))

@@ -12,7 +12,7 @@ import torch
 
 from aref.backend.cute import compile_barrier, generate_source, overlap
 from aref.backend.cute.analysis import BackendError, plan_kernel
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from tests.backend.conftest import barrier_ir
 from tests.backend.test_consistency import check
 
@@ -242,7 +242,7 @@ def test_launch_overlapped_gemm_matches_torch(ctas):
     tile, ones with a single tile (copy 1 idle)."""
     from aref.backend.cute.launch import launch
     from aref.compiler import CompileOptions
-    from aref.harness import compare
+    from aref.outputs import compare
     ex = load_example("examples/gemm.py")
     inputs = ex.inputs("small", M=768, N=512, K=320)
     cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}

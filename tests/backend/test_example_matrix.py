@@ -52,7 +52,7 @@ def _compile(example: str, partition: str, size: str, cache_dir):
     """(Barrier IR, CompileResult) of one cell, or the ArefError that refused it."""
     from aref.backend.cute import compile_barrier
     from aref.compiler import CompileOptions, lower_to
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     ex = load_example(_path(example))
     overrides = RAGGED[example] if size == "ragged" else {}
     try:
@@ -82,7 +82,7 @@ def cell(backend_cache):
 def test_ragged_sizes_divide_no_tile():
     """Every example has a ragged size, and it is ragged: some extent is not a multiple of the tile along it."""
     assert set(RAGGED) == set(EXAMPLES)
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     for example in EXAMPLES:
         ex = load_example(_path(example))
         small, ragged = ex.inputs("small"), ex.inputs("small", **RAGGED[example])
@@ -129,7 +129,7 @@ def test_guard_keeps_a_fitting_program_where_no_solver_partition_fits(monkeypatc
     row-split fallback, dual_gemm's hand-off does not fit), the heuristic's program is kept and says why."""
     import partition.optimal
     from aref.compiler import CompileOptions, lower_to
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     monkeypatch.setattr(partition.optimal, "_row_split_fallback", lambda *a: None)
     ex = load_example(_path("dual_gemm"))
     kernel = ex.kernel.specialize(**ex.inputs("small"))

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from aref.compiler import CompileOptions, lower_to
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 from aref.ir import ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, Value
 from aref.sim import simulate
 from tests.backend.conftest import barrier_ir

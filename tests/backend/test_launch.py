@@ -10,7 +10,7 @@ from aref.backend.cute import compile_barrier
 from aref.backend.cute.launch import check_arguments
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError, ArefTypeError
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from tests.backend.conftest import barrier_ir
 from tests.backend.shape_kernels import KERNELS
 from tests.backend.test_shapes import RAGGED
@@ -67,7 +67,7 @@ def test_alignment_is_asked_only_of_tensors_tma_touches():
 
 
 def _launch_and_compare(kernel, inputs: dict, reference, tolerance=None):
-    from aref.harness import compare
+    from aref.outputs import compare
     from aref.ir import OpKind
     cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     tile_ir = kernel.specialize(**inputs)
@@ -124,7 +124,7 @@ def test_launch_ragged_shape_kernels():
 @needs_gpu
 @pytest.mark.parametrize("persistent", [False, True])
 def test_launch_rasterized_gemm(persistent):
-    """The rasterized tile order (aref.tile_order) on a grid whose axis 0 is not a multiple of the group."""
+    """The rasterized tile order (aref.backend.tile_order) on a grid whose axis 0 is not a multiple of the group."""
     import torch
 
     from aref.backend.cute.launch import launch
@@ -134,7 +134,7 @@ def test_launch_rasterized_gemm(persistent):
     tensors = {k: v for k, v in cuda.items() if isinstance(v, torch.Tensor)}
     launch(ex.kernel.specialize(**inputs), tensors, persistent=persistent, ctas=3, raster=4)
     torch.cuda.synchronize()
-    from aref.harness import compare
+    from aref.outputs import compare
     report = compare({k: v.cpu() for k, v in cuda.items() if isinstance(v, torch.Tensor)},
                      ex.reference_fn(**inputs), ex.tolerance(inputs))
     assert report.ok, report.to_json()

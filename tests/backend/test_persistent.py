@@ -56,9 +56,9 @@ def test_ring_position_continues_across_tiles():
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_rasterized_tile_order_compiles(persistent, backend_cache):
-    """`raster`: the tiles are walked in groups of rows of grid axis 0 (`aref.tile_order`); a launch that is not
+    """`raster`: the tiles are walked in groups of rows of grid axis 0 (`aref.backend.tile_order`); a launch that is not
     persistent becomes one CTA per tile along x, each finding its coordinates by the same rule."""
-    from aref.tile_order import tile_coords_source
+    from aref.backend.tile_order import tile_coords_source
     ws = barrier_ir("gemm", "heuristic", "cooperative", "large")
     result = compile_barrier(ws, cache_dir=backend_cache, persistent=persistent, ctas=132, raster=4)
     assert result.spill_bytes == 0, result.ptxas_log
@@ -85,7 +85,7 @@ def test_raster_is_refused_when_negative():
 @pytest.mark.parametrize("persistent", [False, True])
 def test_rasterized_tile_order_on_blackwell(persistent, backend_cache):
     """The sm_100a roles take the same tile-order rule (their tile loop is the Hopper templates')."""
-    from aref.tile_order import tile_coords_source
+    from aref.backend.tile_order import tile_coords_source
     ws = _blackwell_gemm(M=1024, N=512)
     result = compile_barrier(ws, cache_dir=backend_cache, persistent=persistent, ctas=148, raster=4)
     assert result.spill_bytes == 0 and result.instructions["tcgen05.mma"] > 0, result.ptxas_log
@@ -99,7 +99,7 @@ def test_rasterized_tile_order_on_blackwell(persistent, backend_cache):
 
 def _blackwell_gemm(**overrides):
     from aref.compiler import CompileOptions, lower_to
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     ex = load_example("examples/gemm.py")
     return lower_to(ex.kernel.specialize(**ex.inputs("small", **overrides)), "barrier",
                     CompileOptions(arch="sm_100a"))
@@ -112,7 +112,7 @@ def test_blackwell_subtiled_epilogue_reads_the_tiles_accumulator_stage(example, 
     import re
     from aref.compiler import CompileOptions, lower_to
     if example == "dual_gemm":
-        from aref.harness import load_example
+        from aref.runtime.harness import load_example
         ex = load_example("examples/dual_gemm.py")
         kernel = ex.kernel.specialize(**ex.inputs("small"))
     else:

@@ -4,7 +4,7 @@ accumulates fp8 in fp32, the option leaves the kernel (and so its compiled code)
 import pytest
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import sm100_compiled
 

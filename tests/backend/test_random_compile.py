@@ -106,7 +106,7 @@ def test_blackwell_budgets_count_what_ptxas_hoists_out_of_the_loop(tmp_path, bac
     assert o.status == "ok", o.detail
     live = [name for gp in o.ir.groups for name, _ in register_demand(gp, "sm_100a").live]
     assert any(name.startswith("addresses of ") for name in live), live
-    for gp in o.ir.groups:             # (one-warp roles share a fixed budget: `lower_sm100.ONE_WARP_REGS`)
+    for gp in o.ir.groups:             # (one-warp roles share a fixed budget: `aref.lower.sm100.ONE_WARP_REGS`)
         assert gp.group.warps == 1 or register_demand(gp, "sm_100a").need <= gp.group.regs
     result = compile_barrier(o.ir, cache_dir=backend_cache)
     assert result.spill_bytes == 0, result.ptxas_log

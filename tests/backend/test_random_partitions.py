@@ -13,7 +13,7 @@ import pytest
 from aref import sim
 from aref.backend.cute import BackendError, compile_barrier, generate_source
 from aref.errors import ArefError
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from example_paths import SHALLOW_RINGS
 from aref.lower import lower

@@ -15,7 +15,7 @@ from aref import aref_kernel
 from aref.backend.cute import compile_barrier, generate_source
 from aref.compiler import CompileOptions, lower_to
 from aref.errors import ArefError
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.resources import register_demand
 from aref.resources.memory import smem_plan
 from example_paths import EXAMPLE_NAMES
@@ -189,7 +189,7 @@ def test_post_loop_tiles_after_a_steady_loop_of_no_trips(tmp_path, rows):
     from aref.backend.cute.analysis import ir_namer, plan_kernel
     from aref.backend.cute.role import RoleEmitter
     from aref.backend.cute.values import Reg
-    from aref.interpret import run_kernel
+    from aref.interp.tile import run_kernel
     from aref.sim import simulate
     args = _post_loop_inputs(rows)
     kernel = _stores_after_a_pipelined_loop.specialize(**args)

@@ -11,7 +11,7 @@ import pytest
 
 from aref.backend.cute import compile_barrier
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import Op, OpKind
 from aref.resources import register_demand
 from partition.assignment import _tensor_core_turns

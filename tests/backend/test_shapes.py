@@ -4,7 +4,7 @@ through both partitioners with 0 spills.
 What TMA cannot describe (a row stride that is not a multiple of 16 bytes, a box under 16 bytes, an empty
 tensor) goes through ordinary loads (zero-filled out of bounds, as TMA fills) and masked stores; the launch
 checks ask for 16-byte alignment of exactly the tensors TMA touches. Whether OOB elements read as zero and are
-dropped on store is the interpreter's rule (`aref.interpret.load_box` / `store_box`); the tests here check that
+dropped on store is the interpreter's rule (`aref.ops.memory.load_box` / `store_box`); the tests here check that
 each sized-down access compiles into the instruction that has that semantics (`cp.async.bulk.tensor`, whose
 boxes are zero-filled and clipped by the hardware, or the bounds-checked `aref.load_box` / `store_box`).
 """
@@ -13,7 +13,8 @@ import torch
 
 from aref.backend.cute import compile_barrier
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import compare, load_example
+from aref.outputs import compare
+from aref.runtime.harness import load_example
 from aref.resources import register_demand
 from example_paths import SHALLOW_RINGS
 from tests.backend.conftest import barrier_ir
@@ -171,7 +172,7 @@ def test_key_split_matches_the_program():
     kernel = ex.kernel.specialize(**inputs)
     split, replica = dim_split(kernel, 2)
     assert set(replica.values()) == {0, 1}
-    from aref.interpret import run_kernel
+    from aref.interp.tile import run_kernel
     out = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     run_kernel(split, out)
     assert compare(out, ex.reference_fn(**inputs), getattr(ex.module, "TOLERANCE", None)).ok
@@ -205,9 +206,9 @@ def test_the_plan_follows_the_tma_rule():
 def test_rank3_tiles_flatten_to_the_tiles_they_hold():
     """(1, R, C) boxes are (R, C) boxes with the leading coordinate indexing: the flattened program computes the
     same values (the interpreter runs both), and a leading extent above 1 is left for the backend to refuse."""
-    from aref.interpret import run_kernel
+    from aref.interp.tile import run_kernel
     from aref.ir import TileType
-    from aref.squeeze import squeeze
+    from aref.passes.squeeze import squeeze
     kernel_fn, inputs_fn, reference = KERNELS["batched_gemm_rank3"]
     inputs = inputs_fn()
     kernel = kernel_fn.specialize(**inputs)

@@ -15,7 +15,7 @@ from aref.compiler import CompileOptions, lower_to
 from aref.ir import OpKind
 from aref.resources import REGISTERS_PER_SM, ResourceError, register_demand
 from aref.sim import check
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from example_paths import example_path
 from tests.backend.sm100_helpers import sm100_compiled, sm100_ir
 
@@ -131,7 +131,7 @@ def test_column_vectors_are_stored_by_the_threads_of_row_zero(backend_cache, BM)
     registers for both, the Barrier IR simulates as the interpreter and the torch reference compute, and the
     kernel compiles for sm_100a without spills."""
     from aref.backend.cute import compile_barrier
-    from aref.interpret import run_kernel
+    from aref.interp.tile import run_kernel
     from aref.resources import tile_registers
     from aref.ir import DType, Space, TileType
     for shape in ((64,), (1, 64)):
@@ -176,7 +176,7 @@ def test_column_vector_is_handed_to_the_storing_warp(backend_cache, BM):
     writes are fenced for the async proxy before the arrive. Simulates as the interpreter and torch compute;
     compiles for sm_100a without spills."""
     from aref.backend.cute import compile_barrier
-    from aref.interpret import run_kernel
+    from aref.interp.tile import run_kernel
     g = torch.Generator().manual_seed(0)
     r = lambda *s: (torch.randn(*s, generator=g) * 0.3).half()        # noqa: E731
     args = dict(A=r(256, 256), B=r(128, 256), CV=r(128), C=torch.zeros(256, 128, dtype=torch.float16),

@@ -54,7 +54,7 @@ def test_ragged_sizes_compile_for_blackwell(backend_cache, example, partition):
 def test_ragged_sizes_simulate_equal_to_the_reference(example, partition):
     """The same sm_100a Barrier IR at the ragged size, run by the simulator over a few interleavings, equals the
     reference: the zero-filled, clipped boxes are the semantics the kernel is generated for."""
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     from aref.sim import check
     from example_paths import example_path
     name, _, kernel = example.partition(":")

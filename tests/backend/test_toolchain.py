@@ -182,7 +182,7 @@ def test_launch_compiles_without_any_ptxas(tmp_path, old_ptxas):
     from aref.backend.cute import compile_barrier
     from aref.backend.cute.analysis import plan_kernel
     from aref.backend.cute.launch import Launcher
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     from tests.backend.conftest import barrier_ir
 
     ws = barrier_ir("gemm", "heuristic", "plain")

@@ -12,7 +12,7 @@ import torch
 import aref
 from aref import aref_kernel
 from aref.compiler import CompileOptions, lower_to
-from aref.interpret import run_kernel
+from aref.interp.tile import run_kernel
 from aref.sim import simulate
 
 

@@ -39,7 +39,7 @@ from aref.ir import (
     TransposeAttrs,
     Value,
 )
-from aref.ws import Channel, GroupProgram, NamedBarrier, WarpGroup, WSKernel
+from aref.ir.ws import Channel, GroupProgram, NamedBarrier, WarpGroup, WSKernel
 
 FILE = "/fictitious/gemm_user.py"
 LINE = {"pid": 14, "acc": 15, "chan": 16, "loop": 17, "put": 18, "get": 20, "mma": 21, "consumed": 22,

@@ -5,7 +5,7 @@ import pytest
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, Value
 from aref.sim import Launch, LaunchError
 from aref.sim.launch import doubled_accumulators, shared_loads

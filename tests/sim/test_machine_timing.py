@@ -7,7 +7,7 @@ from sim_kernels import gemm_ws
 
 from aref.errors import SrcInfo
 from aref.ir import DType, FnAttrs, MmaAttrs, Op, OpKind, Space, TileType, Value
-from aref.machine import B200, CALIBRATION_DIR, H100, H100_DATASHEET, machine_for, op_cost, unit_busy
+from aref.target.machine import B200, CALIBRATION_DIR, H100, H100_DATASHEET, machine_for, op_cost, unit_busy
 from aref.sim.timing import simulate_timing
 
 
@@ -166,7 +166,7 @@ def test_blackwell_group_reads_its_own_accumulator_through_tcgen05(monkeypatch):
 
     import partition.optimal as po
     from aref.compiler import CompileOptions, lower_to
-    from aref.harness import load_example
+    from aref.runtime.harness import load_example
     from aref.sim.program import Prog
     monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True,
                                                                    reservations=False))

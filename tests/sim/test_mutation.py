@@ -30,7 +30,7 @@ def test_every_planted_bug_in_the_gemm_is_caught_or_equivalent(arch):
 
 def test_mutations_apply_and_undo():
     _, _, ws = mutation.compile_example("gemm", "sm_90a", "heuristic")
-    from aref.ws import print_ws
+    from aref.ir.ws import print_ws
     before = print_ws(ws)
     found = mutants(ws)
     assert {m.kind for m in found} == {"delete-wait", "flip-parity", "delete-arrive", "delete-expect-tx",

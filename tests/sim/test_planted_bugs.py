@@ -109,7 +109,7 @@ def test_missing_empty_wait_is_a_race_found_by_random_and_exhaustive_search():
 
 
 def test_check_reports_violations_as_json():
-    from aref.ws import print_ws
+    from aref.ir.ws import print_ws
     kernel = gemm_ws(producer_trip=3)
     report = check(kernel, gemm_inputs(), gemm_reference, seeds=5)
     out = report.to_json()
@@ -128,7 +128,7 @@ def test_check_reports_violations_as_json():
 
 
 def test_violation_op_text_matches_print_ws():
-    from aref.ws import print_ws
+    from aref.ir.ws import print_ws
     kernel = gemm_ws(bug="release_early")
     v = first(kernel)
     assert v.op in print_ws(kernel)

@@ -7,7 +7,7 @@ from sim_kernels import gemm_ws
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from aref.sim.implied import implied_ops
 from aref.sim.mutants import Mutant, mutants, planted

@@ -6,7 +6,7 @@ from sim_kernels import gemm_inputs, gemm_reference, gemm_ws
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from aref.sim.engine import Engine
 from aref.sim.mutants import Mutant, planted

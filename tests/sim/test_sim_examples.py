@@ -7,10 +7,10 @@ import torch
 from example_paths import EXAMPLE_NAMES, EXPLORE_CTA, TRIP_KNOB, example_path, trip_inputs
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
-from aref.interpret import longest_cta, run_kernel
+from aref.runtime.harness import load_example
+from aref.interp.tile import longest_cta, run_kernel
 from aref.ir import OpKind
-from aref.machine import machine_for
+from aref.target.machine import machine_for
 from aref.sim import check, explore, simulate
 from aref.sim.timing import simulate_timing
 
@@ -55,7 +55,7 @@ def test_simulator_equals_reference_over_50_interleavings(name, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_simulator_equals_interpreter_bit_for_bit(name, arch):
-    # the simulator evaluates every op with aref.interpret's numerics, in the program's order: the warp-
+    # the simulator evaluates every op with aref.interp.tile's numerics, in the program's order: the warp-
     # specialized kernel computes exactly what the sequential tile program computes, whatever the schedule
     ex, inputs, kernel = barrier(name, arch)
     _bit_for_bit(kernel, ex.kernel.specialize(**inputs), inputs, seeds=5)
@@ -117,7 +117,7 @@ def test_key_split_runs_its_split_program_bit_for_bit():
     """Attention backward with a 128-key block: the keys are split over two consumer groups (each adds
     its part of dQ); the simulated kernel equals the split Tile IR run sequentially, bit for bit, and the
     reference within tolerance."""
-    from aref.cse import cse
+    from aref.passes.cse import cse
     from partition.heuristic import HeuristicOptions, heuristic_partition
     ex = load_example(example_path("attention_bwd"))
     inputs = ex.inputs(BH=1, Sq=128, Sk=128, BN=128)

@@ -33,12 +33,12 @@ def test_store_channel_with_fence_matches_reference():
 
 def test_outputs_are_the_interpreters_bit_for_bit():
     """`gemm_ws` is what the compiler makes of examples/gemm.py at 64×64×64 tiles: the simulator's outputs are
-    `aref.interpret`'s for that tile program, bit for bit, under every interleaving (fp16 tiles, fp32
+    `aref.interp.tile`'s for that tile program, bit for bit, under every interleaving (fp16 tiles, fp32
     accumulation in the same order)."""
     from example_paths import example_path
 
-    from aref.harness import load_example
-    from aref.interpret import run_kernel
+    from aref.runtime.harness import load_example
+    from aref.interp.tile import run_kernel
     ex = load_example(example_path("gemm"))
     inputs = gemm_inputs()
     interpreted = {k: v.clone() for k, v in inputs.items()}

@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from aref.compiler import CompileOptions, lower_to
-from aref.harness import load_example
+from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from aref.sim import check, explore
 from example_paths import example_path

@@ -25,7 +25,7 @@ from aref.backend.cute.analysis import BackendError, plan_kernel
 from aref.backend.cute.module import emit_module
 
 EMITS = ("cute", "ptx", "cubin")
-DEFAULT_CACHE = Path.home() / ".cache" / "aref" / "cute"
+DEFAULT_CACHE = Path.home() / ".cache" / "aref" / "cute"    # `aref.config.kernel_cache` unless changed
 
 
 @dataclass
@@ -73,7 +73,7 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
 
     `persistent=True` launches min(`ctas`, tiles) CTAs, one per SM, each walking the tile grid with a
     static round-robin scheduler (`ctas` defaults to the 132 SMs of an H100 SXM).
-    `raster` > 1 walks the tiles in groups of that many rows of grid axis 0 (`aref.tile_order`: an L2-friendly
+    `raster` > 1 walks the tiles in groups of that many rows of grid axis 0 (`aref.backend.tile_order`: an L2-friendly
     order), persistent or not (a launch that is not persistent then has one CTA per tile along x).
     `exp2_fma` (sm_100a): the share of a tile's exp2 computed on the FMA units instead of the MUFU (FA4's
     software exp2, which offloads the special-function unit), 0 to 1 in sixteenths.
@@ -140,7 +140,7 @@ def cache_key(ws, emit: str, persistent: bool = False, ctas: int = 132, exp2_fma
     global _FINGERPRINT
     from aref.backend.cute import cluster as clusters
     from aref.backend.cute.toolchain import dsl_version
-    from aref.ws import print_ws
+    from aref.ir.ws import print_ws
     if _FINGERPRINT is None:
         _FINGERPRINT = _library_fingerprint()
     h = hashlib.sha256()
@@ -169,7 +169,8 @@ def compile_barrier(ws, out_dir: str | os.PathLike | None = None, emit: str = "p
     from aref.backend.cute import toolchain
 
     key = cache_key(ws, emit, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)
-    cache = Path(cache_dir or DEFAULT_CACHE) / f"{ws.name}-{key}"
+    from aref.settings import config
+    cache = Path(cache_dir or config.kernel_cache) / f"{ws.name}-{key}"
     result = _MEMORY.get(key) or _from_disk(cache, ws, key)
     if result is None:
         source = generate_source(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)

@@ -23,18 +23,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.roles import classify
 from aref.backend.cute import overlap
 from aref.resources.layout import exchange_elements
 from aref.resources.tensor_core import loop_trip_value
 from aref.backend.cute.operands import (MmaConfig, SmemOperand, check_operand_layouts, is_transpose,  # noqa: F401
                                         mma_config,
                                         producers_of, register_a, scratch_key, smem_operand, staged_source)
-from aref import ops
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_operands, staged_reads,
                                    store_tma_problem, tile_align, tma_problem)
-from aref.ws import Channel, GroupProgram, WSKernel
+from aref.ir.ws import Channel, GroupProgram, WSKernel
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
                  DType.float8_e5m2: "Float8E5M2", DType.float32: "Float32", DType.int32: "Int32"}
@@ -153,7 +153,7 @@ class KernelPlan:
     scratch: dict[tuple, BufferPlan] = field(default_factory=dict)   # (group, value key) -> transposed operand tile
     persistent: bool = False                 # one CTA per SM walking the tiles (static round-robin scheduler)
     ctas: int = 0                            # CTAs of a persistent launch
-    raster: int = 0                          # tile order: groups of this many axis-0 rows (aref.tile_order)
+    raster: int = 0                          # tile order: groups of this many axis-0 rows (aref.backend.tile_order)
     items_per_tile: dict[str, object] = field(default_factory=dict)  # channel -> items one tile puts
     overlap: object | None = None            # epilogue overlap: the second consumer copy (`overlap.OverlapPlan`)
     cluster: object | None = None            # TMA multicast over a 2-CTA cluster (`cluster.ClusterPlan`)
@@ -216,42 +216,6 @@ class KernelPlan:
         if store:
             return next(t for t in self.tmas if t.store and (t.tensor, t.box, t.reduce) == (tensor, tuple(box), reduce))
         return next(t for t in self.tmas if not t.store and (t.tensor, t.box) == (tensor, tuple(box)))
-
-
-# ----------------------------------------------------------------------------------------------- roles
-def classify(gp: GroupProgram) -> tuple[str, str]:
-    """(role, description) from what the group's Barrier IR does."""
-    kinds = {op.kind for op in gp.all_ops()}
-    does = []
-    if OpKind.TMA_LOAD in kinds:
-        does.append("TMA loads")
-    if OpKind.MMA_ASYNC in kinds:
-        does.append("wgmma")
-    traits = set().union(*(ops.entry(op).traits for op in gp.all_ops()))
-    if {ops.EXPONENTIAL, ops.RUNNING_MAX} <= traits:
-        does.append("softmax")
-    elif OpKind.REDUCE in kinds:
-        does.append("row reductions")
-    if OpKind.SLOT_STORE in kinds:
-        does.append("shared-memory hand-off")
-    if OpKind.STORE in kinds:
-        does.append("TMA-store epilogue")
-    compute = kinds & (ops.kinds_with(ops.CUDA_CORE) | {OpKind.MMA_ASYNC, OpKind.STORE, OpKind.SLOT_STORE,
-                                                       OpKind.SLOT_READ})
-    if OpKind.TMA_LOAD in kinds:
-        if compute:
-            raise BackendError(f"warp group '{gp.group.name}' both issues TMA loads and computes; the Hopper "
-                               f"templates keep the TMA producer a pure data-movement role",
-                               _first_loc(gp, OpKind.TMA_LOAD),
-                               hint="partition loads into their own warp group")
-        return "tma_producer", "TMA producer"
-    if OpKind.MMA_ASYNC in kinds:
-        return "mma_consumer", "MMA consumer (" + ", ".join(does) + ")"
-    return "compute", "CUDA-core consumer (" + (", ".join(does) or "no work") + ")"
-
-
-def _first_loc(gp: GroupProgram, kind: OpKind) -> SrcInfo:
-    return next(op.loc for op in gp.all_ops() if op.kind is kind)
 
 
 # ------------------------------------------------------------------------------------------------ plan
@@ -334,7 +298,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
     """Check `ws` against what the Hopper templates support and lay out its resources.
 
     `persistent`: launch min(`ctas`, tiles) CTAs that each walk tiles round-robin (132 = H100 SXM SMs).
-    `raster`: walk the tiles in groups of that many rows of grid axis 0 (`aref.tile_order`); 0: x fastest.
+    `raster`: walk the tiles in groups of that many rows of grid axis 0 (`aref.backend.tile_order`); 0: x fastest.
     `epilogue_overlap` (persistent): two copies of the consumer take alternate tiles (`overlap`); the plan's
     `ws` is then a copy of `ws` with the register budgets of three groups.
     """
@@ -551,8 +515,8 @@ def _cuda_core_read(gp: GroupProgram, v: Value, depth: int = 0) -> bool:
 
 def ir_namer(ws: WSKernel):
     """The value names `aref ir --stage barrier` prints, so tags read exactly like the IR dump."""
-    import aref.ws as ws_module
-    from aref.printer import Namer
+    import aref.ir.ws as ws_module
+    from aref.ir.printer import Namer
 
     captured = []
 

@@ -148,7 +148,7 @@ def plan_cluster(plan, cluster, persistent: bool = False) -> ClusterPlan | None:
                     not halvable(tuple(op.attrs.tile_shape), t.dtype):
                 unshared_tmas.add(tma.name)
                 continue
-            # (a group that loads with TMA is a pure producer: `analysis.classify` refuses one that also computes,
+            # (a group that loads with TMA is a pure producer: `roles.classify` refuses one that also computes,
             # which could otherwise wait on its peer's consumers while they wait on it)
             cp.shared.add(id(op))
             cp.rings.add(op.attrs.channel)

@@ -1,8 +1,10 @@
 """Launching a generated kernel on a GPU: `kernel(*cuda_tensors, **constexprs)`.
 
 The first call of a specialization lowers its Tile IR to Barrier IR for the device's architecture, generates
-and compiles the CuTe DSL module (cached in memory and on disk by `compile_barrier`) and keeps the compiled
-function; later calls only check their arguments and launch. Tensors cross into CuTe through DLPack, in the
+the CuTe DSL module (cached in memory and on disk by `compile_barrier`) and gets its compiled function — loaded
+from the disk cache when any process compiled it before, else compiled and exported there
+(`aref.runtime.binary_cache`); later calls only check their arguments and launch (a kernel call's own hot path
+is `aref.runtime.fast_launch`). Tensors cross into CuTe through DLPack, in the
 mode order the generated kernel expects (tiled modes first, batch modes last); the grid is the kernel's own
 (a constant of the generated module). The kernel runs on torch's current stream, like a torch operator: it is
 ordered after the work that produced its inputs on that stream, and under `torch.cuda.graph(g)` it is recorded
@@ -48,16 +50,12 @@ class Launcher:
             args.append(from_dlpack(x.permute(*perm) if perm != sorted(perm) else x, assumed_align=t.align))
         return args
 
-    def compile(self, args: list) -> None:
-        """Compile once, with the real (static-shape) tensors and a fake stream, from the generated source kept
-        by compile_barrier; the arch comes from the device, never from CUTE_DSL_* variables."""
-        from cutlass.cute.runtime import make_fake_stream
-
-        from aref.backend.cute import toolchain
-        module = toolchain.load_module_from_path(self.result.source_path)
-        report = toolchain.compile_jit(module.host, [*args, make_fake_stream()], self.ws.arch,
-                                       self.result.source_path.parent / "gpu", resources=False)
-        self.compiled = report.compiled
+    def compile(self, args: list | None = None) -> None:
+        """Get the compiled function: loaded from the disk cache when any process compiled this specialization
+        before, else compiled for `ws.arch` (never from CUTE_DSL_* variables) from the generated module's fake
+        arguments and exported there (`aref.runtime.binary_cache`). `args` is not needed (kept for callers)."""
+        from aref.backend.cute.binary_cache import compiled_function
+        self.compiled = compiled_function(self.result.source_path, self.ws.arch)
 
     def __call__(self, tensors: dict) -> None:
         self.bound(tensors)()
@@ -69,7 +67,7 @@ class Launcher:
 
         args = self.arguments(tensors)
         if self.compiled is None:
-            self.compile(args)
+            self.compile()
         device = next(iter(tensors.values())).device
         stream = current_stream(device)
 

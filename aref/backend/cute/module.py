@@ -20,7 +20,7 @@ from aref.backend.cute.role import RoleEmitter
 from aref.backend.cute.source import Lines, prune_unused
 from aref.ir import DType
 from aref.resources.memory import swizzled
-from aref.tile_order import group_rows, tile_coords_source
+from aref.backend.tile_order import group_rows, tile_coords_source
 
 HEADER_IMPORTS = """\
 import cutlass

@@ -13,7 +13,7 @@ from aref.backend.cute.errors import BackendError
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
 from aref.resources.memory import is_transpose, register_a, scratch_key, staged_source, swizzled  # noqa: F401
-from aref.ws import GroupProgram
+from aref.ir.ws import GroupProgram
 
 WGMMA_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
 

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.roles import classify
 from aref.ir import Op, OpKind, SetMaxNRegAttrs
 
 HINT_OFF = "turn epilogue_overlap off"
@@ -74,7 +75,6 @@ def check(ws, persistent: bool) -> int:
     """The one rule of a Hopper epilogue overlap: a persistent kernel of one TMA producer and one whole-tile
     consumer that puts into no channel, with compile-time ring positions per tile. Returns the consumer's
     group index; raises `BackendError` naming the line to change."""
-    from aref.backend.cute.analysis import classify
     if not persistent:
         raise BackendError("epilogue overlap alternates a persistent CTA's tiles between two consumer copies; "
                            "this launch is not persistent", ws.loc, hint="launch with persistent=True or " + HINT_OFF)

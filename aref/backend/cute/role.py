@@ -28,8 +28,8 @@ from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
 from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, scalar_binary, strip_parens)
 from aref.ir import Op, OpKind, Space, TileType, Value
-from aref.lower import turn_once
-from aref.printer import format_op
+from aref.ir.printer import format_op
+from aref.lower.hopper import turn_once
 
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,

@@ -37,7 +37,7 @@ from aref.resources.memory import SWIZZLE_ALIGN, SmemPlan, _align, smem_plan
 from aref.resources.tensor_core import (MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups,
                                         zero_fill_shapes)
 from aref.resources.tensor_core import zero_tile as zero_tile_of
-from aref.ws import WSKernel
+from aref.ir.ws import WSKernel
 
 SMEM_LIMIT = 227 * 1024           # opt-in dynamic shared memory per CTA on sm_100a (as sm_90a)
 TCGEN05_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
@@ -65,7 +65,7 @@ class Sm100GroupPlan(GroupPlan):
 
 @dataclass
 class Sm100Plan(KernelPlan):
-    tmem: object = None                                   # aref.tmem.TmemPlan
+    tmem: object = None                                   # aref.lower.tmem.TmemPlan
     warps: int = 0                                        # warps of the CTA (whole warp groups)
     zero_tile: BufferPlan | None = None                   # zero A/B operand of the tensor core's zero fill
     zero_mmas: list = field(default_factory=list)         # (m, n) of every zero fill
@@ -351,7 +351,7 @@ def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, item
     import copy
     import dataclasses
 
-    from aref.tmem import _pow2
+    from aref.lower.tmem import _pow2
     tmem = copy.deepcopy(ws.tmem)
     doubled: dict[str, str] = {}
     const = {id(op.result) for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.CONST}

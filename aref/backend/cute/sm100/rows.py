@@ -129,7 +129,7 @@ class RowLayout:
 
     def op_slice(self, op: Op) -> None:
         """A column block of a (1, C) row or (C,) vector along the columns in a slot (an epilogue chunk's
-        columns, `aref.subtile_sm100`): a column offset into the slot; anything else as the common views."""
+        columns, `aref.lower.subtile_sm100`): a column offset into the slot; anything else as the common views."""
         src = self.env[id(op.operands[0])]
         t = op.operands[0].type
         if isinstance(src, SmemTile) and not src.transposed and op.attrs.axis == len(t.shape) - 1 \
@@ -311,7 +311,7 @@ class RowLayout:
         name = self.names(f"{ring.name[2:]}_rows")
         tile = f"{self.arg(ring.name)}[None, None, {strip_parens(s.slot.expr)}]"
         if cols != ring.tile.shape[1]:
-            # an epilogue chunk's columns (`aref.subtile_sm100`): the (rows, cols) tile of the slot at col0
+            # an epilogue chunk's columns (`aref.lower.subtile_sm100`): the (rows, cols) tile of the slot at col0
             if s.col0 % cols:
                 raise BackendError(f"internal: columns {s.col0}.. of a shared-memory tile in chunks of {cols}",
                                    self.loc)
