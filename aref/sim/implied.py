@@ -24,7 +24,7 @@ from aref.ir import OpKind
 from aref.sim.engine import COMMIT, GROUP, TMA, Engine
 from aref.sim.launch import Launch
 from aref.sim.program import LaunchError, Prog
-from aref.sim.schedules import protocol_sizes
+from aref.sim.schedules import persistent_sizes, protocol_sizes
 from aref.sim.values import SimViolation
 
 
@@ -253,8 +253,8 @@ def _configs(kernel) -> list:
     ctas = Launch().ctas_of(kernel.grid)
     configs += [(prog, cta, None) for cta in ctas] + [(prog, ctas[0], t) for t in protocol_sizes(prog)]
     try:
-        persistent = Prog(kernel, Launch(persistent=True, min_tiles=3))
-        configs += [(persistent, (0,), t) for t in (None, 1)]
+        for trip, tiles in persistent_sizes(prog):
+            configs.append((Prog(kernel, Launch(persistent=True, min_tiles=tiles)), (0,), trip))
     except LaunchError:
         pass
     return configs
@@ -262,8 +262,8 @@ def _configs(kernel) -> list:
 
 def implied_ops(kernel, tensors: dict | None = None, *, seeds: int = 3) -> Implied | None:
     """Implied waits and idle mma_waits of `kernel` over the launches and sizes `aref.sim.check` simulates by
-    default: one tile per CTA on every CTA at the inputs' trip count and on the first at 0, 1 and
-    2·D + 1, and a persistent CTA walking three tiles at the inputs' trip count and at 1; `seeds` random
+    default: one tile per CTA on every CTA at the inputs' trip count and on the first at its protocol sizes,
+    and the persistent CTAs of `schedules.persistent_sizes`; `seeds` random
     schedules each. None if some execution violates the contract (nothing is implied then)."""
     tensors = tensors or {}
     out = Implied()

@@ -16,7 +16,7 @@ from aref.sim.launch import Launch
 from aref.sim.program import LaunchError, Prog
 from aref.sim.reduction import Footprints, persistent_set
 from aref.sim.resources import check_resources
-from aref.sim.schedules import protocol_runs, protocol_sizes
+from aref.sim.schedules import persistent_sizes, protocol_runs, protocol_sizes
 from aref.sim.values import SimViolation, Violation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
@@ -386,18 +386,19 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
 
 def _protocol_launches(kernel, launch: Launch | None, report: SimReport):
     """(program, CTA, trip counts) of the check's protocol runs: the given launch's first CTA at
-    `schedules.protocol_sizes`; unless that launch is persistent, a persistent launch of three tiles per CTA
-    (round the grid again where it has fewer) on its first CTA at trip count 1 (a warning where the kernel
+    `schedules.protocol_sizes`; unless that launch is persistent, the first CTA of persistent launches at
+    `schedules.persistent_sizes` (round the grid again where it has fewer tiles; a warning where the kernel
     cannot be launched persistent)."""
     prog = Prog(kernel, launch)
     yield prog, _ctas(kernel, launch=launch)[0], protocol_sizes(prog)
     if launch is None or not launch.persistent:
-        try:
-            persistent = Prog(kernel, Launch(persistent=True, min_tiles=3))
-        except LaunchError as exc:
-            report.warnings.append(f"persistent launch not simulated: {exc}")
-            return
-        yield persistent, _ctas(kernel, launch=persistent.launch)[0], [1]
+        for trip, tiles in persistent_sizes(prog):
+            try:
+                persistent = Prog(kernel, Launch(persistent=True, min_tiles=tiles))
+            except LaunchError as exc:
+                report.warnings.append(f"persistent launch not simulated: {exc}")
+                return
+            yield persistent, _ctas(kernel, launch=persistent.launch)[0], [trip]
 
 
 @dataclass
@@ -412,15 +413,18 @@ class Equivalence:
 def equivalent(kernel, tensors: dict | None = None, *, max_states: int = 200_000) -> Equivalence:
     """Whether `kernel` (typically a planted mutant that `check` passed) is free of violations under every
     schedule of the launches `check` simulates: the exhaustive exploration (with partial-order reduction)
-    of every CTA's control state completes without one, for one tile per CTA and for a persistent CTA walking
-    three tiles with its rings continuing."""
+    of every CTA's control state completes without one, for one tile per CTA and for the persistent CTAs of
+    `schedules.persistent_sizes`, whose rings continue across their tiles."""
     states = 0
     runs = [("", dict())]
     try:
-        runs.append((" (persistent launch)", dict(launch=Launch(persistent=True, min_tiles=3), cta=(0,))))
-        Prog(kernel, runs[-1][1]["launch"])
+        for trip, tiles in persistent_sizes(Prog(kernel)):
+            launch = Launch(persistent=True, min_tiles=tiles)
+            Prog(kernel, launch)
+            runs.append((f" (persistent, {tiles} tiles of trip count {trip})",
+                         dict(launch=launch, cta=(0,), trips=trip)))
     except LaunchError:
-        runs.pop()
+        pass
     for what, kw in runs:
         ex = explore(kernel, tensors, max_states=max_states, **kw)
         states += ex.states

@@ -62,9 +62,10 @@ def _name(prog: Prog, s: tuple) -> str:
     return f"late commit {prog.chans[s[1]].name}"
 
 
-def policies(prog: Prog) -> list[Policy]:
+def policies(prog: Prog, per_source: bool = True) -> list[Policy]:
+    """The policies of a kernel (`per_source=False`: only the one that holds back every source at once)."""
     out = []
-    for s in sources(prog):
+    for s in (sources(prog) if per_source else []):
         out.append(Policy(_name(prog, s), late=frozenset({s})))
     out.append(Policy("late every async source", late_all=True))
     for gi, g in enumerate(prog.groups):
@@ -125,20 +126,32 @@ def protocol_sizes(prog: Prog) -> list[int]:
     return sorted({0, 1, *range(2, stages + 1), 2 * depth + 1})
 
 
+def persistent_sizes(prog: Prog) -> list[tuple[int, int]]:
+    """(trip count, tiles) of the persistent CTAs the check simulates: tiles of one iteration, and tiles whose
+    pipeline reaches its steady loop, enough of them that every ring wraps twice across the CTA's tiles
+    (2·D + 1 items of the deepest ring: a ring's first use within a tile waits on an earlier tile's item)."""
+    depth = max((ch.depth for ch in prog.chans), default=1)
+    steady = max((gp.stages for gp in prog.kernel.groups), default=0) + 1
+    return sorted({(t, max(3, -(-(2 * depth + 1) // t) + 1)) for t in (1, steady)})
+
+
 def protocol_runs(prog: Prog, tensors: dict, cta: tuple, trips: list[int], randoms: int = RANDOM_PER_SIZE):
     """Control-state runs that exercise the protocol, on CTA `cta`: at each trip count of `trips` (the same
-    program with another trip count: `Engine.set_trips`), every policy (none at trip count 0, where the loop
-    does not run) and `randoms` random interleavings. Where a group does not compute the loop's trip count,
+    program with another trip count: `Engine.set_trips`), `randoms` random interleavings, and every policy at
+    trip count 1 and at the largest. Where a group does not compute the loop's trip count,
     every policy at the inputs' trip count instead. Yields (violation or None, CTA, schedule label)."""
     from aref.sim.run import _run_random
-    pols = policies(prog)
+    # across a persistent CTA's tiles it is how far one group runs ahead of another that matters: the late
+    # sources of one tile are the plain launch's
+    pols = policies(prog, per_source=not prog.launch.persistent)
     try:
         Engine(prog, tensors, cta, compute_values=False).set_trips(value=0)
     except ValueError:
         trips = [None]
     runs = []
     for trip in trips:
-        runs += [(trip, pol) for pol in (pols if trip != 0 else [])]
+        # the policies where the loop runs once and where the rings wrap; random runs at every size
+        runs += [(trip, pol) for pol in (pols if trip in (None, 1, max(trips)) else [])]
         runs += [(trip, seed) for seed in range(randoms if trip is not None else 0)]
     for i, (trip, how) in enumerate(runs):
         eng = Engine(prog, tensors, cta, compute_values=False)

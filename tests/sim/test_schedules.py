@@ -11,7 +11,7 @@ from aref.ir import OpKind
 from aref.sim.engine import Engine
 from aref.sim.mutants import Mutant, planted
 from aref.sim.program import Prog
-from aref.sim.schedules import policies, protocol_sizes, sources
+from aref.sim.schedules import persistent_sizes, policies, protocol_sizes, sources
 from example_paths import example_path
 
 
@@ -39,8 +39,13 @@ def test_every_async_source_and_group_has_its_policies():
     names = [p.name for p in policies(prog)]
     assert "late tma vc" in names and "late every async source" in names
     assert all(f"eager {g.name}" in names and f"lazy {g.name}" in names for g in prog.groups)
-    # every ring wraps twice at the largest protocol size
-    assert protocol_sizes(prog) == [0, 1, 2 * max(ch.depth for ch in prog.chans) + 1]
+    # every ring wraps twice at the largest protocol size; every peel of the pipeline has its own
+    sizes = protocol_sizes(prog)
+    assert sizes[:2] == [0, 1] and sizes[-1] == 2 * max(ch.depth for ch in prog.chans) + 1
+    assert set(range(max(gp.stages for gp in ws.groups) + 2)) <= set(sizes)
+    # persistent CTAs: rings wrap twice across the tiles, at one iteration and at the steady loop's first
+    for trip, tiles in persistent_sizes(prog):
+        assert trip * tiles > 2 * max(ch.depth for ch in prog.chans) and tiles >= 3
 
 
 def test_deleted_v_wait_of_the_blackwell_mma_warp_is_caught_by_the_default_check():
