@@ -26,10 +26,11 @@ from aref.ir import OpKind
 from aref.lower import launch_threads
 from aref.ops.memory import load_box, tma_bytes
 from aref.target.machine import machine_for
-from aref.sim.launch import items_per_tile
 from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, RING_POS, MalformedIR, Prog
 from aref.sim import tensor_memory
+from aref.sim.mma import MmaUnit
 from aref.sim.state import CTAState, Group, Slot, SlotData
+from aref.sim.walk import TileWalk
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 
 GROUP, TMA, MMA, COMMIT = 0, 1, 2, 3
@@ -38,7 +39,7 @@ _PLAIN = (int, float, bool, torch.Tensor)
 _VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
-class Engine:
+class Engine(TileWalk, MmaUnit):
     """Executes one CTA of `prog` on `tensors` (by parameter name). With `compute_values=False` tiles are
     OPAQUE and only the control state (scalars, barriers, slots, MMA queues) is simulated."""
 
@@ -112,43 +113,6 @@ class Engine:
             self._advance(st, gi)
         return st
 
-    def _start_tile(self, g, gi: int, n: int) -> None:
-        """Group g (index gi) at the start of tile n of its walk: the tile's program ids, ring positions
-        (`Prog.bases`) and turn conditions (`Prog.conditions`), a fresh environment."""
-        coords, count, has_next = self.walks[gi][n]
-        p = self.prog
-        g.tile, g.cta, g.pc, g.k, g.trip = n, coords, 0, 0, 0
-        if n == 0:
-            g.lead = count
-        env = g.env if n == 0 else dict(self.glob)
-        if p.launch.persistent:
-            env.update(p.tile_consts.get(gi, {}))
-            for c, v in enumerate(p.bases):
-                env[id(v)] = g.bases[c]
-            cond = p.conditions
-            env[id(cond["tile_count > 0"])] = count > 0
-            env[id(cond["has_next"])] = has_next
-            env[id(cond["True"])] = True
-        g.env = env
-
-    def _next_tile(self, g, gi: int) -> bool:
-        """At the end of group g's program: go on with its next tile, every ring advanced by the items this
-        tile put (and those of the tiles between, the other overlap copy's), or False at the end of its walk."""
-        walk = self.walks[gi]
-        if g.tile + 1 >= len(walk):
-            return False
-        step = walk[g.tile + 1][1] - walk[g.tile][1]
-        tid = self.prog.trip_count_ids[gi]
-        trip = g.env.get(tid) if tid is not None else None
-        bases = list(g.bases)
-        for c, ch in enumerate(self.prog.chans):
-            # (a group that computes no trip count uses no loop channel: `Prog._persistent`)
-            bases[c] += step * items_per_tile(ch, trip if isinstance(trip, int) else 0)
-        g.bases = tuple(bases)
-        self._start_tile(g, gi, g.tile + 1)
-        return True
-
-    # ------------------------------------------------------------------------------------ scheduling
     def actions(self, st: CTAState) -> tuple[list, list]:
         """(enabled group steps, enabled async completions); both empty when the CTA is finished or stuck."""
         steps = [(GROUP, gi) for gi, g in enumerate(st.groups) if not g.done and self._enabled(st, gi, g)]
@@ -280,43 +244,6 @@ class Engine:
                 self._compute(st, gi, g, ins)
             g.pc += 1
         g.done, g.rest = True, None
-
-    def _lead_bases(self, g, gi: int) -> None:
-        """The ring positions at the first tile of an epilogue-overlap copy that does not start the CTA's
-        walk: the items of the tiles before it, which have this tile's trip count (the backend requires
-        items per tile that are compile-time constants for the overlap)."""
-        tid = self.prog.trip_count_ids[gi]
-        trip = g.env.get(tid) if tid is not None else None
-        trip = trip if isinstance(trip, int) else 0
-        g.bases = tuple(b + g.lead * items_per_tile(ch, trip) for b, ch in zip(g.bases, self.prog.chans))
-        g.lead = 0
-        for c, v in enumerate(self.prog.bases):
-            g.env[id(v)] = g.bases[c]
-
-    def _this_tile(self, g, gi: int, once: str) -> bool:
-        return g.tile == 0 if once == "first" else g.tile + 1 == len(self.walks[gi])
-
-    def _ring_pos(self, g, ins) -> None:
-        """A persistent launch's ring position (`aref.sim.launch`): the slot, wait parity and item of the op
-        that follows, shifted by the items the CTA's earlier tiles put into the ring."""
-        c, which = ins.ring
-        base, depth = g.bases[c], self.prog.chans[c].depth
-        env = g.env
-        vals = [env.get(a, UNDEF) if a is not None else None for a in ins.args]
-        if any(v is not None and v.__class__ is not int for v in vals):
-            for r in ins.res:
-                if r is not None:
-                    env[r] = UNDEF              # the op reports the undefined operand
-            return
-        slot, parity, item = vals
-        res = ins.res
-        env[res[0]] = (base + slot) % depth
-        if parity is not None:
-            local = parity if which == "full" else 1 - parity
-            phase = (base + slot + depth * local) // depth % 2
-            env[res[1]] = phase if which == "full" else 1 - phase
-        if item is not None:
-            env[res[2]] = base + item
 
     def _loop(self, g, gi, ins) -> None:
         loop, env = ins.loop, g.env
@@ -499,23 +426,6 @@ class Engine:
             self._setmaxnreg(st, gi, g, ins)
         return True
 
-    def _mma_commit(self, st, gi, g, ins) -> None:
-        """tcgen05.commit: the arrival fires once the MMAs this group issued so far have completed; on `empty`
-        the group gives the slot up now (its in-flight MMAs still read it until the arrival)."""
-        c, which = ins.bar
-        slot = self._scalar(g, gi, ins, 1)
-        i = self._bar(ins, slot, gi)
-        if which == "empty":
-            self._release(st, gi, g, ins, c, slot, ins.op.attrs.count, by_commit=True)
-        g.commits = g.commits + ((g.issued, i, ins.op.attrs.count, ins),)
-
-    def _fire_commit(self, st, gi, k) -> None:
-        st.groups[gi] = g = st.groups[gi].copy()
-        target, i, count, ins = g.commits[k]
-        g.commits = g.commits[:k] + g.commits[k + 1:]
-        g.committed = max(g.committed, target)
-        self._arrive(st, gi, ins, i, count, 0)
-
     def _mbar_arrive(self, st, gi, g, ins) -> None:
         c, which = ins.bar
         slot = self._scalar(g, gi, ins, 1)
@@ -675,63 +585,6 @@ class Engine:
         st.sdata[si] = d._replace(last_read=(ins.op, gi))
         # a tensor-memory tile loaded into registers: its uses read the copy, not the slot
         g.env[ins.res[0]] = d.data[r] if ins.to_registers else SlotView(c, slot, item, r, d.data[r])
-
-    def _mma_issue(self, st, gi, g, ins) -> None:
-        vals, keys, opaque = [], set(), False
-        acc_item = None
-        for i in range(len(ins.args)):
-            v = self._raw(g, gi, ins, i)
-            if isinstance(v, Pending):
-                # the accumulator may chain from an in-flight MMA (hardware accumulates in place)
-                if i != 2 and v.seq >= g.retired:
-                    self._fail("mma-result-not-ready", f"operand {i} is the result of mma_async #{v.seq}, which "
-                                                       f"no mma_wait has retired", ins, gi)
-                v = v.tensor
-            if isinstance(v, SlotView):
-                self._check_view(st, gi, v, ins)
-                keys.add((v.chan, v.slot))
-                if v.chan in self.prog.tmem.of_chan:
-                    tensor_memory.check_read(self, st, gi, ins, v.chan, v.slot, v.item, f"operand {i} reads")
-                    if i == 2:
-                        acc_item = (v.chan, v.item)
-                # the tensor core reads A and B from shared memory through the async proxy: a generic-proxy
-                # slot_store into the slot must have been followed by its writer's fence_proxy_async, whatever
-                # the channel's flag says (the accumulator lives in registers / tensor memory instead)
-                for o, og in enumerate(st.groups):
-                    if i < 2 and (v.chan, v.slot) in og.unfenced:
-                        self._fail("missing-proxy-fence", f"operand {i} reads slot {v.slot} of channel "
-                                                          f"{self.prog.chans[v.chan].name} through the async proxy, "
-                                                          f"but group {self.prog.groups[o].name} wrote it with "
-                                                          f"slot_store and has not executed fence_proxy_async", ins,
-                                   gi)
-                v = v.tensor
-            opaque = opaque or v is OPAQUE
-            vals.append(v)
-        out = OPAQUE if opaque or not self.values else round_result(evaluate(ins.op, vals, g.cta),
-                                                                    ins.op.results[0])
-        seq = g.issued
-        buffer = tensor_memory.buffer_of_mma(self, ins, g)
-        if buffer is not None:        # Blackwell: the MMA writes its tensor-memory buffer (in place on its acc)
-            tensor_memory.write(self, st, gi, ins, buffer, (tensor_memory.MMA_OWNER, gi, seq), acc_item)
-        g.issued += 1
-        keys = tuple(sorted(keys))
-        for c, slot in keys:
-            si = self.prog.slot_base[c] + slot
-            s = st.slots[si]
-            st.slots[si] = s._replace(readers=s.readers | {(gi, seq)})
-        g.mma_reads = g.mma_reads + ((seq, keys),)
-        g.env[ins.res[0]] = Pending(seq, out)
-
-    def _mma_complete(self, st, gi) -> None:
-        st.groups[gi] = g = st.groups[gi].copy()
-        seq = g.completed
-        g.completed += 1
-        for s_seq, keys in g.mma_reads:
-            if s_seq == seq:
-                for c, slot in keys:
-                    si = self.prog.slot_base[c] + slot
-                    s = st.slots[si]
-                    st.slots[si] = s._replace(readers=s.readers - {(gi, seq)})
 
     def _named(self, st, gi, g, ins) -> bool:
         a = ins.op.attrs

@@ -17,7 +17,7 @@ from aref.sim.program import LaunchError, Prog
 from aref.sim.reduction import Footprints, persistent_set
 from aref.sim.resources import check_resources
 from aref.sim.schedules import persistent_sizes, protocol_runs, protocol_sizes
-from aref.sim.values import SimViolation, Violation
+from aref.sim.values import SimViolation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
 

@@ -10,7 +10,7 @@ from aref.compiler import CompileOptions, lower_to
 from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from aref.sim.implied import implied_ops
-from aref.sim.mutants import Mutant, mutants, planted
+from aref.sim.mutants import mutants, planted
 from example_paths import example_path
 
 BUGS = [dict(bug="producer_parity"), dict(bug="consumer_parity", trip=3, K=192), dict(bug="no_expect_tx", trip=2),

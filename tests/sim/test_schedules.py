@@ -2,7 +2,7 @@
 exposed by construction — an asynchronous source completing as late as it can, a group running as early or as
 late as it can — and every ring wraps at least twice whatever the inputs' size."""
 import pytest
-from sim_kernels import gemm_inputs, gemm_reference, gemm_ws
+from sim_kernels import gemm_inputs, gemm_ws
 
 from aref import sim
 from aref.compiler import CompileOptions, lower_to
