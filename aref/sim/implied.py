@@ -212,12 +212,14 @@ def _tmem_reads(eng, st, x, clock, op, out) -> None:
     """The step group x just took read tensor-memory tiles: each one an MMA of another group wrote must be
     known complete (`analyse`'s `drop`)."""
     tm = eng.prog.tmem
+    env = st.groups[x].env
     for gi, ins in eng.trace:
         if ins.kind is not OpKind.SLOT_READ or ins.ring is None or ins.ring[0] not in tm.of_chan:
             continue
+        item = env.get(ins.args[2])           # the item read (the tiles of other items are not its business)
         for owner in st.tmem:
             if owner is not None and isinstance(owner[0], int) and len(owner) > 2 and owner[2] is not None \
-                    and owner[2][0] != x and owner[0] == ins.ring[0]:
+                    and owner[2][0] != x and owner[:2] == (ins.ring[0], item):
                 out._record(out.covered, op, ("mma", *owner[2]) in clock[1])
 
 
