@@ -22,17 +22,18 @@ from aref.ir import DType
 from aref.tune.space import Config, configs
 from aref.runtime.kernel import KernelFunction, aref_kernel, autotune
 from aref.settings import RuntimeConfig, config
-from aref.lang import (Channel, Scalar, TensorArg, Tile, abs, arange, bfloat16, cast, cdiv, channel, exp, exp2,
-                       float8_e4m3, float8_e5m2, float16, float32, full, int32, load, log, log2, maximum,
-                       minimum, mma, program_id, range, rowmax, rowmin, rowsum, rsqrt, sqrt, store, where,
-                       zeros)
+from aref.lang import (Channel, Scalar, TensorArg, Tile, abs, arange, bfloat16, cast, cdiv, ceil, channel, clamp,
+                       cos, erf, exp, exp2, float8_e4m3, float8_e5m2, float16, float32, floor, full, int32, load, log,
+                       log2, maximum, minimum, mma, pow, program_id, range, rowmax, rowmin, rowsum, rsqrt, sigmoid,
+                       sin, sqrt, store, tanh, where, zeros)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArefError", "ArefSyntaxError", "ArefTypeError", "ChannelError", "VerifyError", "DType", "KernelFunction",
-    "aref_kernel", "autotune", "Config", "configs", "RuntimeConfig", "config", "Channel", "Scalar", "TensorArg", "Tile", "abs", "arange", "bfloat16", "cast", "cdiv", "channel",
-    "exp", "exp2", "float8_e4m3", "float8_e5m2", "float16", "float32", "full", "int32", "load", "log", "log2",
-    "maximum", "minimum", "mma", "program_id", "range", "rowmax", "rowmin", "rowsum", "rsqrt", "sqrt", "store",
-    "where", "zeros",
+    "aref_kernel", "autotune", "Config", "configs", "RuntimeConfig", "config", "Channel", "Scalar", "TensorArg",
+    "Tile", "abs", "arange", "bfloat16", "cast", "cdiv", "ceil", "channel", "clamp", "cos", "erf", "exp", "exp2",
+    "float8_e4m3", "float8_e5m2", "float16", "float32", "floor", "full", "int32", "load", "log", "log2", "maximum",
+    "minimum", "mma", "pow", "program_id", "range", "rowmax", "rowmin", "rowsum", "rsqrt", "sigmoid", "sin", "sqrt",
+    "store", "tanh", "where", "zeros",
 ]

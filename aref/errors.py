@@ -17,6 +17,7 @@ class SrcInfo:
     line: int
     col: int = 0
     col_end: int = 0
+    python_loop: "SrcInfo | None" = None   # the Python `for` loop (unrolled while tracing) the op was traced in
 
     def short(self) -> str:
         """`file.py:LINE` with the file's base name, as printed in IR dumps."""
@@ -51,12 +52,22 @@ class ArefError(Exception):
     """
 
     kind = "error"
+    notes: tuple[tuple[str, SrcInfo], ...] = ()    # other lines that explain the error (where a size was set)
 
     def __init__(self, message: str, loc: SrcInfo | None = None, hint: str | None = None):
         self.message = message
         self.loc = loc or UNKNOWN_LOC
         self.hint = hint
         super().__init__(self.render())
+
+    def noting(self, *notes: tuple[str, SrcInfo], hint: str | None = None) -> "ArefError":
+        """This error with `notes` ((what, where) pairs, each rendered with its source excerpt after the
+        error's own) and, if given, a new hint; returns the error itself, to raise."""
+        self.notes = tuple(self.notes) + tuple(n for n in notes if n is not None)
+        if hint is not None:
+            self.hint = hint
+        self.args = (self.render(),)
+        return self
 
     def render(self) -> str:
         return self._render([f"{self.kind}: {self.message}"], "  --> {loc}")
@@ -68,6 +79,13 @@ class ArefError(Exception):
             excerpt = render_excerpt(self.loc)
             if excerpt:
                 parts.append(excerpt)
+        for text, loc in self.notes:
+            parts.append(f"  = note: {text}")
+            if loc is not UNKNOWN_LOC and loc.line > 0:
+                parts.append(f"  --> {loc}")
+                excerpt = render_excerpt(loc)
+                if excerpt:
+                    parts.append(excerpt)
         if self.hint:
             parts.append(f"  = help: {self.hint}")
         return "\n".join(parts)
@@ -154,4 +172,7 @@ def error_json(err: ArefError) -> dict:
     if isinstance(err, CompilerBugError):
         out["pass"] = err.pass_name
         out["where"] = err.where
+    if err.notes:
+        out["notes"] = [{"note": text, "file": loc.file if loc.line else None, "line": loc.line or None}
+                        for text, loc in err.notes]
     return out

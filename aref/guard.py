@@ -19,6 +19,7 @@ import sysconfig
 import traceback
 
 from aref.errors import ArefError, CompilerBugError, SrcInfo, UserCodeError, VerifyError
+from aref.examples import is_example_file
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT_DIRS = tuple(os.path.join(_ROOT, p) + os.sep for p in ("aref", "partition", "pipeline", "solve")) + (
@@ -51,6 +52,8 @@ _HELPERS = frozenset({"aref.ir", "aref.errors", "aref.guard", "aref.target.machi
 def _kind(filename: str) -> str:
     """'aref', 'user' or 'lib' for a frame's file."""
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if is_example_file(path):
+        return "user"                    # the built-in examples ship inside the package but are user programs
     if path.startswith(PROJECT_DIRS):
         return "aref"
     if path.startswith("<") or path.startswith(_LIB_DIRS):

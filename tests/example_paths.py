@@ -3,7 +3,7 @@ packages cannot clash)."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(ROOT, "examples")
+EXAMPLES = os.path.join(ROOT, "aref", "examples")      # (the top-level `examples` links here)
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 EXAMPLE_NAMES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd", "mlp", "attention_causal",
                  "linear_attention", "gemm_epilogue", "splitk_gemm", "rowwise", "batched_gemm"]

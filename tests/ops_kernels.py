@@ -22,11 +22,11 @@ ROWS, COLS = 64, 16                        # all-ops kernels: one 64-row wgmma a
 ROLES = ("mma_consumer", "compute", "epilogue")
 
 
-def entry_cases(role: str | None = None, square: bool | None = None):
+def entry_cases(role: str | None = None, square: bool | None = None, only=None):
     """(entry, case) pairs of every registry entry with test cases (that claims `role`; whose case needs
-    square tiles or not)."""
+    square tiles or not; whose entry name, e.g. "unary.tanh", is in `only`)."""
     return [(d, c) for d in ops.entries() for c in d.hints.cases if (role is None or role in d.hints.roles)
-            and (square is None or c.square == square)]
+            and (square is None or c.square == square) and (only is None or d.name in only)]
 
 
 def case_id(d, c) -> str:
@@ -65,14 +65,15 @@ def _domain(x, d: ops.OpDef, dtype: DType):
     return (x * (hi - lo) + lo).to(dtype)
 
 
-def _apply_all(role: str, x, y, dtypes, variant: str, part: tuple[int, int] = (0, 1)) -> "aref.lang.Tile":
+def _apply_all(role: str, x, y, dtypes, variant: str, part: tuple[int, int] = (0, 1),
+               only=None) -> "aref.lang.Tile":
     """The sum (float32) of every case of `role` on x, y mapped into each entry's domain, per dtype:
     on tiles ("tile"), on square tiles for the cases that need them ("square"), or the elementwise cases
     on a row vector, a column vector and a single value, broadcast back ("vectors"). `part` (i, n): only the
     i-th of every n cases."""
     total = None
     shapes = {"rows": (x.max(1), y.max(1)), "cols": (x.min(0), y.min(0)), "one": (x.max(1).max(0), y.max(1).max(0))}
-    for i, (d, c) in enumerate(entry_cases(role, variant == "square")):
+    for i, (d, c) in enumerate(entry_cases(role, variant == "square", only)):
         if i % part[1] != part[0]:
             continue
         if variant == "vectors" and not (d.has(ops.ELEMENTWISE) and d.kind is not OpKind.SELECT):
@@ -95,11 +96,12 @@ def _apply_all(role: str, x, y, dtypes, variant: str, part: tuple[int, int] = (0
 VARIANTS = ("tile", "square", "vectors")
 
 
-def all_ops(role: str, variant: str = "tile", dtypes=None, part: tuple[int, int] = (0, 1)):
+def all_ops(role: str, variant: str = "tile", dtypes=None, part: tuple[int, int] = (0, 1), only=None):
     """One kernel exercising every case that claims `role` (see `_apply_all` for the variants); its inputs
     are uniform in [0, 1). Square (64×64) tiles hold 32 registers each: in a wgmma consumer, next to its
     accumulators, only float32 inputs fit the register budget. `part` (i, n): the kernel of the i-th of every n
-    cases (one kernel of every case keeps ~60 results live at once where ptxas schedules for ILP)."""
+    cases (one kernel of every case keeps ~60 results live at once where ptxas schedules for ILP); `only`: the
+    cases of the entries so named (`entry_cases`)."""
     if dtypes is None:
         dtypes = (DType.float32,) if variant == "square" and role != "compute" else (DType.float32, DType.int32)
     if role == "compute":
@@ -109,7 +111,7 @@ def all_ops(role: str, variant: str = "tile", dtypes=None, part: tuple[int, int]
             for j in aref.range(X.shape[1] // BN):
                 ch.put(aref.load(X, (0, j), (BM, BN)), aref.load(Y, (0, j), (BM, BN)))
                 x, y = ch.get()
-                z = _apply_all(role, x.to(aref.float32), y.to(aref.float32), dtypes, variant, part)
+                z = _apply_all(role, x.to(aref.float32), y.to(aref.float32), dtypes, variant, part, only)
                 aref.store(Z, (0, j), z.to(Z.dtype))
                 ch.consumed()
         return all_ops_compute
@@ -123,7 +125,7 @@ def all_ops(role: str, variant: str = "tile", dtypes=None, part: tuple[int, int]
                 ab.put(aref.load(A, (0, k), (BM, BK)), aref.load(B, (0, k), (BN, BK)))
                 a, b = ab.get()
                 s = aref.mma(a, b.T)                       # accumulator fragments in [0, 1)
-                o = o + _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant, part)
+                o = o + _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant, part, only)
                 ab.consumed()
             aref.store(Z, (0, 0), o.to(Z.dtype))
         return all_ops_consumer
@@ -138,7 +140,7 @@ def all_ops(role: str, variant: str = "tile", dtypes=None, part: tuple[int, int]
             acc = aref.mma(a, b.T, acc)
             ab.consumed()
         s = acc * (1.0 / A.shape[1])
-        aref.store(Z, (0, 0), _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant, part).to(Z.dtype))
+        aref.store(Z, (0, 0), _apply_all(role, s, s * 0.5 + 0.25, dtypes, variant, part, only).to(Z.dtype))
     return all_ops_epilogue
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from example_paths import EXAMPLE_NAMES, ROOT, example_path
+from example_paths import EXAMPLE_NAMES, ROOT, example_path, source_line
 
 
 def aref(*args, check=True):
@@ -134,3 +134,46 @@ def test_run_sim_json_on_the_new_examples(i, name):
     arch = ("sm_90a", "sm_100a")[i % 2]
     out = json.loads(aref("run", target, "--backend", "sim", "--arch", arch, "--seeds", "2", "--json").stdout)
     assert out["ok"] is True and out["deadlocks"] == 0 and out["interleavings"] == 2 and out["arch"] == arch
+
+
+def test_version_names_aref_the_cute_dsl_and_torch_without_importing_them():
+    from importlib.metadata import version
+
+    import aref as pkg
+    out = aref("--version").stdout
+    assert out.splitlines() == [f"aref {pkg.__version__}", f"CuTe DSL (nvidia-cutlass-dsl) {version('nvidia-cutlass-dsl')}",
+                                f"torch {version('torch')}"]
+    probe = ("import sys\nfrom aref.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit as e:\n"
+             "    assert e.code in (0, None)\nassert 'torch' not in sys.modules and 'cutlass' not in sys.modules, "
+             "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cutlass'))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_examples_ship_inside_the_package(tmp_path):
+    """`aref run NAME` finds a built-in example from any directory (as from an installed wheel); the clone's
+    `examples/` is a link to the package's folder (one copy of each example); packaging includes it."""
+    from setuptools import find_packages
+
+    from aref import examples
+    assert set(EXAMPLE_NAMES) <= set(examples.names()) and "attention_train" in examples.names()
+    assert os.path.realpath(os.path.join(ROOT, "examples")) == os.path.realpath(examples.DIR)
+    assert "aref.examples" in find_packages(ROOT, include=["aref*"])
+    proc = subprocess.run([sys.executable, "-m", "aref", "run", "gemm", "--set", "K=64", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "aref", "run", "gemmm"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1 and "no such file" in proc.stderr and "attention_fwd" in proc.stderr
+
+
+def test_an_error_in_a_built_in_example_is_the_users_not_the_compilers():
+    """The examples live inside the package directory, but their lines are user code: an error names them."""
+    from aref import examples
+    from aref.guard import _kind
+    assert _kind(examples.path("gemm")) == "user" and _kind(os.path.join(ROOT, "aref", "lang", "tiles.py")) == "aref"
+    gemm = examples.path("gemm")
+    for setting, kind, code in (("BM=0", "type error", "aref.zeros((BM, BN)"),        # the tracer's user line
+                                ("BK=0", "error", "ab = aref.channel(")):             # an exception in user code
+        out = json.loads(aref("run", "gemm", "--set", setting, "--json", check=False).stdout)
+        assert (out["ok"], out["kind"], out["file"]) == (False, kind, gemm), out
+        assert out["line"] == source_line(gemm, code)

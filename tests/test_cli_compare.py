@@ -3,6 +3,7 @@ pictures, model fidelity (the lowered optimal program reaches the solver's II in
 command line that answers --help without importing torch, the CuTe DSL or OR-tools."""
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,7 +13,7 @@ import pytest
 from aref.cli import main
 from aref.cli.compare import STEADY_ITERATIONS, STEADY_SEEDS
 from partition.optimal import CYCLE_QUANTUM
-from example_paths import EXAMPLE_NAMES, ROOT, example_path
+from example_paths import EXAMPLE_NAMES, ROOT, example_path, source_line
 
 ARCHS = ("sm_90a", "sm_100a")
 # The model-fidelity and optimal-vs-heuristic claims hold for these examples (bench/fidelity.py); the examples
@@ -220,6 +221,37 @@ def test_pictures_are_valid_images(capsys, tmp_path):
         assert node in svg
     dot = (tmp_path / "d.dot").read_text()
     assert dot.startswith('digraph "attention_fwd"') and "->" in dot and "fillcolor" in dot
+    # the graph names the warp groups as the table does (producer / consumer0 / consumer1, not the solver's
+    # producer0 / consumer1 / consumer2)
+    labels = set(re.findall(r'subgraph "cluster_[^"]+" \{ label="([^"]+)"', dot))
+    assert labels == {g["name"] for g in out["optimal"]["groups"]} == {"producer", "consumer0", "consumer1"}
+
+
+def test_the_gantt_says_which_mma_which_group_and_what_a_wait_waits_on():
+    """On the tensor-core lane, Q·Kᵀ and P·V are told apart by their source and each bar names its issuing
+    consumer; every blocked bar says what it waits on."""
+    from aref.cli.compare import measure
+    from aref.compiler import CompileOptions
+    from aref.runtime.harness import load_example
+    from aref.viz.gantt import Panel, UNIT_LANES, mma_label, panel_bars, steady_window, wait_label
+    path = example_path("attention_fwd")
+    assert mma_label(path, source_line(path, "s = aref.mma(q, k.T)")) == "s=q·kᵀ"
+    assert mma_label(path, source_line(path, "o = aref.mma(p.to(dtype), v,")) == "o=p·v"
+    assert wait_label("mbarrier_wait %kc.full[%3] parity %4") == "waits kc"
+    assert wait_label("mbarrier_wait %vc.empty[%3] parity %4") == "waits free vc slot"
+    assert wait_label("named_barrier_sync id=2 threads=256", {2: "tensor-core turn of consumer1"}) == "waits TC turn"
+    ex = load_example(path)
+    inputs = ex.inputs("large", "sm_90a")
+    _, ws, report = measure(ex.kernel.specialize(**inputs), inputs, CompileOptions(arch="sm_90a", timing_guard=True))
+    panel = Panel("heuristic", report, [(g.group.name, g.group.name) for g in ws.groups], None,
+                  {b.id: b.purpose for b in ws.named_barriers})
+    t0, t1, _ = steady_window(report)
+    bars = panel_bars(panel, t0, t1, UNIT_LANES)
+    tc = {bar.labels[1] for bar in bars if bar.lane == "unit:tc"}
+    assert {"s=q·kᵀ consumer0", "s=q·kᵀ consumer1", "o=p·v consumer0", "o=p·v consumer1"} <= tc, tc
+    waits = [bar for bar in bars if bar.kind == "wait"]
+    assert waits and all(bar.labels and bar.labels[0].startswith("waits") for bar in waits)
+    assert {"waits its MMAs", "waits free vc slot"} <= {bar.labels[0] for bar in waits if bar.width > 200}
 
 
 def test_compare_table_and_text(capsys, tmp_path):

@@ -26,6 +26,34 @@ COMMAND_MODULES = ["aref.cli.ir", "aref.cli.run", "aref.cli.compile", "aref.cli.
 
 
 # -------------------------------------------------------------------------------------------- main
+def versions() -> dict[str, str]:
+    """aref's version and those of the CuTe DSL and torch it runs with (from the installed packages' metadata:
+    neither is imported, so `aref --version` answers at once)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import aref
+
+    def installed(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+    return {"aref": aref.__version__, "CuTe DSL (nvidia-cutlass-dsl)": installed("nvidia-cutlass-dsl"),
+            "torch": installed("torch")}
+
+
+class _Version(argparse.Action):
+    """`aref --version`: the versions a bug report needs, then exit."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        v = versions()
+        print(f"aref {v.pop('aref')}\n" + "".join(f"{name} {ver}\n" for name, ver in v.items()), end="")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         importlib.import_module(module)      # registers its commands
@@ -33,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "programs with explicit arefs")
     parser.add_argument("--traceback", action="store_true",
                         help="on an internal error also print Python's traceback (for a bug report)")
+    parser.add_argument("--version", action=_Version, help="print the versions of aref, the CuTe DSL and torch")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     for name, (help_text, add_args, _) in COMMANDS.items():
         add_args(sub.add_parser(name, help=help_text, description=help_text))

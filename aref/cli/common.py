@@ -20,7 +20,6 @@ COMMANDS: dict[str, tuple] = {}   # name -> (help, add_arguments, handler)
 # modules whose import registers more commands (each must stay light to import: see the docstring)
 
 
-EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
 
 
 def command(name: str, help: str, arguments=lambda parser: None):

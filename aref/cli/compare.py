@@ -429,7 +429,8 @@ def draw_gantt(name, arch, out, reports, lowered, path) -> str:
             title += (", the heuristic's program (timing guard)" if "heuristic's program" in ws.fallback
                       else ", the schedule with waited stores (timing guard)" if "waited stores" in ws.fallback
                       else ", the occupancy-free graph's schedule (timing guard)")
-        panels.append(gantt.Panel(title, reports[mode], labels, out[mode].get("ii") if mode == "optimal" else None))
+        panels.append(gantt.Panel(title, reports[mode], labels, out[mode].get("ii") if mode == "optimal" else None,
+                                  {b.id: b.purpose for b in ws.named_barriers}))
     speed = f"(optimal: {out['speedup']:.2f}× the heuristic's speed)" if "speedup" in out else ""
     gantt.draw(panels, path, f"{name} on {arch}: steady state, two iterations    {speed}")
     return path
@@ -451,7 +452,8 @@ def draw_graph(name, arch, kernel, ex, result, base: CompileOptions, path) -> tu
         panels.append(("heuristic partition", groups, None))
     if result.ii:
         part = partition_from_schedule(kernel, ex, result, arch)
-        groups = {n: part.groups[part.assign[ops[0]]].name for n, ops in ex.members.items()}
+        names = group_names(part, hp if hk is kernel else None)
+        groups = {n: names[part.assign[ops[0]]] for n, ops in ex.members.items()}
         panels.append((f"optimal partition (II {result.ii}, start cycle @)", groups, result.schedule))
     if not panels:
         raise ArefError(f"no partition of {name} to draw", hint="check `aref solve` first")
@@ -459,6 +461,20 @@ def draw_graph(name, arch, kernel, ex, result, base: CompileOptions, path) -> tu
     dot = viz_graph.draw(ex.graph, panels, path, f"{name} on {arch}: dependence graph of the loop, coloured "
                                                  f"by warp group", lines)
     return path, dot
+
+
+def group_names(part, heuristic) -> dict[int, str]:
+    """Group index -> name of the solver's partition `part`, in the names the compiled program (and compare's
+    table) uses: a group placing exactly the ops of a group of the `heuristic` partition is that group (the
+    compiler then realizes the solver's answer with the heuristic's roles: `aref.compiler`), so the graph says
+    producer / consumer0 / consumer1 where the table does."""
+    def blocks(p) -> dict[int, frozenset]:
+        out: dict[int, set] = {}
+        for op, g in p.assign.items():
+            out.setdefault(g, set()).add(id(op))
+        return {g: frozenset(ops) for g, ops in out.items()}
+    theirs = {ops: heuristic.groups[g].name for g, ops in blocks(heuristic).items()} if heuristic is not None else {}
+    return {g: theirs.get(ops, part.groups[g].name) for g, ops in blocks(part).items()}
 
 
 UNIT_GLYPH = {"tc": "T", "mufu": "M", "fma": "F", "tma": "D", "smem": "S", "issue": "i", "wait": "."}

@@ -5,7 +5,6 @@ import json
 import os
 
 from rich.console import Console
-from rich.table import Table
 
 from aref.cli.common import add_target, command, example_and_inputs, int_at_least, options_of, progress
 from aref.compiler import lower_to
@@ -59,14 +58,6 @@ def cmd_compile(args, console: Console) -> int:
         console.print(f"[dim]partition:[/] {note}")
     if ws.fallback:
         console.print(f"[yellow]note:[/] {ws.fallback}")
-    table = Table(title=f"{example.name} for {data['arch']} ({args.partition} partition)")
-    table.add_column("field")
-    table.add_column("value")
-    for key in ("source_path", "ptx_path", "cubin_path", "registers", "spill_bytes", "resource_source",
-                "compile_seconds"):
-        if data.get(key) is not None:
-            table.add_row(key, str(data[key]))
-    for op, n in sorted(data.get("instructions", {}).items()):
-        table.add_row(op, str(n))
-    console.print(table)
+    from aref.cli.tables import compile_table
+    console.print(compile_table(example.name, args.partition, data))
     return 0

@@ -7,12 +7,12 @@ import os
 
 from rich.console import Console
 
-from aref.cli.common import EXAMPLES_DIR, command, example_and_inputs, results_table
+from aref.cli.common import command, example_and_inputs, results_table
 from aref.compiler import ARCHS, CompileOptions, lower_to, print_stage
 
 
 def _demo_args(p):
-    p.add_argument("--example", default=os.path.join(EXAMPLES_DIR, "gemm.py"), help="example to demonstrate")
+    p.add_argument("--example", default="gemm", help="example to demonstrate: a built-in example's name or a file")
 
 
 @command("demo", "run a built-in example end to end on the CPU", _demo_args)
@@ -40,7 +40,10 @@ def cmd_demo(args, console: Console) -> int:
                       f"max |err| {out['max_abs_err']:.3g} -> " + ("[green]ok" if sim_report.ok else "[red]FAILED"))
         ok = ok and sim_report.ok
     ok = _demo_solve_compile(console, example, kernel, inputs) and ok
-    console.print("Next: aref ir " + os.path.relpath(example.path) + " --stage barrier | aref solve … | "
+    from aref import examples
+    target = (os.path.splitext(os.path.basename(example.path))[0] if examples.is_example_file(example.path)
+              else os.path.relpath(example.path))
+    console.print("Next: aref ir " + target + " --stage barrier | aref solve … | "
                   "aref compare … --gantt g.png | aref compile … --emit cute")
     return 0 if ok else 1
 

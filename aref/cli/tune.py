@@ -72,6 +72,7 @@ def cmd_tune(args, console) -> int:
     if args.json:
         print(json.dumps(data))
         return 0 if result.best is not None else 1
+    from aref.cli.tables import tune_table
     console.print(tune_table(result, args.show))
     if result.best is None:
         console.print("[red]every candidate was pruned[/red]")
@@ -80,31 +81,6 @@ def cmd_tune(args, console) -> int:
     console.print(f"winner: [bold]{result.best.label()}[/bold] ({how}; "
                   f"{'from the cache' if result.cached else 'cached'} as {result.key})")
     return 0
-
-
-def tune_table(result, show: int = 30):
-    """The ranking as a rich table: ranked candidates first, then pruned and failed ones with the reason."""
-    from rich.table import Table
-    title = (f"{result.kernel} on {result.arch}: {sum(c.rank is not None for c in result.candidates)} ranked, "
-             f"{sum(c.status == 'pruned' for c in result.candidates)} pruned"
-             + (" (cached)" if result.cached else ""))
-    table = Table(title=title)
-    for col in ("#", "configuration", "pred. ms", "pred. TFLOP/s", "cycles/iter", "TC util.", "measured ms",
-                "status"):
-        table.add_column(col, overflow="fold", min_width=24 if col == "configuration" else None)
-    rows = [c.to_json() for c in result.candidates]
-
-    def f(v, fmt):
-        return format(v, fmt) if isinstance(v, (int, float)) else "-"
-
-    for r in rows[:show]:
-        status = "ok" if r["status"] == "ok" else f"[yellow]{r['status']} ({r['stage']})[/yellow]: {r['reason'][:90]}"
-        table.add_row(str(r["rank"] or "-"), r["label"], f(r.get("predicted_ms"), ".4f"),
-                      f(r.get("predicted_tflops"), ".0f"), f(r.get("cycles_per_iter"), ".0f"),
-                      f(r.get("tc_utilization"), ".0%"), f(r.get("measured_ms"), ".4f"), status)
-    if len(rows) > show:
-        table.add_row("…", f"{len(rows) - show} more (--show N)", "", "", "", "", "", "")
-    return table
 
 
 # ------------------------------------------------------------------------------------------------ bench

@@ -84,13 +84,30 @@ def mma_type(a: TileType, b: TileType, acc: TileType | None, loc: SrcInfo) -> Ti
     if k != k2:
         raise ArefTypeError(
             f"mma shape mismatch: a is {m}x{k} and b is {k2}x{n}; the inner dimensions {k} and {k2} differ",
-            loc, hint="for C = A·Bᵀ with B stored N×K, pass the transposed view `b.T`")
+            loc, hint=mma_mismatch_hint(a.shape, b.shape))
     out = TileType((m, n), DType.float32, Space.RMEM)
     if acc is not None:
         if not isinstance(acc, TileType) or acc.shape != (m, n) or acc.dtype != DType.float32:
             raise ArefTypeError(f"mma accumulator must be a {m}x{n} float32 tile, got {acc}", loc,
                                 hint=f"start it with `aref.zeros(({m}, {n}), aref.float32)`")
     return out
+
+
+def mma_mismatch_hint(a: tuple[int, int], b: tuple[int, int], a_view: bool = False, b_view: bool = False,
+                      noted: bool = False) -> str:
+    """What fixes `aref.mma(a, b)` with a's columns ≠ b's rows: a transposed view where that makes the inner
+    dimensions agree (and the operand is not one already), else equal K tile sizes. `a_view` / `b_view`: the
+    operand is already a transposed view (`x.T`); `noted`: the error's notes show where the shapes are set."""
+    (m, k), (k2, n) = a, b
+    if n == k and not b_view:
+        return "for C = A·Bᵀ with B stored N×K, pass the transposed view `b.T`"
+    if m == k2 and not a_view:
+        return "for C = Aᵀ·B with A stored K×M, pass the transposed view `a.T`"
+    views = [x for x, view in (("a", a_view), ("b", b_view)) if view]
+    already = (f"{' and '.join(views)} {'is' if len(views) == 1 else 'are'} already a transposed view (`.T`), so "
+               f"transposing cannot fix it: " if views else "")
+    return (f"{already}a's columns ({k}) and b's rows ({k2}) are the contracted dimension K: give both operands "
+            f"the same K tile size" + (" (the notes show where each shape is set)" if noted else ""))
 
 
 def reduce_type(x: TileType, axis: int, loc: SrcInfo) -> TileType:

@@ -17,13 +17,14 @@ from aref.ir import (ArangeAttrs, DType, FullAttrs, LoadAttrs, NoAttrs, OpKind, 
 from aref.ir import typing_rules as rules
 from aref.lang.arefs import Channel, channel, range  # noqa: F401  (the arefs and the loop: their own module)
 from aref.lang.tiles import (Scalar, TensorArg, Tile, _Proxy, _arith, _as_values, _build, _check_operand,  # noqa: F401
-                             _const, _emit1, _is_number, _reduce, _unary, bfloat16, cast, float8_e4m3, float8_e5m2,
-                             float16, float32, int32)
+                             _const, _emit1, _is_number, _power, _reduce, _unary, bfloat16, cast, float8_e4m3,
+                             float8_e5m2, float16, float32, int32)
 from aref.lang.trace import Poison, current, user_loc
 
 __all__ = ["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float32", "int32", "Tile", "Scalar",
            "TensorArg", "Channel", "program_id", "load", "store", "zeros", "full", "arange", "mma",
-           "maximum", "minimum", "where", "rowmax", "rowsum", "rowmin", "channel", "range", "cast", "cdiv",
+           "maximum", "minimum", "clamp", "pow", "where", "rowmax", "rowsum", "rowmin", "channel", "range",
+           "cast", "cdiv",
            *(fn for fn in ops.UNARY_FNS if fn != "neg")]
 
 
@@ -58,6 +59,9 @@ def load(tensor: TensorArg, coords, tile_shape) -> Tile:
     coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
     tile_shape = tuple(tile_shape) if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
     t = rules.load_type(tensor.shape, tensor.dtype, tile_shape, len(coords), loc)
+    unrolled = tracer.unrolled_outside_loop()
+    if unrolled is not None and unrolled.shape_dependent:
+        raise unrolled.error(f"loads a tile on every trip (line {loc.line})")
     cvals = [_coord(c, loc, tracer) for c in coords]
     return _emit1(OpKind.LOAD, [tensor.value, *cvals], t, LoadAttrs(tile_shape), loc)
 
@@ -157,7 +161,19 @@ def mma(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
             raise ArefTypeError("aref.mma takes tiles", loc,
                                 hint="aref.mma(a, b, acc) with tiles a (M×K), b (K×N) and an optional acc (M×N)")
     operands = [a.value, b.value] + ([acc.value] if acc is not None else [])
-    return _build(OpKind.MMA, None, operands, NoAttrs(), loc)
+    try:
+        return _build(OpKind.MMA, None, operands, NoAttrs(), loc)
+    except ArefTypeError as err:
+        ta, tb = a.value.type, b.value.type
+        if len(ta.shape) == len(tb.shape) == 2 and ta.shape[1] != tb.shape[0]:
+            # the inner dimensions differ: say where each operand's shape was set, and what fixes it
+            tracer = current()
+            views = [tracer.producer.get(id(x.value)) for x in (a, b)]
+            views = [op is not None and op.kind is OpKind.TRANSPOSE for op in views]
+            notes = [tracer.shape_note(name, x.value) for name, x in (("a", a), ("b", b))]
+            raise err.noting(*notes, hint=rules.mma_mismatch_hint(ta.shape, tb.shape, *views,
+                                                                     noted=any(notes))) from None
+        raise
 
 
 def _unary_function(fn: str):
@@ -173,8 +189,9 @@ def _unary_function(fn: str):
 UNARY_FUNCTIONS = tuple(fn for fn in ops.UNARY_FNS if ops.lookup(OpKind.UNARY, fn).surface == f"aref.{fn}")
 for _fn in UNARY_FUNCTIONS:
     globals()[_fn] = _unary_function(_fn)
-exp, exp2, log, log2, sqrt, rsqrt, abs = (globals()[f] for f in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt",
-                                                                   "abs"))
+(exp, exp2, log, log2, sqrt, rsqrt, abs, tanh, sigmoid, erf, sin, cos, floor,
+ ceil) = (globals()[f] for f in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "erf",
+                                 "sin", "cos", "floor", "ceil"))
 
 
 def maximum(a, b):
@@ -183,7 +200,18 @@ def maximum(a, b):
 
 
 def minimum(a, b):
+    """Elementwise minimum (NaN-free inputs assumed, as on the GPU's fmin)."""
     return _arith("minimum", a, b)
+
+
+def clamp(x, lo, hi):
+    """`x` limited to [lo, hi] elementwise: `minimum(maximum(x, lo), hi)` (torch.clamp's values)."""
+    return minimum(maximum(x, lo), hi)
+
+
+def pow(x, y):  # noqa: A001 - the tile language's spelling of `x ** y` (Triton's tl.math.pow)
+    """Elementwise `x ** y`."""
+    return _power(x, y)
 
 
 def where(cond, a, b):

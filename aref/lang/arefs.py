@@ -29,6 +29,9 @@ class Channel:
 
     def _check_region(self, what: str, loc) -> None:
         tracer = current(f"{self.name}.{what}")
+        unrolled = tracer.unrolled_outside_loop()
+        if unrolled is not None:
+            raise unrolled.error(f"uses channel '{self.name}' ({self.name}.{what} on line {loc.line})")
         if tracer.region != "loop":
             raise ChannelError(
                 f"channel '{self.name}' is used {'before' if tracer.region == 'pre' else 'after'} the loop; "

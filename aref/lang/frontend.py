@@ -3,7 +3,9 @@
 Two steps, as in Triton's frontend but with tracing for everything but the loop:
 1. `parse` reads the function's AST, rejects unsupported Python at the user's line (while, try, a second
    loop, break inside the loop, closures over tensors...), and rewrites the single `aref.range` loop so its
-   loop-carried variables are explicit (see `aref.lang.loops`).
+   loop-carried variables are explicit (see `aref.lang.loops`). Python `for` loops (unrolled by running
+   them) iterate through `aref.lang.loops.unrolled`, so the tracer knows which ops each copies per trip and
+   refuses one that does the pipelined loop's work (loads per trip over a shape-derived count, channels).
 2. `trace` runs the rewritten function on proxies (`aref.lang`), which records the ops with exact source
    locations, then infers the grid and verifies the result.
 """
@@ -167,11 +169,67 @@ class _Checker(ast.NodeVisitor):
         self._compound(node)
 
 
-class _Rewriter(ast.NodeTransformer):
-    """Names assigned values, and the aref loop made explicit."""
+def _reads_shape(expr: ast.AST, tensors: set[str], derived: set[str]) -> bool:
+    """Whether `expr` reads a tensor parameter's size (`A.shape[1]`, `A.numel()`) or a name in `derived`."""
+    return any(isinstance(x, ast.Attribute) and x.attr in ("shape", "numel") and isinstance(x.value, ast.Name)
+               and x.value.id in tensors or isinstance(x, ast.Name) and x.id in derived for x in ast.walk(expr))
 
-    def __init__(self, env: dict):
+
+def _shape_derived(fdef: ast.FunctionDef, tensor_params: list[str]) -> set[str]:
+    """The names assigned from expressions that read a tensor's size or such names (`K = A.shape[1]`,
+    `n = K // BK`): values that grow with the input's size."""
+    tensors, derived = set(tensor_params), set()
+    assigns = [n for n in ast.walk(fdef) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               and n.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            if not _reads_shape(node.value, tensors, derived):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Name) and x.id not in derived:
+                        derived.add(x.id)
+                        changed = True
+    return derived
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Names assigned values, the aref loop made explicit, and Python loops run through `unrolled` (the
+    tracer then knows which ops a Python loop copies per trip)."""
+
+    def __init__(self, env: dict, filename: str = "<unknown>", tensors: frozenset = frozenset(),
+                 derived: frozenset = frozenset(), kernel_loop: int | None = None):
         self.env = env
+        self.filename = filename
+        self.tensors = tensors            # the tensor parameters
+        self.derived = derived            # names whose values come from tensor shapes (`_shape_derived`)
+        self.kernel_loop = kernel_loop    # the line of the kernel's aref.range loop
+
+    def _unrolled(self, node: ast.AST, target: ast.AST, iter_: ast.expr) -> ast.expr:
+        """`iter_` wrapped in the runtime's `unrolled(...)`, located at the loop header `node`."""
+        end = iter_.end_col_offset if iter_.end_lineno == node.lineno else 0
+        shape_dependent = _reads_shape(iter_, self.tensors, self.derived)
+        is_range = isinstance(iter_, ast.Call) and _resolve(iter_.func, self.env) is builtins.range \
+            and len(iter_.args) == 1 and not iter_.keywords
+        var = target.id if isinstance(target, ast.Name) else "k"
+        suggestion = f"for {var} in aref.range({ast.unparse(iter_.args[0]) if is_range else 'n'}):"
+        args = [iter_] + [ast.Constant(x) for x in (self.filename, node.lineno, node.col_offset, end,
+                                                    shape_dependent, suggestion, self.kernel_loop)]
+        call = ast.Call(ast.Attribute(ast.Name(RT, ast.Load()), "unrolled", ast.Load()), args, [])
+        return ast.copy_location(call, iter_)
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        node.iter = self._unrolled(node, node.target, node.iter)
+        return node
+
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        node.iter = self._unrolled(node.iter, node.target, node.iter)
+        return node
 
     def visit_Assign(self, node):
         self.generic_visit(node)
@@ -199,7 +257,8 @@ class _Rewriter(ast.NodeTransformer):
         keep = {id(n) for n in ast.walk(iter_expr)}
         tail_src = [f"__aref_r = {RT}.loop_end(__aref_h, locals())"]
         tail_src += [f"{n} = __aref_r[{n!r}]" for n in names]
-        tail_src += [f"{node.target.id} = {RT}.Poison({node.target.id!r}, __aref_h.loc)"]
+        tail_src += [f"{node.target.id} = {RT}.Poison({node.target.id!r}, __aref_h.loc, index=True, "
+                     f"bound={_bound_text(node.iter)!r})"]
         tail = ast.parse("\n".join(tail_src)).body
         for stmt in head + tail:
             for sub in ast.walk(stmt):
@@ -207,6 +266,17 @@ class _Rewriter(ast.NodeTransformer):
                     ast.copy_location(sub, node)
                     sub.end_lineno, sub.end_col_offset = node.lineno, node.col_offset + 3
         return head + body + tail
+
+
+def _bound_text(call: ast.Call) -> str:
+    """The source text of the bound in `aref.range(<bound>)` for messages (parenthesized unless it is a name
+    or a number), or "n"."""
+    if len(call.args) != 1 or call.keywords:
+        return "n"
+    text = ast.unparse(call.args[0])
+    if len(text) > 60:
+        return "n"
+    return text if text.isidentifier() or text.isdigit() else f"({text})"
 
 
 def parse(fn) -> Parsed:
@@ -250,7 +320,8 @@ def parse(fn) -> Parsed:
     for stmt in fdef.body:
         checker.visit(stmt)
 
-    rewriter = _Rewriter(env)
+    rewriter = _Rewriter(env, filename, frozenset(tensor_params), frozenset(_shape_derived(fdef, tensor_params)),
+                         checker.loops[0].lineno if checker.loops else None)
     new_body = []
     for stmt in fdef.body:
         if _is_aref_loop(stmt, env):

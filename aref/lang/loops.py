@@ -12,11 +12,30 @@ so loop-carried values come from plain reassignment, exactly as the Python sourc
 """
 from __future__ import annotations
 
-from aref.errors import ArefSyntaxError, ArefTypeError
+from aref.errors import ArefSyntaxError, ArefTypeError, SrcInfo
 from aref.ir import ChannelAttrs, DType, Loop, ScalarType, Value
 from aref.lang.arefs import Channel, range as aref_range
 from aref.lang.tiles import Scalar, _Proxy, _const, wrap
-from aref.lang.trace import UNDEF, Poison, current, user_loc
+from aref.lang.trace import UNDEF, Poison, UnrolledLoop, current, user_loc
+
+
+def unrolled(iterable, file: str, line: int, col: int, col_end: int, shape_dependent: bool, suggestion: str,
+             kernel_loop: int | None):
+    """The iterator of a Python `for` loop (or comprehension) of the kernel: the loop runs as Python runs it,
+    and while it does the tracer knows it is inside it (`Tracer.unrolled`), so that loads and channel
+    operations in its body can tell a static unroll from a pipelined loop written the Triton way."""
+    tracer = current()
+    loop = UnrolledLoop(SrcInfo(file, line, col, col_end), shape_dependent, suggestion, kernel_loop)
+    try:
+        loop.trips = len(iterable)
+    except TypeError:
+        pass
+    tracer.unrolled.append(loop)
+    try:
+        yield from iterable
+    finally:
+        tracer.unrolled.remove(loop)
+
 
 def named(value, names):
     """Give the values assigned by `x = ...` / `a, b = ...` readable names in the IR."""

@@ -7,7 +7,8 @@ import builtins
 
 from aref import ops
 from aref.errors import ArefSyntaxError, ArefTypeError
-from aref.ir import CastAttrs, ConstAttrs, DType, ExpandDimsAttrs, FnAttrs, OpKind, ScalarType, TileType, TransposeAttrs, Value
+from aref.ir import (CastAttrs, ConstAttrs, DType, ExpandDimsAttrs, FnAttrs, FullAttrs, OpKind, ScalarType, TileType,
+                     TransposeAttrs, Value)
 from aref.ir import typing_rules as rules
 from aref.lang.trace import Poison, current, user_loc
 
@@ -61,6 +62,8 @@ class _Proxy:
     def __rfloordiv__(self, o): return _arith("floordiv", o, self)
     def __mod__(self, o): return _arith("mod", self, o)
     def __rmod__(self, o): return _arith("mod", o, self)
+    def __pow__(self, o): return _power(self, o)
+    def __rpow__(self, o): return _power(o, self)
     def __neg__(self): return _unary("neg", self)
     def __abs__(self): return _unary("abs", self)
     def __lt__(self, o): return _compare("lt", self, o)
@@ -256,6 +259,36 @@ def _arith(fn: str, a, b):
             raise ArefTypeError("`/` on integer scalars", loc, hint="use `//` for integer division")
         return _scalar_op({"maximum": "max", "minimum": "min"}.get(fn, fn), va, vb, loc)
     return _build(OpKind.BINARY, fn, [va, vb], FnAttrs(fn), loc)
+
+
+MAX_UNROLLED_POWER = 16      # x ** n with a constant integer |n| up to this: multiplications (exact, FMA pipe)
+
+
+def _power(a, b):
+    """`a ** b`. A constant integral exponent is multiplication (`x ** 2` is `x * x`, `x ** -1` is `1 / x`:
+    exact, and right for negative bases); any other exponent is the registry's `pow` (torch.pow's values)."""
+    loc = user_loc()
+    a, b = _check_operand(a, "**", loc), _check_operand(b, "**", loc)
+    if isinstance(a, _Proxy) and _is_number(b) and float(b).is_integer() and builtins.abs(b) <= MAX_UNROLLED_POWER:
+        n = int(b)
+        if n == 0:
+            return 1 if isinstance(a, Scalar) else _build(OpKind.FULL, None, [], FullAttrs(a.shape, 1.0, a.dtype), loc)
+        if n < 0 and not a.dtype.is_float:
+            raise ArefTypeError(f"an integer {'tile' if isinstance(a, Tile) else 'scalar'} to the negative power "
+                                f"{n}", loc, hint="cast it to a float type first, e.g. `x.to(aref.float32) ** -1`")
+        result, square, k = None, a, builtins.abs(n)
+        while k:                                      # exponentiation by squaring
+            if k & 1:
+                result = square if result is None else _arith("mul", result, square)
+            k >>= 1
+            if k:
+                square = _arith("mul", square, square)
+        return _arith("div", 1.0, result) if n < 0 else result
+    if isinstance(a, Scalar) or isinstance(b, Scalar) or not builtins.any(isinstance(x, Tile) for x in (a, b)):
+        raise ArefTypeError("`**` with a runtime scalar", loc,
+                            hint=f"powers of index math take a constant integer exponent (up to "
+                                 f"{MAX_UNROLLED_POWER}); compute tiles with `**`")
+    return _arith("pow", a, b)
 
 
 def _scalar_op(fn: str, va: Value, vb: Value, loc) -> Scalar:

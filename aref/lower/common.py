@@ -210,12 +210,21 @@ def _shared_memory(kernel: WSKernel) -> None:
     architectures: Blackwell's zero tile, MMA barriers and tensor-memory address slot are in the model)."""
     if kernel.resource_error is not None:
         return
-    from aref.resources.memory import smem_plan
+    from aref.resources.memory import smem_plan, unrolled_rings
     plan = smem_plan(kernel)
     problem = plan.problem()
     if problem is not None:
-        kernel.resource_error = resources.ResourceError(
-            problem, kernel.loc, hint="lower a channel depth or the tile sizes", smem_excess=plan.total - plan.limit)
+        loc, hint = kernel.loc, "lower a channel depth or the tile sizes"
+        unrolled = unrolled_rings(plan, kernel)
+        if unrolled is not None:
+            # the tiles of a Python `for` loop's trips each hold a ring: the loop is the pipelined loop unrolled
+            loc, n, nbytes = unrolled
+            problem += (f"; {n} of the rings ({nbytes} B) hold the tiles loaded in the Python `for` loop on line "
+                        f"{loc.line}, one per trip: Python runs the loop while the kernel is traced")
+            hint = ("use aref.range(...) for the pipelined loop (`for k in aref.range(n):`), with the tiles it loads "
+                    "put into an aref channel (see the README's gemm)")
+        kernel.resource_error = resources.ResourceError(problem, loc, hint=hint,
+                                                        smem_excess=plan.total - plan.limit)
 
 
 def launch_threads(kernel: WSKernel) -> int:

@@ -6,6 +6,8 @@ from comparisons. Tiles and runtime scalars mix with numpy broadcasting (`aref.i
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aref.ir import typing_rules as rules
 from aref.errors import ArefTypeError
 from aref.ir import DType, OpKind, TileType
@@ -23,12 +25,13 @@ def _numel(t) -> int:
     return t.numel if isinstance(t, TileType) else 1
 
 
-def _per_element(rate: str):
+def _per_element(rate: str, instructions: int = 1):
+    """Cycles of `instructions` per element at the machine's `rate` (elements per clock of the unit)."""
     def cycles(op, m, rng=None):
         t = op.results[0].type
         if not isinstance(t, TileType):
             return 1
-        return max(1, -(-_numel(t) // getattr(m, rate)))
+        return max(1, -(-instructions * _numel(t) // getattr(m, rate)))
     return cycles
 
 
@@ -41,6 +44,16 @@ def _unit(unit: str):
 
 FMA_COST = Cost(_unit("fma"), _per_element("fma_per_clk"))
 MUFU_COST = Cost(_unit("mufu"), _per_element("mufu_per_clk"))
+
+
+def fma_sequence(n: int) -> Cost:
+    """An op the GPU computes as `n` FMA-pipe instructions per element (a polynomial, a rounding)."""
+    return Cost(_unit("fma"), _per_element("fma_per_clk", n))
+
+
+def mufu_ops(n: int) -> Cost:
+    """An op that takes `n` MUFU instructions per element (its FMA-pipe work beside them is not the bottleneck)."""
+    return Cost(_unit("mufu"), _per_element("mufu_per_clk", n))
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -88,46 +101,97 @@ def _abs_int(emit, op, a):
 
 
 _POSITIVE = (0.25, 4.0)
+MUFU_TOL = (1e-5, 1e-5)        # ex2 / lg2 / rsqrt .approx: ~2 ulp, plus the argument's own rounding
+EXACT_TOL = (1e-5, 2e-6)
+
+
+@dataclass(frozen=True)
+class Unary:
+    """One unary function: its torch semantics (the interpreter's, and the oracle's on float64), the CuTe
+    element template, the cost of the instructions the GPU runs for it, the input domain tests draw from, and
+    the GPU's error against the interpreter (`Hints.tol`)."""
+
+    fn: str
+    torch: object
+    template: str
+    cost: Cost
+    float_only: bool = True
+    domain: tuple = (-4.0, 4.0)
+    tol: tuple = MUFU_TOL
+    doc: str = ""
+    ptx: tuple = ()
+
+
 UNARIES = [
-    # fn, torch, oracle, CuTe template, transcendental, domain
-    ("exp", torch_fn("exp"), torch_fn("exp"), "cute.math.exp({a}, fastmath=True)", True, (-4.0, 4.0)),
-    ("exp2", torch_fn("exp2"), torch_fn("exp2"), "cute.math.exp2({a}, fastmath=True)", True, (-4.0, 4.0)),
-    ("log", torch_fn("log"), torch_fn("log"), "cute.math.log({a}, fastmath=True)", True, _POSITIVE),
-    ("log2", torch_fn("log2"), torch_fn("log2"), "cute.math.log2({a}, fastmath=True)", True, _POSITIVE),
-    ("sqrt", torch_fn("sqrt"), torch_fn("sqrt"), "cute.math.sqrt({a}, fastmath=True)", True, _POSITIVE),
-    ("rsqrt", torch_fn("rsqrt"), torch_fn("rsqrt"), "cute.math.rsqrt({a}, fastmath=True)", True, _POSITIVE),
-    ("abs", torch_fn("abs"), torch_fn("abs"), "cute.math.absf({a})", False, (-4.0, 4.0)),
-    ("neg", torch_fn("neg"), torch_fn("neg"), "(-{a})", False, (-4.0, 4.0)),
+    Unary("exp", torch_fn("exp"), "cute.math.exp({a}, fastmath=True)", MUFU_COST, ptx=("ex2.approx",)),
+    Unary("exp2", torch_fn("exp2"), "cute.math.exp2({a}, fastmath=True)", MUFU_COST, ptx=("ex2.approx",)),
+    Unary("log", torch_fn("log"), "cute.math.log({a}, fastmath=True)", MUFU_COST, domain=_POSITIVE,
+          ptx=("lg2.approx",)),
+    Unary("log2", torch_fn("log2"), "cute.math.log2({a}, fastmath=True)", MUFU_COST, domain=_POSITIVE,
+          ptx=("lg2.approx",)),
+    Unary("sqrt", torch_fn("sqrt"), "cute.math.sqrt({a}, fastmath=True)", MUFU_COST, domain=_POSITIVE,
+          ptx=("sqrt.approx",)),
+    Unary("rsqrt", torch_fn("rsqrt"), "cute.math.rsqrt({a}, fastmath=True)", MUFU_COST, domain=_POSITIVE,
+          ptx=("rsqrt.approx",)),
+    # tanh.approx.f32 (a MUFU instruction since sm_75): relative error up to 2^-11, as FA4's soft-capping uses
+    Unary("tanh", torch_fn("tanh"), "cute.math.tanh({a}, approx=True)", MUFU_COST, tol=(1e-3, 1e-3),
+          ptx=("tanh.approx.f32",), doc="hyperbolic tangent (tanh.approx: relative error up to 2^-11)"),
+    # σ(x) = ½·tanh(x/2) + ½: one MUFU instruction, where 1 / (1 + exp(-x)) takes two (ex2 and rcp)
+    Unary("sigmoid", torch_fn("sigmoid"), "(cute.math.tanh({a} * 0.5, approx=True) * 0.5 + 0.5)", MUFU_COST,
+          tol=(1e-3, 1e-3), ptx=("tanh.approx.f32",),
+          doc="logistic sigmoid 1 / (1 + exp(-x)), as ½·tanh(x/2) + ½ on the MUFU"),
+    # erf: the DSL's math.erf expands to ~13 FMA-pipe instructions and one ex2 per element (measured in the
+    # PTX): the FMA pipe (128 / clock) is its bottleneck, not the MUFU (16 / clock)
+    Unary("erf", torch_fn("erf"), "cute.math.erf({a}, fastmath=True)", fma_sequence(13), domain=(-3.0, 3.0),
+          doc="the error function (exact GELU: x·½·(1 + erf(x/√2)))"),
+    # sin.approx / cos.approx: MUFU; absolute error ~2^-20 on [-π, π], growing with |x| (reduce large angles)
+    Unary("sin", torch_fn("sin"), "cute.math.sin({a}, approx=True)", MUFU_COST, ptx=("sin.approx.f32",),
+          doc="sine (sin.approx: absolute error ~2^-20 on [-π, π], growing with |x|)"),
+    Unary("cos", torch_fn("cos"), "cute.math.cos({a}, approx=True)", MUFU_COST, ptx=("cos.approx.f32",),
+          doc="cosine (cos.approx: absolute error ~2^-20 on [-π, π], growing with |x|)"),
+    Unary("floor", torch_fn("floor"), "cute.math.floor({a})", FMA_COST, domain=(-8.0, 8.0), tol=EXACT_TOL,
+          ptx=("cvt.rmi.f32.f32",), doc="round down to an integral float"),
+    Unary("ceil", torch_fn("ceil"), "cute.math.ceil({a})", FMA_COST, domain=(-8.0, 8.0), tol=EXACT_TOL,
+          ptx=("cvt.rpi.f32.f32",), doc="round up to an integral float"),
+    Unary("abs", torch_fn("abs"), "cute.math.absf({a})", FMA_COST, float_only=False, tol=EXACT_TOL),
+    Unary("neg", torch_fn("neg"), "(-{a})", FMA_COST, float_only=False, tol=EXACT_TOL),
 ]
-for fn, f, oracle, template, transcendental, domain in UNARIES:
-    traits = {ELEMENTWISE, CUDA_CORE} | ({MUFU} if transcendental else set())
-    if fn in ("exp", "exp2"):
+for u in UNARIES:
+    mufu = u.cost.declared_unit == "mufu"
+    traits = {ELEMENTWISE, CUDA_CORE} | ({MUFU} if mufu else set())
+    if u.fn in ("exp", "exp2"):
         traits.add(EXPONENTIAL)
-    integer = not transcendental
-    emits = (Emit(template=template, operands="float"),)
-    if fn == "neg":
-        emits += (Emit(template=template, operands="int"),)
+    emits = (Emit(template=u.template, operands="float"),)
+    if u.fn == "neg":
+        emits += (Emit(template=u.template, operands="int"),)
     register(OpDef(
-        OpKind.UNARY, fn, f"elementwise {fn}" + (" (float tiles)" if transcendental else ""),
-        frozenset(traits), MUFU_COST if transcendental else FMA_COST,
-        type_rule=_unary_rule(fn, float_only=transcendental), interpret=_unary_interp(f),
-        cute=emits, decompose=_abs_int if fn == "abs" else None,
-        # fast-math MUFU approximations: ~2 ulp, plus the argument's own rounding for exp of large values
-        hints=Hints(dtypes=FLOATS + ((DType.int32,) if integer else ()), domain=domain,
-                    cases=(Case(fn, (lambda fn: lambda x, y: -x if fn == "neg" else getattr(lang(), fn)(x))(fn),
-                                (lambda f: lambda x, y: f(x))(oracle)),),
-                    roles=ROLES3, random=True, tol=(1e-5, 2e-6) if not transcendental else (1e-5, 1e-5)),
-        surface=None if fn == "neg" else f"aref.{fn}"))
+        OpKind.UNARY, u.fn, u.doc or f"elementwise {u.fn}" + (" (float tiles)" if u.float_only else ""),
+        frozenset(traits), u.cost, type_rule=_unary_rule(u.fn, float_only=u.float_only),
+        interpret=_unary_interp(u.torch), cute=emits, decompose=_abs_int if u.fn == "abs" else None,
+        hints=Hints(dtypes=FLOATS + (() if u.float_only else (DType.int32,)), domain=u.domain,
+                    cases=(Case(u.fn, (lambda fn: lambda x, y: -x if fn == "neg" else getattr(lang(), fn)(x))(u.fn),
+                                (lambda f: lambda x, y: f(x))(u.torch)),),
+                    roles=ROLES3, random=True, tol=u.tol, ptx=u.ptx),
+        surface=None if u.fn == "neg" else f"aref.{u.fn}"))
 
 
 # --------------------------------------------------------------------------------------------- binary
 def _binary_rule(fn: str):
     def rule(types, attrs, loc):
         a, b = types
+        if fn == "mul" and a.dtype is DType.bool_ and b.dtype is DType.bool_:
+            return (rules.elementwise(types, DType.bool_, loc),)      # two masks: logical and, as in torch
+        if fn == "mul" and DType.bool_ in (a.dtype, b.dtype):
+            raise ArefTypeError("`*` of a mask (a boolean tile) and a number tile", loc,
+                                hint="select with `aref.where(mask, x, 0.0)`; two masks combine with `&` (or `*`)")
         _bool_gate(types, SPELLING.get(fn, f"aref.{fn}"), loc)
         dtype = rules.promote(a.dtype, b.dtype, loc)
         if fn == "div" and not dtype.is_float:
             raise ArefTypeError("`/` on integer tiles", loc, hint="cast to a float type first with `.to(...)`")
+        if fn == "pow" and not dtype.is_float:
+            raise ArefTypeError("`**` with an integer tile as both base and exponent", loc,
+                                hint="a constant integer exponent multiplies (`i ** 2` is `i * i`); otherwise cast "
+                                     "to a float type with `.to(aref.float32)`")
         if fn in ("floordiv", "mod") and dtype.is_float:
             raise ArefTypeError(f"{SPELLING[fn]} on float tiles", loc,
                                 hint="`//` and `%` take integer tiles (index math); for floats use `/`")
@@ -158,14 +222,50 @@ def _floordiv(x, y):
     return torch.div(x, y, rounding_mode="floor")
 
 
+def _pow(emit, op, x, y):
+    """`x ** y` (C's powf, as torch computes it) from registered entries: |x|^y = exp2(y·log2|x|) on the MUFU;
+    a negative base keeps its sign for an odd integer exponent and gives NaN for a non-integer one; y = 0
+    gives 1."""
+    def f(name, *xs):
+        return emit(OpKind.UNARY, name, list(xs))
+
+    def b(name, a, c):
+        return emit(OpKind.BINARY, name, [a, c])
+
+    def cmp(name, a, c):
+        return emit(OpKind.COMPARE, name, [a, c])
+
+    negative = cmp("lt", x, "0.0")
+    odd = cmp("eq", b("sub", y, b("mul", "2.0", f("floor", b("mul", y, "0.5")))), "1.0")
+    sign = emit(OpKind.WHERE, None, [cmp("and", negative, odd), "-1.0", "1.0"])
+    r = b("mul", sign, f("exp2", b("mul", y, f("log2", f("abs", x)))))
+    r = emit(OpKind.WHERE, None, [cmp("and", negative, cmp("ne", f("floor", y), y)), "float('nan')", r])
+    return emit(OpKind.WHERE, None, [cmp("eq", y, "0.0"), "1.0", r])
+
+
 def _binary_builder(fn: str):
     ops_ = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
             "div": lambda x, y: x / y, "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y,
-            "maximum": lambda x, y: lang().maximum(x, y), "minimum": lambda x, y: lang().minimum(x, y)}
+            "maximum": lambda x, y: lang().maximum(x, y), "minimum": lambda x, y: lang().minimum(x, y),
+            "pow": lambda x, y: x ** y}
     return ops_[fn]
 
 
-SPELLING = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "floordiv": "`//`", "mod": "`%`"}
+# more ways a test exercises an entry: masks multiplied (logical and), `aref.clamp` (maximum then minimum),
+# a negative base to an integral power, and a constant integer exponent (multiplications)
+EXTRA_CASES = {
+    "mul": (Case("mul-masks", lambda x, y: lang().where((x > 0) * (y < 1), x, y),
+                 lambda x, y: torch.where((x > 0) & (y < 1), x, y)),),
+    "minimum": (Case("clamp", lambda x, y: lang().clamp(x, 1, y),
+                     lambda x, y: torch.minimum(torch.clamp(x, min=1), y)),),
+    "pow": (Case("pow-negative-base", lambda x, y: (x - 2.5) ** lang().floor(y),
+                 lambda x, y: torch.pow(x - 2.5, torch.floor(y))),
+            Case("pow-constant", lambda x, y: x ** 3 + y ** -2 + x ** 0.5, lambda x, y: x ** 3 + y ** -2 + x ** 0.5)),
+}
+
+
+SPELLING = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "floordiv": "`//`", "mod": "`%`",
+            "pow": "`**`"}
 BINARIES = [
     # fn, torch, CuTe template, operand classes, surface
     ("add", torch_fn("add"), "({a} + {b})", ("float", "int"), "+"),
@@ -177,22 +277,32 @@ BINARIES = [
     ("mod", torch_fn("remainder"), "({a} % {b})", ("int",), "%"),
     ("maximum", torch_fn("maximum"), "cute.arch.fmax({a}, {b})", ("float",), "aref.maximum"),
     ("minimum", torch_fn("minimum"), "cute.arch.fmin({a}, {b})", ("float",), "aref.minimum"),
+    # decomposed into exp2 / log2 (two MUFU instructions per element) and the selects of `_pow`
+    ("pow", torch_fn("pow"), None, (), "**"),
 ]
 ALGEBRA = {"add": Algebra(identity=0.0, affine="sum"), "sub": Algebra(identity=0.0, right_only=True,
                                                                       affine="difference"),
            "mul": Algebra(identity=1.0, absorbing=0.0, affine="product"),
            "div": Algebra(identity=1.0, right_only=True, reciprocal=True),
            "maximum": Algebra(identity=-float("inf")), "minimum": Algebra(identity=float("inf"))}
+DECOMPOSE = {"maximum": _minmax_int("gt"), "minimum": _minmax_int("lt"), "pow": _pow}
 for fn, f, template, classes, surface in BINARIES:
     register(OpDef(
-        OpKind.BINARY, fn, f"elementwise {fn}", frozenset({ELEMENTWISE, CUDA_CORE}), FMA_COST,
+        OpKind.BINARY, fn, "elementwise power `x ** y` (exp2 and log2 on the MUFU)" if fn == "pow" else
+        f"elementwise {fn}" + (" (of two masks: logical and)" if fn == "mul" else ""),
+        frozenset({ELEMENTWISE, CUDA_CORE} | ({MUFU} if fn == "pow" else set())),
+        mufu_ops(2) if fn == "pow" else FMA_COST,
         type_rule=_binary_rule(fn), interpret=_binary_interp(f, fn),
-        cute=tuple(Emit(template=template, operands=cls) for cls in classes),
-        decompose=_minmax_int("gt" if fn == "maximum" else "lt") if fn in ("maximum", "minimum") else None,
+        cute=tuple(Emit(template=template, operands=cls) for cls in classes)
+        + ((Emit(template="({a} & {b})", operands="bool"),) if fn == "mul" else ()),
+        decompose=DECOMPOSE.get(fn),
         hints=Hints(dtypes=(() if fn in ("floordiv", "mod") else FLOATS)
-                    + ((DType.int32,) if fn != "div" else ()),
-                    domain=(0.25, 4.0) if fn == "div" else (1.0, 9.0) if fn in ("floordiv", "mod") else (-4.0, 4.0),
-                    cases=(Case(fn, _binary_builder(fn), f),), roles=ROLES3, random=True, tol=(1e-5, 2e-6)),
+                    + ((DType.int32,) if fn not in ("div", "pow") else ()),
+                    domain=(0.25, 4.0) if fn in ("div", "pow") else (1.0, 9.0) if fn in ("floordiv", "mod")
+                    else (-4.0, 4.0),
+                    cases=(Case(fn, _binary_builder(fn), f),) + EXTRA_CASES.get(fn, ()), roles=ROLES3, random=True,
+                    tol=MUFU_TOL if fn == "pow" else EXACT_TOL,
+                    ptx=("ex2.approx", "lg2.approx") if fn == "pow" else ()),
         surface=surface, algebra=ALGEBRA.get(fn, Algebra())))
 
 

@@ -149,7 +149,8 @@ class Hints:
     roles: backend roles the entry claims;  gaps: {(role or None, layout or None): reason} refusals
     expected for hardware reasons;  random: random programs may draw it;  tol: (atol, rtol) of the GPU
     against the interpreter (fast-math intrinsics, summation order);  carrier: for structural ops, the
-    example program in which the op appears."""
+    example program in which the op appears;  ptx: instructions its CuTe emission must compile to (e.g.
+    "tanh.approx.f32": the cost's unit is the hardware's)."""
 
     dtypes: tuple[DType, ...] = (DType.float32,)
     domain: tuple[float, float] = (-4.0, 4.0)
@@ -159,6 +160,7 @@ class Hints:
     random: bool = False
     tol: tuple[float, float] = (1e-5, 1e-5)
     carrier: str | None = None
+    ptx: tuple[str, ...] = ()
 
 
 class _Torch:

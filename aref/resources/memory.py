@@ -121,11 +121,32 @@ class SmemPlan:
     def problem(self) -> str | None:
         if self.total <= self.limit:
             return None
-        rings = ", ".join(f"{i.what}: {i.depth}×{i.tile.nbytes} B" for i in self.items if i.kind == "ring")
+        ring_items = [i for i in self.items if i.kind == "ring"]
+        rings = ", ".join(f"{i.what}: {i.depth}×{i.tile.nbytes} B" for i in ring_items[:8])
+        if len(ring_items) > 8:
+            rest = ring_items[8:]
+            rings += f" and {len(rest)} more: {sum(i.nbytes for i in rest)} B"
         stage = sum(i.nbytes for i in self.items if i.kind == "staging")
         scratch = sum(i.nbytes for i in self.items if i.kind == "scratch")
         return (f"shared memory {self.total} B exceeds the {self.limit} B per-CTA limit (rings {rings}; store "
                 f"staging {stage} B" + (f"; staged-operand scratch {scratch} B" if scratch else "") + ")")
+
+
+def unrolled_rings(plan: SmemPlan, ws):
+    """(the Python `for` loop, rings, bytes) of the Python loop whose unrolled trips hold the most ring bytes,
+    when those rings alone are more than the plan's excess over the limit (without that loop's copies the
+    kernel would fit); else None. A loop's rings are those of the tiles loaded in it (`SrcInfo.python_loop`)."""
+    loc_of = {ch.name: ch.loc for ch in ws.channels}
+    by_loop: dict = {}
+    for item in plan.items:
+        loop = loc_of.get(item.key[1]).python_loop if item.kind == "ring" and item.key[1] in loc_of else None
+        if loop is not None:
+            n, nbytes = by_loop.get(loop, (0, 0))
+            by_loop[loop] = (n + 1, nbytes + item.nbytes)
+    if not by_loop:
+        return None
+    loop, (n, nbytes) = max(by_loop.items(), key=lambda kv: kv[1][1])
+    return (loop, n, nbytes) if n > 1 and nbytes >= plan.total - plan.limit else None
 
 
 def layout_bytes(items: list[SmemItem]) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from aref import examples
 from aref.errors import UNKNOWN_LOC, ArefError, ExampleError, SrcInfo
 from aref.guard import as_aref_error, guarded
 from aref.outputs import ALL_OUTPUTS, RunReport, compare
@@ -190,7 +191,8 @@ def load_module(path: str):
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise ExampleError(f"no such file: {path}", hint="give the path of a Python file defining an "
-                                                        "@aref_kernel function (e.g. examples/gemm.py)")
+                                                        "@aref_kernel function, or a built-in example's name: "
+                                                        + ", ".join(examples.names()))
     name = "aref_user_" + os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -221,8 +223,11 @@ def kernels_of(module) -> dict[str, KernelFunction]:
 
 
 def load_example(target: str) -> Example:
-    """`path/to/file.py` or `path/to/file.py:kernel_name`."""
+    """`path/to/file.py` or `path/to/file.py:kernel_name`; a built-in example by name (`gemm`,
+    `attention_fwd:attention_fwd`) where no such file exists."""
     path, _, kname = target.rpartition(":") if ":" in target and not os.path.exists(target) else (target, "", "")
+    if not os.path.exists(path) and examples.path(path) is not None:
+        path = examples.path(path)
     module = load_module(path)
     kernels = kernels_of(module)
     if not kernels:
@@ -255,7 +260,7 @@ def run_interpreter(example: Example, inputs: dict) -> RunReport:
 
 
 # ------------------------------------------------------------------------------ measured configurations
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = Path(examples.DIR)            # the built-in examples (they ship in the package)
 # record options that steer the launch, not the compiler (the timing model does not price a cluster's multicast)
 BACKEND_OPTIONS = ("persistent", "ctas", "raster", "epilogue_overlap", "cluster")
 

@@ -50,6 +50,7 @@ class TimelineEntry:
     busy: int = 0      # cycles the unit is occupied from `start` (0: all of start..end; a TMA copy: its transfer,
     #                    which may interleave with other copies' on the engine)
     issued: int = -1   # an asynchronous op (MMA, TMA copy): when its group issued it; else -1
+    file: str = ""     # the source file of `line` (pictures label an MMA by its source)
 
     def to_json(self) -> dict:
         return dict(vars(self))
@@ -116,7 +117,7 @@ class _Clock:
     def entry(self, gi, op, unit, start, end, busy=0, issued=-1):
         if end > start:
             self.timeline.append(TimelineEntry(self.prog.groups[gi].name, self.prog.op_text(op), unit, start, end,
-                                               op.loc.line, busy, issued))
+                                               op.loc.line, busy, issued, op.loc.file))
 
     def occupy(self, unit, start, cycles) -> int:
         """Book `unit` for `cycles` at the earliest free time from `start`. A group runs ahead until it

@@ -9,8 +9,9 @@ and, where the solver gave one, a bracket marks its initiation interval.
 """
 from __future__ import annotations
 
+import linecache
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # kind -> (label, colour); the order is the legend's
 KINDS = {
@@ -28,13 +29,28 @@ UNIT_LANES = (("tc", "tensor core"), ("tma", "TMA engine"), ("mufu", "MUFU"), ("
 
 @dataclass
 class Panel:
-    """One partition's steady state: `title`, its timing report, lane labels per group (in order) and the
-    solver's initiation interval (None for the heuristic)."""
+    """One partition's steady state: `title`, its timing report, lane labels per group (in order), the
+    solver's initiation interval (None for the heuristic) and what each named barrier is for (id ->
+    purpose, `aref.ws.NamedBarrier`: a blocked bar says what it waits on)."""
 
     title: str
     report: object
     groups: list[tuple[str, str]]      # (group name in the timeline, label)
     ii: float | None = None
+    barriers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Bar:
+    """One bar of a lane: `lane` (a group's name or `unit:<unit>`), start and width in cycles from the
+    window's start, its kind (a `KINDS` key), and its label variants, longest first (the widest that fits is
+    drawn)."""
+
+    lane: str
+    x: float
+    width: float
+    kind: str
+    labels: tuple[str, ...] = ()
 
 
 def op_label(text: str) -> str:
@@ -46,6 +62,51 @@ def op_label(text: str) -> str:
     word = body.split()[0] if body.split() else "?"
     return {"mma_async": "mma", "tma_load": "load", "mbarrier_wait": "wait", "mbarrier_arrive": "arrive",
             "mbarrier_arrive_expect_tx": "expect", "slot_store": "store", "tma_store": "store"}.get(word, word)
+
+
+def _operand(node) -> str:
+    """An MMA operand as written, without casts (`p.to(dtype)` -> `p`) and with `x.T` as `xᵀ`."""
+    import ast
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+        node = node.func.value
+    if isinstance(node, ast.Attribute) and node.attr == "T":
+        return _operand(node.value) + "ᵀ"
+    text = ast.unparse(node)
+    return text if len(text) <= 12 else text[:11] + "…"
+
+
+def mma_label(file: str, line: int) -> str:
+    """What an MMA computes, from its source line: `s = aref.mma(q, k.T)` -> `s=q·kᵀ`; `mma` when the line
+    does not say (a statement over several lines, an unreadable file)."""
+    import ast
+    text = linecache.getline(file, line).split("#", 1)[0].strip() if file and line > 0 else ""
+    try:
+        stmt = ast.parse(text).body[0] if text else None
+    except SyntaxError:
+        stmt = None
+    call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and (getattr(n.func, "attr", None) == "mma"
+                 or getattr(n.func, "id", None) == "mma") and len(n.args) >= 2), None) if stmt is not None else None
+    if call is None:
+        return "mma"
+    product = f"{_operand(call.args[0])}·{_operand(call.args[1])}"
+    target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+    name = ast.unparse(target) if target is not None and not isinstance(target, ast.Tuple) else ""
+    return f"{name}={product}" if name and len(name) <= 8 else product
+
+
+def wait_label(op_text: str, barriers: dict | None = None) -> str:
+    """What a blocked group waits on, from the wait's op text: a channel's data (`kc`), a free slot of it, its
+    MMAs retiring, or a named barrier (its purpose: a tensor-core turn)."""
+    m = re.search(r"%([\w.]+?)\.(full|empty)\[", op_text)
+    if m:
+        return f"waits {m.group(1)}" if m.group(2) == "full" else f"waits free {m.group(1)} slot"
+    if "mma_wait" in op_text:
+        return "waits its MMAs"
+    m = re.search(r"named_barrier_sync id=(\d+)", op_text)
+    if m:
+        purpose = (barriers or {}).get(int(m.group(1)), "")
+        return "waits TC turn" if "turn" in purpose else f"waits barrier {m.group(1)}"
+    return "waits"
 
 
 def steady_window(report, iterations: int = 2) -> tuple[float, float, list[float]]:
@@ -97,39 +158,60 @@ def draw(panels: list[Panel], path: str, title: str, iterations: int = 2) -> Non
     save(fig, path)
 
 
-def _draw_panel(ax, panel: Panel, t0: float, t1: float, bounds: list[float], span: float, units) -> None:
+def panel_bars(panel: Panel, t0: float, t1: float, units) -> list[Bar]:
+    """The bars of `panel`'s window [t0, t1): each group's work (an asynchronous op as its issue), blocked
+    time labelled with what it waits on, and each unit's busy time; tensor-core bars say which MMA (from its
+    source line) and which group issued it."""
     report = panel.report
-    lanes = [(name, label) for name, label in panel.groups] + [(f"unit:{u}", lbl) for u, lbl in units]
-    row = {name: len(lanes) - 1 - i for i, (name, _) in enumerate(lanes)}
-    min_label = span / 28                           # a bar wide enough for its text
+    groups = {name for name, _ in panel.groups}
+    lanes = groups | {f"unit:{u}" for u, _ in units}
+    bars: list[Bar] = []
     for e in report.timeline:
         if e.end <= t0 or e.start >= t1:
             continue
         kind = e.unit if e.unit in KINDS else "issue"
-        colour = KINDS[kind][1]
+        if e.unit == "tc":
+            what = mma_label(getattr(e, "file", ""), e.line)
+            labels = (f"{what} (l.{e.line}) {e.group}", f"{what} {e.group}", what)
+        else:
+            labels = (op_label(e.op),)
         if e.unit in ("tc", "tma"):
             # asynchronous: the group only issues it; the unit lane shows the work
-            if e.issued >= 0 and t0 <= e.issued < t1 and e.group in row:
-                ax.broken_barh([(e.issued - t0, 16)], (row[e.group] - 0.38, 0.76), facecolors=colour,
-                               edgecolors="none")
-            busy_end = e.start + (e.busy or (e.end - e.start))
-            a, b = _clip(e.start, busy_end, t0, t1)
-            if b > a:
-                _bar(ax, row[f"unit:{e.unit}"], a - t0, b - a, colour, op_label(e.op), min_label)
+            if e.issued >= 0 and t0 <= e.issued < t1 and e.group in groups:
+                bars.append(Bar(e.group, e.issued - t0, 16, kind))
+            a, b = _clip(e.start, e.start + (e.busy or (e.end - e.start)), t0, t1)
+            if b > a and f"unit:{e.unit}" in lanes:
+                bars.append(Bar(f"unit:{e.unit}", a - t0, b - a, kind, labels))
             continue
         a, b = _clip(e.start, e.end, t0, t1)
-        if e.group in row:
+        if e.group in groups:
             if kind == "wait":
-                ax.broken_barh([(a - t0, b - a)], (row[e.group] - 0.38, 0.76), facecolors=KINDS["wait"][1],
-                               edgecolors="#9a9a9a", hatch="///", linewidth=0.3)
+                bars.append(Bar(e.group, a - t0, b - a, "wait", (wait_label(e.op, panel.barriers),)))
             else:
-                _bar(ax, row[e.group], a - t0, b - a, colour, op_label(e.op) if kind != "issue" else "",
-                     min_label)
-        if f"unit:{e.unit}" in row:
-            busy_end = e.start + (e.busy or (e.end - e.start))
-            a, b = _clip(e.start, busy_end, t0, t1)
+                bars.append(Bar(e.group, a - t0, b - a, kind, labels if kind != "issue" else ()))
+        if f"unit:{e.unit}" in lanes:
+            a, b = _clip(e.start, e.start + (e.busy or (e.end - e.start)), t0, t1)
             if b > a:
-                _bar(ax, row[f"unit:{e.unit}"], a - t0, b - a, colour, op_label(e.op), min_label)
+                bars.append(Bar(f"unit:{e.unit}", a - t0, b - a, kind, labels))
+    return bars
+
+
+def _draw_panel(ax, panel: Panel, t0: float, t1: float, bounds: list[float], span: float, units) -> None:
+    report = panel.report
+    lanes = [(name, label) for name, label in panel.groups] + [(f"unit:{u}", lbl) for u, lbl in units]
+    row = {name: len(lanes) - 1 - i for i, (name, _) in enumerate(lanes)}
+    cycles_per_char = span / 210                    # the axes hold about 210 characters of 7-point text
+    for bar in panel_bars(panel, t0, t1, units):
+        label = next((t for t in bar.labels if (len(t) + 2) * cycles_per_char <= bar.width), "")
+        if bar.kind == "wait":
+            ax.broken_barh([(bar.x, bar.width)], (row[bar.lane] - 0.38, 0.76), facecolors=KINDS["wait"][1],
+                           edgecolors="#9a9a9a", hatch="///", linewidth=0.3)
+            if label:
+                ax.text(bar.x + bar.width / 2, row[bar.lane], label, ha="center", va="center", fontsize=6.5,
+                        color="#333333", clip_on=True,
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"})
+        else:
+            _bar(ax, row[bar.lane], bar.x, bar.width, KINDS[bar.kind][1], label)
     for k, x in enumerate(bounds):
         ax.axvline(x - t0, color="#444444", linestyle="--", linewidth=0.9)
         if k < len(bounds) - 1:
@@ -157,8 +239,8 @@ def _draw_panel(ax, panel: Panel, t0: float, t1: float, bounds: list[float], spa
         ax.spines[side].set_visible(False)
 
 
-def _bar(ax, y, x, w, colour, label, min_label):
+def _bar(ax, y, x, w, colour, label):
     ax.broken_barh([(x, w)], (y - 0.38, 0.76), facecolors=colour, edgecolors="white", linewidth=0.4)
-    if label and w >= min_label:
+    if label:
         ax.text(x + w / 2, y, label, ha="center", va="center", fontsize=7,
                 color="white" if colour in ("#3b6fb6", "#4daf4a", "#9c6ade") else "#222222", clip_on=True)

@@ -12,6 +12,7 @@ import pytest
 
 from aref import ops
 from aref.compiler import CompileOptions, lower_to
+from aref.ir import OpKind
 from tests.ops_kernels import ROLES, all_ops, all_ops_inputs, entry_cases
 
 # elementwise ops on vectors compile to the same templates in every role: one role compiles them. The
@@ -52,3 +53,40 @@ def test_expected_gaps_are_documented_rules():
     for d in ops.entries():
         for (role, layout), reason in d.hints.gaps.items():
             assert role in (None,) + ops.ROLES and layout in (None,) + ops.LAYOUTS and reason, d.name
+
+
+def test_each_entry_compiles_to_the_instructions_it_claims_on_hopper(backend_cache):
+    """`Hints.ptx`: the instruction whose unit the entry's cost names (tanh.approx.f32 on the MUFU, ...)."""
+    from aref.backend.cute import compile_barrier
+    claims = {d.name: d.hints.ptx for d in ops.entries() if d.hints.ptx and "epilogue" in d.hints.roles}
+    assert {"unary.tanh", "unary.sin", "unary.cos", "unary.floor", "unary.ceil", "binary.pow"} <= set(claims)
+    kernel = all_ops("epilogue", "vectors", only=set(claims)).specialize(**all_ops_inputs("epilogue", "vectors"))
+    result = compile_barrier(lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", consumers="plain")),
+                             cache_dir=backend_cache)
+    ptx = result.ptx_path.read_text()
+    assert result.spill_bytes == 0, result.ptxas_log
+    for name, instructions in claims.items():
+        assert all(i in ptx for i in instructions), (name, instructions)
+
+
+MATH = {"unary.tanh", "unary.sigmoid", "unary.erf", "unary.sin", "unary.cos", "unary.floor", "unary.ceil",
+        "binary.pow", "binary.mul", "binary.minimum"}      # mul: of two masks; minimum: aref.clamp
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_math_functions_compile_for_blackwell_in_every_role(backend_cache, role):
+    """The same templates on sm_100a (tensor-memory accumulators read into registers in the MMA consumer's
+    place): every role, no spills, the claimed instructions."""
+    from aref.backend.cute import compile_barrier
+    assert {d.name for d, _ in entry_cases(role, False, MATH)} == MATH
+    kernel = all_ops(role, "tile", only=MATH).specialize(**all_ops_inputs(role, "tile"))
+    result = compile_barrier(lower_to(kernel, "barrier", CompileOptions(arch="sm_100a")), cache_dir=backend_cache)
+    ptx = result.ptx_path.read_text()
+    assert result.arch == "sm_100a" and result.spill_bytes == 0, result.ptxas_log
+    for name in MATH:
+        assert all(i in ptx for i in ops.lookup(*_key(name)).hints.ptx), name
+
+
+def _key(name: str):
+    kind, fn = name.split(".")
+    return OpKind(kind), fn

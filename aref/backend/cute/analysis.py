@@ -346,7 +346,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
                 _plan_store(op, g, by_value[id(op.operands[0])], smem, staging, tmas, direct)
             elif op.kind is OpKind.MMA_ASYNC:
                 check_operand_layouts(op, prod, ws, "wgmma")
-                cfg = mma_config(op, prod, staged)
+                cfg = mma_config(op, prod, staged, ws)
                 if cfg not in mmas:
                     mmas.append(cfg)
                 for v, which in staged_operands(op, prod):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.provenance import mma_shape_error
 from aref.errors import SrcInfo
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
 from aref.resources.memory import is_transpose, register_a, scratch_key, staged_source, swizzled  # noqa: F401
@@ -102,9 +103,10 @@ def check_mma_dtypes(op: Op, dtypes, unit: str) -> bool:
     return fp8
 
 
-def mma_config(op: Op, prod: dict[int, Op], staged: frozenset = frozenset()) -> MmaConfig:
+def mma_config(op: Op, prod: dict[int, Op], staged: frozenset = frozenset(), ws=None) -> MmaConfig:
     """The wgmma configuration of MMA `op`; `staged`: ids of MMAs whose register A operand is read from the
-    shared-memory copy an earlier MMA staged (`aref.resources.memory.staged_reads`)."""
+    shared-memory copy an earlier MMA staged (`aref.resources.memory.staged_reads`); `ws`: the kernel, for
+    errors that show where the operands' shapes are set."""
     a, b = op.operands[0], op.operands[1]
     m, k = a.type.shape
     n = b.type.shape[1]
@@ -112,9 +114,12 @@ def mma_config(op: Op, prod: dict[int, Op], staged: frozenset = frozenset()) -> 
     if len(op.operands) > 2 and op.operands[2].type.dtype is not DType.float32:
         raise BackendError("the wgmma templates accumulate in float32 only", op.loc)
     k_atom = 32 if fp8 else 16
-    if m % 64 or k % k_atom or n % 8 or not 8 <= n <= 256:
-        raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into wgmma m64n{{8..256}}k{k_atom} "
-                           f"instructions", op.loc, hint="use tile sizes that are multiples of 64 rows")
+    broken = [(m, "a", f"M = {m} (a's rows) is not a multiple of 64") if m % 64 else None,
+              (n, "b", f"N = {n} (b's columns) is not a multiple of 8 from 8 to 256")
+              if n % 8 or not 8 <= n <= 256 else None,
+              (k, "ab", f"K = {k} is not a multiple of {k_atom}") if k % k_atom else None]
+    if any(broken):
+        raise mma_shape_error(ws, op, f"wgmma m64n{{8..256}}k{k_atom}", [b for b in broken if b])
     sa, sb = smem_operand(a, prod, op.loc), smem_operand(b, prod, op.loc)
     # CuTe wants A as M×K and B as N×K. A slot tile used as stored is A: K-major, B: MN-major (the IR's B is
     # K×N); transposed, the other way round. A register operand is staged row-major through a shared scratch

@@ -74,6 +74,16 @@ KEY_OPCODES = (
 )
 
 
+# opcode families only one architecture's kernels contain (Hopper's wgmma, Blackwell's tcgen05)
+ARCH_ONLY = {"wgmma.": "sm_90a", "tcgen05.": "sm_100a"}
+
+
+def arch_opcodes(arch: str) -> tuple[str, ...]:
+    """The `KEY_OPCODES` a kernel for `arch` can contain (the other architecture's tensor-core family left out)."""
+    return tuple(op for op in KEY_OPCODES
+                 if all(not op.startswith(prefix) or only == arch for prefix, only in ARCH_ONLY.items()))
+
+
 class ToolchainError(RuntimeError):
     """A compile or inspection step failed; the message says which step and why."""
 

@@ -30,6 +30,7 @@ from aref.backend.cute.analysis import (BufferPlan, ChannelPlan, GroupPlan, Kern
                                         _check_tma_rule, _cuda_core_read, _items_per_tile, _set_tiled, check_launch,
                                         ident, plan_channel_buffers, plan_tma_load)
 from aref.backend.cute.errors import BackendError
+from aref.backend.cute.provenance import mma_shape_error
 from aref.backend.cute.operands import check_mma_dtypes, check_operand_layouts, producers_of, smem_operand
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.layout import feeds_mma_only
@@ -319,10 +320,13 @@ def tcgen05_config(op: Op, prod, ws) -> Tcgen05Config:
     fp8 = check_mma_dtypes(op, TCGEN05_DTYPES, "tcgen05")
     check_operand_layouts(op, prod, ws, "tcgen05")
     k_atom = 32 if fp8 else 16
-    if m not in ROWS or k % k_atom or n % (16 if m == 128 else 8) or not 8 <= n <= 256:
-        raise BackendError(f"MMA of shape {m}×{n}×{k} does not tile into tcgen05 (cta_group::1) instructions "
-                           f"M=64/128, N a multiple of {16 if m == 128 else 8} up to 256, K a multiple of {k_atom}",
-                           op.loc, hint="use 64- or 128-row tiles")
+    step = 16 if m == 128 else 8
+    broken = [(m, "a", f"M = {m} (a's rows) is neither 64 nor 128") if m not in ROWS else None,
+              (n, "b", f"N = {n} (b's columns) is not a multiple of {step} up to 256")
+              if n % step or not 8 <= n <= 256 else None,
+              (k, "ab", f"K = {k} is not a multiple of {k_atom}") if k % k_atom else None]
+    if any(broken):
+        raise mma_shape_error(ws, op, "tcgen05 (cta_group::1)", [b for b in broken if b])
     sb = smem_operand(b, prod, op.loc)
     if sb is None:
         raise BackendError("the B operand of a tcgen05 MMA must come from shared memory (a channel slot)", op.loc,
