@@ -23,6 +23,7 @@ import torch
 from aref.ir.dtypes import to_torch
 from aref.interp.tile import evaluate, round_result
 from aref.ir import OpKind
+from aref.ops import VIEWS
 from aref.lower import launch_threads
 from aref.ops.memory import load_box, tma_bytes
 from aref.target.machine import machine_for
@@ -35,8 +36,7 @@ from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 
 GROUP, TMA, MMA, COMMIT = 0, 1, 2, 3
 _PLAIN = (int, float, bool, torch.Tensor)
-# ops whose result is a view of their operand: a view of a slot stays tied to the slot
-_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
+# ops whose result is a view of their operand (`aref.ops.VIEWS`): a view of a slot stays tied to the slot
 
 
 class Engine(TileWalk, MmaUnit):
@@ -343,7 +343,7 @@ class Engine(TileWalk, MmaUnit):
             if ins.res and (ins.tile_out or isinstance(out, torch.Tensor)):
                 out = round_result(out, op.results[0])
         if ins.res:
-            env[ins.res[0]] = view.derive(out) if view is not None and k in _VIEWS else out
+            env[ins.res[0]] = view.derive(out) if view is not None and k in VIEWS else out
             if ins.res[0] == self.trip_ids[gi]:
                 env[ins.res[0]] = out + self.extra_trips if self.trip_value is None else self.trip_value
 
@@ -397,14 +397,28 @@ class Engine(TileWalk, MmaUnit):
             if isinstance(v, SlotView):
                 self._check_view(st, gi, v, ins)
                 v = v.tensor
-            if c in self.prog.tmem.of_chan:
+            cols = op.attrs.cols
+            si = self.prog.slot_base[c] + slot
+            # a column chunk of an item whose earlier chunks this group stored (`SlotAttrs.cols`)
+            more = bool(cols) and 0 <= slot < self.prog.chans[c].depth and st.slots[si].item == item \
+                and st.slots[si].written & 1 << r and st.sdata[si].writer[1] == gi
+            if c in self.prog.tmem.of_chan and not more:
                 if ins.tensor_pipe:
                     tensor_memory.publish(self, st, gi, ins, c, slot, item, seq)
                 else:
                     tensor_memory.write(self, st, gi, ins, self.prog.tmem.of_chan[c] + slot, (c, item))
-            si = self._write(st, gi, ins, c, slot, r, item)
-            data = v if v is OPAQUE else v.to(to_torch(self.prog.chans[c].rings[r].type.tile.dtype))
+            if not more:
+                si = self._write(st, gi, ins, c, slot, r, item)
+            tile = self.prog.chans[c].rings[r].type.tile
+            data = v if v is OPAQUE else v.to(to_torch(tile.dtype))
             s, d = st.slots[si], st.sdata[si]
+            if cols and data is not OPAQUE:
+                # columns not stored yet read as NaN (a float payload), so a missing chunk shows in the values
+                whole = d.data[r] if more and isinstance(d.data[r], torch.Tensor) else torch.full(
+                    tuple(tile.shape), float("nan") if tile.dtype.is_float else 0, dtype=to_torch(tile.dtype))
+                whole = whole.clone()
+                whole[..., cols[0]:cols[0] + cols[1]] = data
+                data = whole
             st.slots[si] = s._replace(landed=s.landed | 1 << r)
             st.sdata[si] = d._replace(data=_put(d.data, r, data))
             if not ins.tensor_pipe:
