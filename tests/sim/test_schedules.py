@@ -5,7 +5,8 @@ import pytest
 from sim_kernels import gemm_inputs, gemm_ws
 
 from aref import sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from aref.sim.engine import Engine
