@@ -252,8 +252,10 @@ def test_solve_json_contract_and_independent_recheck():
 def test_optimal_partition_simulates_like_the_reference(name, arch):
     ex = load_example(example_path(name))
     inputs = ex.inputs()
+    # a generous limit: the test is of the schedule, not the solver's speed (bench/solver.py's figure); 20 s
+    # timed out on attention_bwd / linear_attention with 2 cores shared by a dozen processes
     ws = lower_to(ex.kernel.specialize(**inputs), "barrier",
-                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=20))
+                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=60))
     report = sim.check(ws, inputs, ex.reference_fn, seeds=10)
     assert report.ok, report.to_json()
 
