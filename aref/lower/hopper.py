@@ -201,6 +201,25 @@ def _pingpong(kernel: WSKernel) -> None:
             gp.post.ops.append(Op(OpKind.NAMED_BAR_SYNC, (), (), NamedBarrierAttrs(mine, threads), kernel.loc))
 
 
+def turn_once(kernel: WSKernel, op: Op, region: str) -> str | None:
+    """Which tile of a persistent CTA runs ping-pong turn op `op` (in `region` of its group): "first" for the
+    turn the last group hands the first before the loop, "last" for the first group's balancing turn after
+    it, None for a turn taken on every tile. Across a CTA's tiles the turns go on round-robin; run per tile,
+    the last group's hand-over for its next tile could arrive before the first group's balancing sync of
+    the tile before and complete the barrier's generation alone (both groups would then wait for each
+    other). The backend emits these conditions and the simulator's persistent launch runs them."""
+    if op.kind not in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
+        return None
+    turns = {nb.id for nb in kernel.named_barriers if nb.purpose.startswith("tensor-core turn")}
+    if op.attrs.id not in turns:
+        return None
+    if region == "pre" and op.kind is OpKind.NAMED_BAR_ARRIVE:
+        return "first"
+    if region == "post" and op.kind is OpKind.NAMED_BAR_SYNC:
+        return "last"
+    return None
+
+
 def place_turns(kernel: WSKernel) -> None:
     """Barrier IR of the turns (`tensor_core_turns`): a named-barrier sync right before every copy of X in its
     group and an arrive right after every copy of P in its, each under its MMA's predicate (a prologue or

@@ -42,14 +42,15 @@ def diagnose_stuck(eng: Engine, st: CTAState) -> SimViolation:
                        + (" (finished)" if dead and arrivers else ""))
         elif tag == "nb":
             a = ins.op.attrs
-            count, gen = st.nbars.get(a.id, (0, 0))
-            others = p.nb_users.get(a.id, set()) - {gi}
+            count, gen = st.nbars.get(p.nb_key(gi, a.id), (0, 0))
+            others = p.nb_users.get(p.nb_key(gi, a.id), set()) - {gi}
             dead = all(st.groups[o].done for o in others)
             waiting = f"waits at named barrier {a.id}: {count} of {a.threads} threads arrived"
             if partial is None and count:
                 partial = gi
         elif tag == "reg":
-            held = sum(o.regs * eng.threads[j] for j, o in enumerate(st.groups) if j != gi)
+            held = sum(o.regs * eng.threads[j] for j, o in enumerate(st.groups)
+                       if j != gi and p.rank_of[j] == p.rank_of[gi])
             waiting = (f"setmaxnreg.inc {g.rest[1]} needs {g.rest[1] * eng.threads[gi]} registers; other groups "
                        f"hold {held} of {eng.machine.registers}")
             regs = regs or (ins.op, gi, waiting)
@@ -107,7 +108,8 @@ def check_finished(eng: Engine, st: CTAState) -> SimViolation | None:
     for nb, (count, gen) in sorted(st.nbars.items()):
         if count:
             op, gi = st.nb_last[nb]
-            return SimViolation("arrive-underflow", f"named barrier {nb}: {count} threads arrived in a generation "
+            return SimViolation("arrive-underflow", f"named barrier {nb % p.NB_RANK}: {count} threads arrived in a "
+                                                    f"generation "
                                                     f"that never completed; the op shown arrived last", op, gi)
     return None
 

@@ -6,6 +6,9 @@ discrete-event) choose which enabled action happens next:
   (GROUP, g)   group g executes the visible op it rests at, then its local ops up to the next visible op
   (TMA, j)     the j-th TMA copy in flight lands in its slot and completes its bytes on the full barrier
   (MMA, g)     the oldest incomplete mma_async of group g completes (a group's MMAs complete in order)
+  (COMMIT, (g, k))  the k-th pending mma_commit of group g arrives on its barrier (once the MMAs issued before
+               it completed: tcgen05.commit's arrival is asynchronous, and two commits' arrivals are not
+               ordered, even on one MMA's completion)
 
 mbarriers follow the hardware: per (barrier, slot) a pending-arrival count, a signed transaction count and a
 phase bit; a phase completes when both counts reach zero, which flips the bit and re-arms the arrival count.
@@ -24,17 +27,19 @@ from aref.ops import VIEWS
 from aref.lower import launch_threads
 from aref.ops.memory import load_box, tma_bytes
 from aref.target.machine import machine_for
-from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, MalformedIR, Prog
+from aref.sim.program import EAGER, LOOP_END, LOOP_ENTER, RING_POS, MalformedIR, Prog
 from aref.sim import tensor_memory
+from aref.sim.mma import MmaUnit
 from aref.sim.state import CTAState, Group, Slot, SlotData
+from aref.sim.walk import TileWalk
 from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 
-GROUP, TMA, MMA = 0, 1, 2
+GROUP, TMA, MMA, COMMIT = 0, 1, 2, 3
 _PLAIN = (int, float, bool, torch.Tensor)
 # ops whose result is a view of their operand (`aref.ops.VIEWS`): a view of a slot stays tied to the slot
 
 
-class Engine:
+class Engine(TileWalk, MmaUnit):
     """Executes one CTA of `prog` on `tensors` (by parameter name). With `compute_values=False` tiles are
     OPAQUE and only the control state (scalars, barriers, slots, MMA queues) is simulated."""
 
@@ -46,6 +51,15 @@ class Engine:
             glob[vid] = tensors[name] if compute_values else tensors.get(name, OPAQUE)
         self.glob = glob
         self.threads = [g.threads for g in prog.groups]
+        # each group's walk over the launch's tiles: (coordinates, count in the CTA's walk, a tile follows)
+        walk = prog.launch.walk(prog.kernel.grid, self.cta)
+        tiles = [(t, n, n + 1 < len(walk)) for n, t in enumerate(walk)]
+        self.walks = [tiles] * prog.ngroups
+        if prog.launch.clustered:      # each CTA of the cluster its own program ids
+            self.walks = [[(prog.launch.rank_coords(self.cta, prog.rank_of[gi]), 0, False)]
+                          for gi in range(prog.ngroups)]
+        for gi, (_, copy) in prog.copy_of.items():     # epilogue overlap: the copies take alternate tiles
+            self.walks[gi] = [t for t in tiles if t[1] % 2 == copy]
         m = self.machine
         total = launch_threads(prog.kernel)
         # Registers each thread holds at launch: the whole file shared evenly, as a kernel compiled for this
@@ -54,10 +68,33 @@ class Engine:
             * m.setmaxnreg_step
         # (group, Instr) of every executed op and loop marker, in order, when a list (the timing model's view)
         self.trace: list | None = None
-        # the timing model's longer loop (`aref.sim.timing.extend_loop`): per group, the id of its value of the
-        # loop's trip count, which comes out `extra_trips` larger
+        # another trip count than the inputs give (`set_trips`: the timing model's longer loop, the check's
+        # protocol sizes): per group, the id of its value of the loop's trip count, which comes out
+        # `extra_trips` larger, or `trip_value` where that is set
         self.extra_trips = 0
+        self.trip_value: int | None = None
+        # a group is copied before a step changes it (the explorer's states share groups); a run that keeps
+        # no earlier state can do without
+        self.copy_on_write = True
         self.trip_ids: list = [None] * len(prog.groups)
+
+    def set_trips(self, extra: int = 0, value: int | None = None) -> None:
+        """Run the loop `extra` iterations beyond its trip count, or (`value`) exactly `value` times: each group's
+        value of the Tile IR loop's trip count (`GroupProgram.trip_count`) comes out changed where the group
+        computes it, so its loop's count and the items of the iterations its pipeline peels follow, as with
+        another input size along the loop. Tile values must not be computed (no input has to exist)."""
+        if not extra and value is None:
+            return
+        if self.values:
+            raise ValueError("another trip count than the inputs give runs on the control state only "
+                             "(compute_values=False)")
+        groups = [self.prog.kernel.groups[i] for i in self.prog.source]
+        ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in groups]
+        for gi, gp in enumerate(groups):
+            if gp.loop is not None and not any(ins.res and ins.res[0] == ids[gi] for ins in self.prog.programs[gi]):
+                raise ValueError(f"group {gp.group.name} does not compute the loop's trip count, so its loop cannot "
+                                 f"run another number of times")
+        self.extra_trips, self.trip_value, self.trip_ids = extra, value, ids
 
     # ------------------------------------------------------------------------------------ state set-up
     def initial(self) -> CTAState:
@@ -67,23 +104,31 @@ class Engine:
         slots = [Slot() for ch in p.chans for _ in range(ch.depth)]
         sdata = [SlotData((None,) * p.nrings[c]) for c, ch in enumerate(p.chans) for _ in range(ch.depth)]
         st = CTAState(groups, bars, slots, sdata, len(p.tmem.names))
-        for gi in range(len(groups)):
+        for gi, g in enumerate(groups):
+            g.bases = (0,) * len(p.chans)
+            if not self.walks[gi]:
+                g.done = True                  # a persistent CTA (or overlap copy) with no tile
+                continue
+            self._start_tile(g, gi, 0)
             self._advance(st, gi)
         return st
 
-    # ------------------------------------------------------------------------------------ scheduling
     def actions(self, st: CTAState) -> tuple[list, list]:
         """(enabled group steps, enabled async completions); both empty when the CTA is finished or stuck."""
         steps = [(GROUP, gi) for gi, g in enumerate(st.groups) if not g.done and self._enabled(st, gi, g)]
         asyncs = [(TMA, j) for j in range(len(st.tmas))]
         asyncs += [(MMA, gi) for gi, g in enumerate(st.groups) if g.completed < g.issued]
+        asyncs += [(COMMIT, (gi, k)) for gi, g in enumerate(st.groups) for k, c in enumerate(g.commits)
+                   if c[0] <= g.completed]
         return steps, asyncs
 
     def apply(self, st: CTAState, action) -> None:
         kind, x = action
         st.steps += 1
         if kind == GROUP:
-            st.groups[x] = g = st.groups[x].copy()     # copy on write: states may share groups
+            g = st.groups[x]
+            if self.copy_on_write:                     # states the explorer keeps may share groups
+                st.groups[x] = g = g.copy()
             if self.trace is not None:
                 self.trace.append((x, self.prog.programs[x][g.pc]))
             if self._visible(st, x, g, self.prog.programs[x][g.pc]):
@@ -91,8 +136,10 @@ class Engine:
                 self._advance(st, x)
         elif kind == TMA:
             self._land(st, x)
-        else:
+        elif kind == MMA:
             self._mma_complete(st, x)
+        else:
+            self._fire_commit(st, *x)
 
     def finished(self, st: CTAState) -> bool:
         return all(g.done for g in st.groups)
@@ -109,7 +156,8 @@ class Engine:
         if tag == "nb":
             return g.nb is None or st.nbars.get(r[1], (0, 0))[1] > g.nb
         # "reg": setmaxnreg.inc waits until the register pool can give the group its new allocation
-        others = sum(o.regs * self.threads[i] for i, o in enumerate(st.groups) if i != gi)
+        rank = self.prog.rank_of
+        others = sum(o.regs * self.threads[i] for i, o in enumerate(st.groups) if i != gi and rank[i] == rank[gi])
         return others + r[1] * self.threads[gi] <= self.machine.registers
 
     # ------------------------------------------------------------------------------------ operands
@@ -155,8 +203,16 @@ class Engine:
         g = st.groups[gi]
         prog = self.prog.programs[gi]
         env = g.env
-        while g.pc < len(prog):
+        while True:
+            if g.pc >= len(prog):
+                if not self._next_tile(g, gi):
+                    break
+                env = g.env
+                continue
             ins = prog[g.pc]
+            if ins.once is not None and not self._this_tile(g, gi, ins.once):
+                g.pc += 1                  # persistent: an op of the CTA's first or last tile only
+                continue
             if ins.kind == LOOP_ENTER or ins.kind == LOOP_END:
                 if self.trace is not None:
                     self.trace.append((gi, ins))
@@ -171,6 +227,12 @@ class Engine:
                         env[r] = UNDEF
                     g.pc += 1
                     continue
+            if ins.kind == RING_POS:
+                if g.lead:
+                    self._lead_bases(g, gi)
+                self._ring_pos(g, ins)
+                g.pc += 1
+                continue
             if ins.visible:
                 g.rest = self._rest(st, gi, g, ins)
                 return
@@ -242,8 +304,18 @@ class Engine:
             g.unfenced = frozenset(e for e in g.unfenced if self._in_tmem(e[0]) != tmem)
             return
         if k is OpKind.SELECT:
-            # a renaming (a skipped pipeline step passes state through): only the condition is read here
+            # a renaming (a skipped pipeline step passes state through): only the condition is read here. In
+            # registers the select reads both accumulators, so neither may be one a wgmma is still writing
+            # (ptxas would otherwise wait for, or serialize, every wgmma); in tensor memory it renames columns.
             c = self._scalar(g, gi, ins, 0)
+            if ins.reg_select:
+                for i in (1, 2):
+                    v = env.get(ins.args[i])
+                    if isinstance(v, Pending) and v.seq >= g.retired:
+                        self._fail("read-running-mma", f"operand {i} ({self._vname(op.operands[i])}) is the "
+                                                       f"accumulator of mma_async #{v.seq} of this group, which "
+                                                       f"no mma_wait has retired: the merge reads registers the "
+                                                       f"MMA is still writing", ins, gi)
             env[ins.res[0]] = env.get(ins.args[1 if c else 2], UNDEF)
             return
         vals, view, opaque = [], None, False
@@ -267,13 +339,13 @@ class Engine:
         if (not self.values and (ins.tile_out or k is OpKind.STORE)) or opaque:
             out = OPAQUE
         else:
-            out = evaluate(op, vals, self.cta)
+            out = ins.rule(op, vals, g.cta) if ins.rule is not None else evaluate(op, vals, g.cta)
             if ins.res and (ins.tile_out or isinstance(out, torch.Tensor)):
                 out = round_result(out, op.results[0])
         if ins.res:
             env[ins.res[0]] = view.derive(out) if view is not None and k in VIEWS else out
-            if self.extra_trips and ins.res[0] == self.trip_ids[gi]:
-                env[ins.res[0]] = out + self.extra_trips
+            if ins.res[0] == self.trip_ids[gi]:
+                env[ins.res[0]] = out + self.extra_trips if self.trip_value is None else self.trip_value
 
     def _rest(self, st, gi, g, ins):
         """The condition the visible op `ins` blocks on (None: never blocks)."""
@@ -283,7 +355,7 @@ class Engine:
         if k is OpKind.MMA_WAIT:
             return ("mma", ins.op.attrs.pending)
         if k is OpKind.NAMED_BAR_SYNC:
-            return ("nb", ins.op.attrs.id)
+            return ("nb", self.prog.nb_key(gi, ins.op.attrs.id))
         if k is OpKind.SETMAXNREG and ins.op.attrs.increase:
             return ("reg", ins.op.attrs.regs)
         return None
@@ -368,20 +440,6 @@ class Engine:
             self._setmaxnreg(st, gi, g, ins)
         return True
 
-    def _mma_commit(self, st, gi, g, ins) -> None:
-        """tcgen05.commit: the arrival fires once the MMAs this group issued so far have completed; on `empty`
-        the group gives the slot up now (its in-flight MMAs still read it until the arrival)."""
-        c, which = ins.bar
-        slot = self._scalar(g, gi, ins, 1)
-        i = self._bar(ins, slot, gi)
-        if which == "empty":
-            self._release(st, gi, g, ins, c, slot, ins.op.attrs.count, by_commit=True)
-        if g.completed >= g.issued:
-            g.committed = max(g.committed, g.issued)
-            self._arrive(st, gi, ins, i, ins.op.attrs.count, 0)
-        else:
-            g.commits = g.commits + ((g.issued, i, ins.op.attrs.count, ins),)
-
     def _mbar_arrive(self, st, gi, g, ins) -> None:
         c, which = ins.bar
         slot = self._scalar(g, gi, ins, 1)
@@ -394,6 +452,11 @@ class Engine:
             self._fail("missing-proxy-fence", f"publishes slot {slot} of channel {ch.name}, written by slot_store "
                                               f"and read by the async proxy, without fence_proxy_async", ins, gi)
         self._arrive(st, gi, ins, i, count, 0)
+        if ins.remote:         # a cluster's multicast ring: the release arrives in the other CTA too
+            p = self.prog
+            peer = p.peer(c)
+            self._release(st, gi, g, ins, peer, slot, count)
+            self._arrive(st, gi, ins, i - p.bar_base[c][1] + p.bar_base[peer][1], count, 0)
 
     def _release(self, st, gi, g, ins, c, slot, count, by_commit=False) -> None:
         """Group gi gives up the item in `slot` (an arrive on empty, or an mma_commit on it: then its in-flight
@@ -475,8 +538,18 @@ class Engine:
         slot, item = self._scalar(g, gi, ins, n - 3), self._scalar(g, gi, ins, n - 1)
         coords = [self._scalar(g, gi, ins, i) for i in range(1, n - 4)]
         bi = self._bar(ins, slot, gi)
-        self._write(st, gi, ins, c, slot, r, item)
         tile = self.prog.chans[c].rings[r].type.tile
+        nbytes = tma_bytes(ins.op)
+        p = self.prog
+        if ins.multicast:      # a cluster's shared tile: this CTA's half, into the slot of both CTAs
+            half = r if p.rank_of[gi] == 0 else p.half[(c, r)]
+            dests = [(c, bi), (p.peer(c), bi - p.bar_base[c][0] + p.bar_base[p.peer(c)][0])]
+            for cc, _ in dests:
+                self._write(st, gi, ins, cc, slot, half, item)
+            r, nbytes = half, nbytes // 2
+        else:
+            dests = [(c, bi)]
+            self._write(st, gi, ins, c, slot, r, item)
         data = OPAQUE
         if self.values:
             src = self._raw(g, gi, ins, 0)
@@ -484,7 +557,7 @@ class Engine:
             if tuple(data.shape) != tile.shape:
                 self._fail("malformed", f"the TMA box {tuple(data.shape)} does not match the ring's tile "
                                         f"{tile.shape}", ins, gi)
-        st.tmas = st.tmas + ((c, r, slot, item, bi, tma_bytes(ins.op), data, ins.op, gi),)
+        st.tmas = st.tmas + tuple((cc, r, slot, item, b, nbytes, data, ins.op, gi) for cc, b in dests)
 
     def _land(self, st, j) -> None:
         c, r, slot, item, bi, nbytes, data, op, gi = st.tmas[j]
@@ -506,10 +579,11 @@ class Engine:
             self._fail("malformed", f"slot {slot} is outside the {ch.depth} slots of channel {ch.name}", ins, gi)
         si = self.prog.slot_base[c] + slot
         s = st.slots[si]
-        if s.item != item or not s.published or not s.landed >> r & 1:
+        need = self.prog.ring_mask(c, r)
+        if s.item != item or not s.published or s.landed & need != need:
             if s.item != item:
                 state = "holds nothing" if s.item is None else f"holds item {s.item}"
-            elif not s.landed >> r & 1:
+            elif s.landed & need != need:
                 state = "is still being written (its data has not landed)"
             else:
                 state = "was not published by a completed phase of its full barrier"
@@ -526,83 +600,22 @@ class Engine:
         # a tensor-memory tile loaded into registers: its uses read the copy, not the slot
         g.env[ins.res[0]] = d.data[r] if ins.to_registers else SlotView(c, slot, item, r, d.data[r])
 
-    def _mma_issue(self, st, gi, g, ins) -> None:
-        vals, keys, opaque = [], set(), False
-        acc_item = None
-        for i in range(len(ins.args)):
-            v = self._raw(g, gi, ins, i)
-            if isinstance(v, Pending):
-                # the accumulator may chain from an in-flight MMA (hardware accumulates in place)
-                if i != 2 and v.seq >= g.retired:
-                    self._fail("mma-result-not-ready", f"operand {i} is the result of mma_async #{v.seq}, which "
-                                                       f"no mma_wait has retired", ins, gi)
-                v = v.tensor
-            if isinstance(v, SlotView):
-                self._check_view(st, gi, v, ins)
-                keys.add((v.chan, v.slot))
-                if v.chan in self.prog.tmem.of_chan:
-                    tensor_memory.check_read(self, st, gi, ins, v.chan, v.slot, v.item, f"operand {i} reads")
-                    if i == 2:
-                        acc_item = (v.chan, v.item)
-                # the tensor core reads A and B from shared memory through the async proxy: a generic-proxy
-                # slot_store into the slot must have been followed by its writer's fence_proxy_async, whatever
-                # the channel's flag says (the accumulator lives in registers / tensor memory instead)
-                for o, og in enumerate(st.groups):
-                    if i < 2 and (v.chan, v.slot) in og.unfenced:
-                        self._fail("missing-proxy-fence", f"operand {i} reads slot {v.slot} of channel "
-                                                          f"{self.prog.chans[v.chan].name} through the async proxy, "
-                                                          f"but group {self.prog.groups[o].name} wrote it with "
-                                                          f"slot_store and has not executed fence_proxy_async", ins,
-                                   gi)
-                v = v.tensor
-            opaque = opaque or v is OPAQUE
-            vals.append(v)
-        out = OPAQUE if opaque or not self.values else round_result(evaluate(ins.op, vals, self.cta),
-                                                                    ins.op.results[0])
-        seq = g.issued
-        buffer = tensor_memory.buffer_of_mma(self, ins)
-        if buffer is not None:        # Blackwell: the MMA writes its tensor-memory buffer (in place on its acc)
-            tensor_memory.write(self, st, gi, ins, buffer, (tensor_memory.MMA_OWNER, gi, seq), acc_item)
-        g.issued += 1
-        keys = tuple(sorted(keys))
-        for c, slot in keys:
-            si = self.prog.slot_base[c] + slot
-            s = st.slots[si]
-            st.slots[si] = s._replace(readers=s.readers | {(gi, seq)})
-        g.mma_reads = g.mma_reads + ((seq, keys),)
-        g.env[ins.res[0]] = Pending(seq, out)
-
-    def _mma_complete(self, st, gi) -> None:
-        st.groups[gi] = g = st.groups[gi].copy()
-        seq = g.completed
-        g.completed += 1
-        while g.commits and g.commits[0][0] <= g.completed:      # tcgen05.commit arrivals now due
-            target, i, count, ins = g.commits[0]
-            g.commits = g.commits[1:]
-            g.committed = max(g.committed, target)
-            self._arrive(st, gi, ins, i, count, 0)
-        for s_seq, keys in g.mma_reads:
-            if s_seq == seq:
-                for c, slot in keys:
-                    si = self.prog.slot_base[c] + slot
-                    s = st.slots[si]
-                    st.slots[si] = s._replace(readers=s.readers - {(gi, seq)})
-
     def _named(self, st, gi, g, ins) -> bool:
         a = ins.op.attrs
         if g.nb is not None:          # the generation this group waited for has completed
             g.nb = None
             return True
-        count, gen = st.nbars.get(a.id, (0, 0))
+        key = self.prog.nb_key(gi, a.id)           # (each CTA of a cluster has its own named barriers)
+        count, gen = st.nbars.get(key, (0, 0))
         count += self.threads[gi]
-        st.nb_last[a.id] = (ins.op, gi)
+        st.nb_last[key] = (ins.op, gi)
         if count > a.threads:
             self._fail("arrive-overflow", f"named barrier {a.id}: {count} threads arrived, it expects {a.threads}",
                        ins, gi)
         if count == a.threads:
-            st.nbars[a.id] = (0, gen + 1)
+            st.nbars[key] = (0, gen + 1)
             return True
-        st.nbars[a.id] = (count, gen)
+        st.nbars[key] = (count, gen)
         if ins.kind is OpKind.NAMED_BAR_SYNC:
             g.nb = gen
             return False

@@ -8,15 +8,22 @@ attrs naming another channel) are reported before anything runs.
 """
 from __future__ import annotations
 
-from aref.ir import OpKind, RingType, Space, TileType
+import dataclasses
+
+from aref.ir import DType, NamedBarrierAttrs, Op, OpKind, RingType, ScalarType, Space, TileType, Value
 from aref.ops import CHANNEL_KINDS, CROSS_GROUP_KINDS, MMA_KINDS, VIEWS
 from aref.ir.printer import Namer, format_op
+from aref.lower.hopper import turn_once
+from aref.sim.launch import (TURN_CONDITIONS, TURNS, Launch, LaunchError, doubled_accumulators, doubled_plan,
+                             overlap_consumer, shared_loads)
 from aref.sim.tensor_memory import TensorMemory
 from aref.ir.ws import WSKernel
 from aref.target import target_of
 
 LOOP_ENTER = "loop_enter"
 LOOP_END = "loop_end"
+# a persistent launch's ring position (`aref.sim.launch`): the op after it uses the shifted slot, parity, item
+RING_POS = "ring_pos"
 
 # Ops whose effect other groups or async units can observe (or that can block): each is a scheduling point.
 # Everything else is local to its group and runs atomically up to the next one.
@@ -35,11 +42,17 @@ class MalformedIR(ValueError):
     """The kernel is not Barrier IR the simulator can execute (a compiler bug, not a schedule bug)."""
 
 
+__all__ = ["MalformedIR", "LaunchError", "Prog", "Instr"]
+
+
+
+
 class Instr:
     """One step of a group program: an op (kind, operand/result ids, predicate) or a loop marker."""
 
     __slots__ = ("op", "kind", "args", "res", "pred", "visible", "bar", "ring", "loop", "target", "tile_out",
-                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers")
+                 "tensor_pipe", "tmem_ld_bytes", "tmem_st_bytes", "to_registers", "reg_select", "region", "once",
+                 "rule", "multicast", "remote")
 
     def __init__(self, op=None, kind=None, loop=None):
         self.op = op
@@ -59,16 +72,44 @@ class Instr:
         self.tmem_st_bytes = 0     # Blackwell: the result written back for the group's own MMA (tcgen05.st)
         self.to_registers = False  # Blackwell: a slot_read of tensor memory loaded whole into registers
         #                            (`aref.lower.sm100.loaded_to_registers`): its uses read the copy
+        # the registry's value rule of a compute op (`aref.interp.tile.evaluate` without the look-up per run)
+        self.rule = _rule(op) if op is not None and op.kind in COMPUTE else None
+        self.region = ""           # the group program's region the op is in (pre, prologue, loop, ...)
+        self.multicast = False     # a cluster: a tma_load of a tile both CTAs load (half each, into both)
+        self.remote = False        # a cluster: a release of a multicast ring (arrives in both CTAs)
+        self.once = None           # a persistent launch runs it on the CTA's "first" or "last" tile only
+        # a select of register tiles: it reads both operands (in tensor memory a select renames columns)
+        self.reg_select = (op is not None and op.kind is OpKind.SELECT and self.tile_out
+                           and op.results[0].type.space is Space.RMEM)
 
 
 class Prog:
-    """Everything static about a kernel the engine needs, computed once per simulate/explore call."""
+    """Everything static about a kernel the engine needs, computed once per simulate/explore call, for one
+    `Launch` (default: one tile per CTA)."""
 
-    def __init__(self, kernel: WSKernel):
+    def __init__(self, kernel: WSKernel, launch: Launch | None = None):
         if kernel.level != "barrier":
             raise MalformedIR(f"the simulator executes Barrier IR; kernel {kernel.name} is at level {kernel.level}")
         self.kernel = kernel
-        self.chans = list(kernel.channels)
+        self.launch = launch = launch or Launch()
+        # a persistent Blackwell launch doubles the accumulators published once per tile (`aref.sim.launch`)
+        self.doubled = doubled_accumulators(kernel, launch.persistent)
+        base = [dataclasses.replace(ch, depth=2) if ch.name in self.doubled else ch for ch in kernel.channels]
+        # a cluster launch: both CTAs' groups and channels, CTA rank 1's after rank 0's (`aref.sim.launch`)
+        self.ranks = 2 if launch.clustered else 1
+        self.shared: set = set()              # ids of the multicast tma_load ops
+        if launch.clustered:
+            if kernel.arch != "sm_90a":
+                raise LaunchError(f"cluster launches are Hopper's (sm_90a); this kernel is for {kernel.arch}")
+            self.shared = shared_loads(kernel, launch.axis)
+            if not self.shared:
+                raise LaunchError(f"no loaded tile is the same in both CTAs of a cluster along grid axis "
+                                  f"{launch.axis} (the backend refuses the launch too)")
+            names = {op.attrs.channel for gp in kernel.groups for op in gp.all_ops() if id(op) in self.shared}
+            base = [dataclasses.replace(ch, empty_count=2 * ch.empty_count) if ch.name in names else ch
+                    for ch in base]
+        self.nbase = len(base)
+        self.chans = base * self.ranks
         self.groups = [gp.group for gp in kernel.groups]
         self.ngroups = len(self.groups)
         # barrier state layout: channel c's full slots at bar_base[c][0], empty slots at bar_base[c][1]
@@ -77,6 +118,17 @@ class Prog:
         self.globals: dict[int, object] = {}
         bar_ids, ring_ids = {}, {}
         nbar = nslot = 0
+        # a multicast ring's payload lands in halves, one from each CTA: the half of rank 1 is a payload of its own
+        self.half: dict[tuple, int] = {}
+        for gp in kernel.groups:
+            for op in gp.all_ops():
+                if id(op) in self.shared:
+                    c = next(i for i, ch in enumerate(base) if ch.name == op.attrs.channel)
+                    r = next(i for i, ring in enumerate(base[c].rings) if ring is op.operands[-4])
+                    if (c, r) not in self.half:
+                        self.half[(c, r)] = len(base[c].rings) + sum(k[0] == c for k in self.half)
+        for (c, r), h in list(self.half.items()):
+            self.half[(c + self.nbase, r)] = h
         for c, ch in enumerate(self.chans):
             if ch.full is None or ch.empty is None or not ch.rings:
                 raise MalformedIR(f"channel {ch.name} has no mbarriers or rings (not lowered)")
@@ -84,7 +136,8 @@ class Prog:
             for which, bar, count in (("full", ch.full, ch.full_count), ("empty", ch.empty, ch.empty_count)):
                 if count <= 0:
                     raise MalformedIR(f"channel {ch.name}: {which} barrier has arrival count {count}")
-                bar_ids[id(bar)] = (c, which)
+                if c < self.nbase:
+                    bar_ids[id(bar)] = (c, which)
                 bases.append(nbar)
                 for s in range(ch.depth):
                     self.bar_init.append(count)
@@ -93,32 +146,243 @@ class Prog:
             self.bar_base.append(tuple(bases))
             self.slot_base.append(nslot)
             nslot += ch.depth
-            self.nrings.append(len(ch.rings))
+            self.nrings.append(len(ch.rings) + sum(k[0] == c for k in self.half))
             self.empty_count.append(ch.empty_count)
             for r, ring in enumerate(ch.rings):
-                if not isinstance(ring.type, RingType) or ring.type.depth != ch.depth:
+                if not isinstance(ring.type, RingType) or ring.type.depth != kernel.channel(ch.name).depth:
                     raise MalformedIR(f"channel {ch.name}: ring {r} has type {ring.type}, expected depth {ch.depth}")
-                ring_ids[id(ring)] = (c, r)
+                if c < self.nbase:
+                    ring_ids[id(ring)] = (c, r)
             for v in (ch.value, ch.full, ch.empty, *ch.rings):
                 self.globals[id(v)] = v
         self.nbars, self.nslots = nbar, nslot
-        self.tmem = TensorMemory(kernel, self.chans)
+        self.tmem = TensorMemory(kernel, self.chans, doubled_plan(kernel.tmem, self.doubled), self.doubled)
         self.param_ids = {p.name: id(p.value) for p in kernel.params}
         self.programs = [self._flatten(gp, bar_ids, ring_ids) for gp in kernel.groups]
-        # which groups can complete a phase of each barrier array / take part in each named barrier
+        self.rank_of = [0] * self.ngroups
+        self.source = list(range(self.ngroups))    # the kernel group each simulated group runs
+        if launch.clustered:
+            self._cluster()
+        # per group: the channel positions (`ring base` values) and turn conditions of its current tile, set by
+        # the engine at each tile's start; the Tile IR loop's trip count (a tile's items follow it)
+        self.synthetic: list[Value] = []
+        self.bases = [self._new_value() for _ in self.chans]
+        self.conditions = {c: self._new_value() for c in TURN_CONDITIONS}
+        # a group not pipelined runs the Tile IR loop's count itself
+        self.trip_count_ids = [id(gp.trip_count) if gp.trip_count is not None else
+                               id(gp.loop.trip_count) if gp.loop is not None and not gp.stages else None
+                               for gp in (kernel.groups[i] for i in self.source)]
+        self.copy_of: dict[int, tuple[int, int]] = {}      # group index -> (copied group, copy number)
+        self.tile_consts: dict[int, dict] = {}                # group -> {value id: constant} set at each tile
+        self._texts = None
+        self._texts_extra: dict[int, str] = {}
+        if launch.persistent:
+            self.programs = [self._shift_rings(self._persistent(gi, code)) for gi, code in enumerate(self.programs)]
+        if launch.epilogue_overlap:
+            self._overlap_copies()
+        self._derive_users()
+
+    def _derive_users(self) -> None:
+        """Which groups can complete a phase of each barrier array / take part in each named barrier."""
         self.arrivers: dict[tuple, set] = {}
         self.nb_users: dict[int, set] = {}
         for g, prog in enumerate(self.programs):
             for ins in prog:
                 if ins.kind in (OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_COMMIT):
                     self.arrivers.setdefault(ins.bar, set()).add(g)
+                    if ins.remote or ins.multicast:     # a cluster's remote release or multicast copy
+                        self.arrivers.setdefault((self.peer(ins.bar[0]), ins.bar[1]), set()).add(g)
                 elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
-                    self.nb_users.setdefault(ins.op.attrs.id, set()).add(g)
-        self._texts = None
+                    self.nb_users.setdefault(self.nb_key(g, ins.op.attrs.id), set()).add(g)
+
+    def _cluster(self) -> None:
+        """Both CTAs of a cluster: rank 1's groups run rank 0's programs on rank 1's channels; a shared load
+        multicasts, a release of a multicast ring arrives in both CTAs (`aref.sim.launch`)."""
+        shared_chans = {c for c, _ in self.half}
+        for code in self.programs:
+            for ins in code:
+                if id(ins.op) in self.shared:
+                    ins.multicast = True
+                elif ins.kind is OpKind.MBAR_ARRIVE and ins.bar[1] == "empty" and ins.bar[0] in shared_chans:
+                    ins.remote = True
+        n = self.nbase
+        peer = []
+        for code in self.programs:
+            out = []
+            for ins in code:
+                ins = _clone(ins)
+                if ins.bar is not None:
+                    ins.bar = (ins.bar[0] + n, ins.bar[1])
+                if ins.ring is not None:
+                    ins.ring = (ins.ring[0] + n, ins.ring[1])
+                out.append(ins)
+            peer.append(_retarget(out))
+        self.programs += peer
+        self.groups += [dataclasses.replace(g, name=f"{g.name}@1") for g in self.groups]
+        self.rank_of = [0] * self.ngroups + [1] * self.ngroups
+        self.source = self.source * 2
+        self.ngroups = len(self.groups)
+
+    NB_RANK = 1000
+
+    def nb_key(self, g: int, nb: int) -> int:
+        """The state key of named barrier `nb` as group g sees it (each CTA of a cluster has its own)."""
+        return nb + self.NB_RANK * self.rank_of[g]
+
+    def peer(self, c: int) -> int:
+        """The same channel in the other CTA of the cluster."""
+        return c + self.nbase if c < self.nbase else c - self.nbase
+
+    def ring_mask(self, c: int, r: int) -> int:
+        """The payload bits a slot_read of ring r of channel c needs landed (both halves of a multicast)."""
+        h = self.half.get((c, r))
+        return 1 << r if h is None else 1 << r | 1 << h
+
+    def _new_value(self) -> Value:
+        v = Value(ScalarType(DType.int32), "sim")
+        self.synthetic.append(v)            # kept alive: instructions refer to values by id
+        return v
+
+    # ------------------------------------------------------------------------------------ launches
+    def _persistent(self, gi: int, code: list) -> list:
+        """A group's program as a persistent launch runs it for each tile (`aref.sim.launch`): setmaxnreg before
+        the first tile only, the ping-pong turns the loop starts and ends with once per CTA
+        (`aref.lower.turn_once`); on Blackwell, what guards the release of tensor memory after the last tile
+        only, and the MMA group acquiring the tensor-memory rings it publishes after its loop at each tile's
+        start (`aref.backend.cute.sm100.persistent`)."""
+        kernel = self.kernel
+        loop_chans = {c for c, ch in enumerate(self.chans) if ch.region == "loop"}
+        if self.trip_count_ids[gi] is None and any((ins.bar or ins.ring or (None,))[0] in loop_chans
+                                                    for ins in code):
+            raise LaunchError(f"group {kernel.groups[gi].group.name} uses a loop channel but does not compute the "
+                              f"loop's trip count: a persistent launch cannot place its next tile's items")
+        sm100 = kernel.arch == "sm_100a" and kernel.tmem is not None
+        one_warp = kernel.groups[gi].group.warps == 1
+        out, after = [], []
+        for ins in code:
+            if ins.kind is OpKind.SETMAXNREG:
+                ins.once = "first"
+            elif ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE):
+                ins.once = turn_once(kernel, ins.op, ins.region)
+            if sm100 and (ins.kind is OpKind.TMEM_DEALLOC
+                          or ins.kind in (OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE)
+                          and ins.op.attrs.id == kernel.tmem.dealloc_barrier
+                          or ins.kind is OpKind.MMA_WAIT and ins.region == "post" and one_warp):
+                ins = _clone(ins)
+                ins.once = "last"
+                after.append(ins)
+                continue
+            out.append(ins)
+        if sm100 and any(ins.kind is OpKind.MMA_ASYNC for ins in code):
+            at = next((i for i, ins in enumerate(out) if ins.region != "pre" or ins.kind is OpKind.MMA_ASYNC),
+                      len(out))
+            out[at:at] = self._acquire(gi, out)
+        return out + after
+
+    def _acquire(self, gi: int, code: list) -> list:
+        """Blackwell persistent: the MMA group's waits, at each tile's start, on the `empty` barriers of the
+        tensor-memory rings it publishes after its loop (the slot and phase of those waits, constants), so
+        that the tile's MMAs write their columns only after the previous tile's readers released them."""
+        prod = {id(r): op for op in self.kernel.groups[gi].all_ops() for r in op.results}
+        out = []
+        for ins in code:
+            if not (ins.kind is OpKind.MBAR_WAIT and ins.region in ("epilogue", "post") and ins.bar[1] == "empty"
+                    and ins.bar[0] in self.tmem.of_chan):
+                continue
+            consts = [prod.get(id(v)) for v in ins.op.operands[1:3]]
+            if ins.pred is not None or any(c is None or c.kind is not OpKind.CONST for c in consts):
+                raise LaunchError(f"a persistent kernel whose tensor-memory ring {ins.op.attrs.channel} is "
+                                  f"acquired at a slot known only after the loop (the Blackwell templates refuse "
+                                  f"it: compile without --persistent)")
+            wait = _clone(ins)
+            args = list(ins.args)
+            for i, c in zip((1, 2), consts):
+                v = self._new_value()
+                self.tile_consts.setdefault(gi, {})[id(v)] = c.attrs.value
+                args[i] = id(v)
+            wait.args = tuple(args)
+            out.append(wait)
+        return out
+
+    def _shift_rings(self, code: list) -> list:
+        """Every ring access of a persistent launch at the ring's position (`aref.sim.launch`): before each op
+        on a channel a RING_POS instruction computes the shifted slot (and wait parity, and item), which the
+        op then uses, as the backend's `<ring>_base` arithmetic does."""
+        out = []
+        for ins in code:
+            where = _ring_operands(ins)
+            if where is None:
+                out.append(ins)
+                continue
+            c = ins.bar[0] if ins.bar is not None else ins.ring[0]
+            pos = Instr(kind=RING_POS)
+            pos.pred, pos.ring = ins.pred, (c, ins.bar[1] if ins.bar is not None else "full")
+            pos.args = tuple(ins.args[i] if i is not None else None for i in where)
+            pos.res = tuple(id(self._new_value()) if i is not None else None for i in where)
+            pos.op = ins.op
+            shifted = _clone(ins)
+            args = list(ins.args)
+            for i, r in zip(where, pos.res):
+                if i is not None:
+                    args[i] = r
+            shifted.args = tuple(args)
+            out += [pos, shifted]
+        for i, ins in enumerate(out):      # loop markers jump by position
+            if ins.kind == LOOP_ENTER:
+                end = next(j for j in range(i + 1, len(out)) if out[j].kind == LOOP_END and out[j].loop is ins.loop)
+                ins.target, out[end].target = end + 1, i + 1
+        return out
+
+    def _overlap_copies(self) -> None:
+        """Epilogue overlap: a second copy of the consumer, and in both copies the turn hand-overs before and
+        after the main loop (every ring access) and the epilogue (what follows it)."""
+        try:
+            g = overlap_consumer(self.kernel)
+        except ValueError as exc:
+            raise LaunchError(str(exc)) from None
+        code = [ins for ins in self.programs[g] if ins.kind is not OpKind.SETMAXNREG]
+        last = max((i for i, ins in enumerate(code) if ins.bar is not None), default=None)
+        if last is None:
+            raise LaunchError("epilogue overlap: the consumer accesses no ring")
+        end = last + 1
+        loop_end = next((i for i, ins in enumerate(code) if ins.kind == LOOP_END), None)
+        enter = next((i for i, ins in enumerate(code) if ins.kind == LOOP_ENTER), None)
+        if enter is not None and enter < last < loop_end:
+            end = loop_end + 1                 # the last access is in the loop: the main loop ends after it
+        first = max((nb.id for nb in self.kernel.named_barriers), default=0) + 1
+        order = (first, first + 1)             # copy c syncs on order[c], arrives on the other's
+        group = self.groups[g]
+        self.groups.append(dataclasses.replace(group, id=max(x.id for x in self.groups) + 1,
+                                               name=group.name + "_1"))
+        copies = []
+        for c in (0, 1):
+            def turn(point, action):
+                bar = order[c] if action == "wait" else order[1 - c]
+                kind = OpKind.NAMED_BAR_SYNC if action == "wait" else OpKind.NAMED_BAR_ARRIVE
+                op = Op(kind, (), (), NamedBarrierAttrs(bar, 2 * group.threads), self.kernel.loc)
+                ins = Instr(op)
+                cond = TURNS[(c, point, action)]
+                ins.pred = None if cond == "True" else id(self.conditions[cond])
+                self._texts_extra[id(op)] = (f"named_barrier_{'sync' if action == 'wait' else 'arrive'} {bar} "
+                                             f"(epilogue overlap: copy {c} {action}s its {point} turn "
+                                             f"if {cond})")
+                return ins
+            body = ([turn("main", "wait")] + code[:end] + [turn("main", "pass"), turn("epilogue", "wait")]
+                    + code[end:] + [turn("epilogue", "pass")])
+            copies.append(_retarget(body))
+        self.programs[g] = copies[0]
+        self.programs.append(copies[1])
+        self.copy_of = {g: (g, 0), len(self.programs) - 1: (g, 1)}
+        self.trip_count_ids.append(self.trip_count_ids[g])
+        self.source.append(g)
+        self.rank_of.append(0)
+        self.ngroups = len(self.groups)
+        self._derive_users()
 
     def _flatten(self, gp, bar_ids, ring_ids) -> list[Instr]:
         out: list[Instr] = []
         for region, block in gp.regions():
+            start = len(out)
             if region == "loop":
                 enter = Instr(kind=LOOP_ENTER, loop=gp.loop)
                 out.append(enter)
@@ -130,6 +394,8 @@ class Prog:
                 enter.target = len(out)
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
+            for ins in out[start:]:
+                ins.region = region
         _mark_tensor_pipe(gp, out)
         if target_of(self.kernel.arch).has_tensor_memory:
             _mark_own_accumulators(gp, out)
@@ -167,7 +433,50 @@ class Prog:
             return ""
         if self._texts is None:
             self._texts = _op_texts(self.kernel)
-        return self._texts.get(id(op)) or format_op(op, Namer())
+        return self._texts.get(id(op)) or self._texts_extra.get(id(op)) or format_op(op, Namer())
+
+
+def _rule(op):
+    from aref import ops as ops_registry
+    try:
+        return ops_registry.entry(op).interpret
+    except KeyError:
+        return None
+
+
+def _ring_operands(ins) -> tuple | None:
+    """Operand positions of (slot, wait parity, item) of a channel op (None where it has none), or None."""
+    k, n = ins.kind, len(ins.args)
+    if k is OpKind.MBAR_WAIT:
+        return (1, 2, None)
+    if k in (OpKind.MBAR_ARRIVE, OpKind.MMA_COMMIT):
+        return (1, None, 2 if n > 2 else None)
+    if k is OpKind.MBAR_EXPECT_TX:
+        return (1, None, None)
+    if k is OpKind.TMA_LOAD:
+        return (n - 3, None, n - 1)
+    if k in (OpKind.SLOT_STORE, OpKind.SLOT_READ):
+        return (1, None, 2)
+    return None
+
+
+def _clone(ins: Instr) -> Instr:
+    out = Instr.__new__(Instr)
+    for name in Instr.__slots__:
+        setattr(out, name, getattr(ins, name))
+    return out
+
+
+def _retarget(code: list) -> list:
+    """Fresh copies of the loop markers of `code` pointing at their new positions (the copies of a group
+    share every other instruction)."""
+    out = list(code)
+    for i, ins in enumerate(out):
+        if ins.kind == LOOP_ENTER:
+            end = next(j for j in range(i + 1, len(out)) if out[j].kind == LOOP_END and out[j].loop is ins.loop)
+            out[i], out[end] = _clone(ins), _clone(out[end])
+            out[i].target, out[end].target = end + 1, i + 1
+    return out
 
 
 def _op_texts(kernel: WSKernel) -> dict[int, str]:

@@ -3,7 +3,6 @@ the comparison against a reference (`check`)."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -12,9 +11,12 @@ import torch
 
 from aref.outputs import compare
 from aref.sim.checks import _violation, check_finished, diagnose_stuck
-from aref.sim.engine import GROUP, MMA, TMA, Engine
-from aref.sim.program import Prog
+from aref.sim.engine import COMMIT, GROUP, MMA, TMA, Engine
+from aref.sim.launch import Launch
+from aref.sim.program import LaunchError, Prog
+from aref.sim.reduction import Footprints, persistent_set
 from aref.sim.resources import check_resources
+from aref.sim.schedules import persistent_sizes, protocol_runs, protocol_sizes
 from aref.sim.values import SimViolation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
@@ -50,10 +52,10 @@ class ExploreResult:
         return not self.violations
 
 
-def _ctas(kernel, cta=None) -> list[tuple]:
+def _ctas(kernel, cta=None, launch: Launch | None = None) -> list[tuple]:
     if cta is not None:
         return [tuple(cta)]
-    return list(itertools.product(*(range(n) for n in kernel.grid)))
+    return (launch or Launch()).ctas_of(kernel.grid)
 
 
 def _check_tensors(kernel, tensors, need_all: bool) -> None:
@@ -105,18 +107,23 @@ def _run_random(eng: Engine, rng: random.Random):
         return exc, st.steps if st is not None else 0
 
 
-def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = True) -> SimResult:
+def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = True,
+             launch: Launch | None = None) -> SimResult:
     """Run a barrier-level `WSKernel` on every CTA of its grid under a seeded random interleaving.
 
     `tensors` maps parameter names to CPU torch tensors; stores write into them in place. Each CTA gets its
-    own generator derived from `seed`. The run stops at its first violation.
+    own generator derived from `seed`. The run stops at its first violation. `launch` (`aref.sim.Launch`):
+    persistent CTAs walking several tiles with rings continuing, epilogue overlap's consumer copies.
     """
     t0 = time.perf_counter()
     _check_tensors(kernel, tensors, need_all=compute_values)
-    prog = Prog(kernel)
+    if compute_values and launch is not None and launch.min_tiles:
+        raise ValueError("Launch.min_tiles repeats tiles: simulate it with compute_values=False")
+    prog = Prog(kernel, launch)
     res = SimResult(ok=True)
-    for ci, cta in enumerate(_ctas(kernel)):
+    for ci, cta in enumerate(_ctas(kernel, launch=launch)):
         eng = Engine(prog, tensors, cta, compute_values)
+        eng.copy_on_write = False              # one run: no earlier state is kept
         with _one_torch_thread():
             exc, steps = _run_random(eng, random.Random(seed * 1_000_003 + ci))
         res.steps += steps
@@ -138,11 +145,16 @@ def _describe(eng: Engine, st, act) -> str:
     if kind == TMA:
         c, r, slot, item = st.tmas[x][:4]
         return f"TMA lands: payload {r} of item {item} in slot {slot} of channel {eng.prog.chans[c].name}"
-    return f"MMA #{st.groups[x].completed} of {eng.prog.groups[x].name} completes"
+    if kind == MMA:
+        return f"MMA #{st.groups[x].completed} of {eng.prog.groups[x].name} completes"
+    gi, k = x
+    ins = st.groups[gi].commits[k][3]
+    return f"mma_commit of {eng.prog.groups[gi].name} arrives: {eng.prog.op_text(ins.op)}"
 
 
-def _explore_cta(eng: Engine, max_states: int):
-    """Depth-first search over every enabled action of every state, merging states with equal `key()`.
+def _explore_cta(eng: Engine, max_states: int, footprints=None):
+    """Depth-first search over every enabled action of every state — or, with `footprints`, over a persistent
+    set of them (`aref.sim.reduction`) — merging states with equal `key()`.
     Returns (violation or None, trace, states, schedules, completed)."""
     try:
         root = eng.initial()
@@ -152,6 +164,8 @@ def _explore_cta(eng: Engine, max_states: int):
 
     def actions(st):
         steps, asyncs = eng.actions(st)
+        if footprints is not None and len(steps) + len(asyncs) > 1:
+            return persistent_set(footprints, eng, st, steps, asyncs)
         return steps + asyncs
 
     acts = actions(root)
@@ -195,45 +209,58 @@ def _explore_cta(eng: Engine, max_states: int):
 
 
 def _apply_batched(eng: Engine, st, act) -> None:
-    """Apply `act`; an MMA completion goes on completing the group's MMAs (in issue order) until one fires an
-    mma_commit, enables an mma_wait or none is left. Nothing observes the completions in between — a slot
+    """Apply `act`; an MMA completion goes on completing the group's MMAs (in issue order) until one makes an
+    mma_commit due, enables an mma_wait or none is left. Nothing observes the completions in between — a slot
     an MMA reads is released only by a commit or after a wait — so the merged states hide no schedule; they
-    only keep the explorer from enumerating every moment between two observable completions."""
+    only keep the explorer from enumerating every moment between two observable completions.
+    Then every due mma_commit arrives, in issue order: the exploration does not delay one commit's arrival
+    behind another's (the random and adversarial schedules of `simulate` and `check` do), which keeps the
+    attention kernels' state spaces within reach."""
     eng.apply(st, act)
-    if act[0] != MMA:
-        return
-    g = st.groups[act[1]]
-    while g.completed < g.issued and not _observed(eng, st, act[1]):
-        eng.apply(st, act)
+    if act[0] == MMA:
         g = st.groups[act[1]]
+        while g.completed < g.issued and not _observed(eng, st, act[1]):
+            eng.apply(st, act)
+            g = st.groups[act[1]]
+    for gi, g in enumerate(st.groups):
+        while g.commits and g.commits[0][0] <= g.completed:
+            eng.apply(st, (COMMIT, (gi, 0)))
+            g = st.groups[gi]
 
 
 def _observed(eng: Engine, st, gi: int) -> bool:
     g = st.groups[gi]
-    if g.commits and g.commits[0][0] <= g.completed + 1:
+    if any(c[0] == g.completed + 1 for c in g.commits):
         return True
     rest = g.rest
     return rest is not None and rest[0] == "mma" and g.issued - (g.completed + 1) <= rest[1]
 
 
 def explore(kernel, tensors: dict | None = None, *, cta=None, max_states: int = 200_000,
-            compute_values: bool = False) -> ExploreResult:
+            compute_values: bool = False, launch: Launch | None = None, reduce: bool = True,
+            trips: int | None = None) -> ExploreResult:
     """Exhaustively explore the interleavings of one CTA (`cta`) or of every CTA of the grid (`cta=None`).
 
     States are hashed on their control state (`CTAState.key`), so interleavings that reach the same state
     are explored once. Tile values are not computed unless `compute_values` (and even then they are not
     part of the state: each state keeps the values of the first schedule that reached it); scalars always
     are. Stops at the first violation (with the schedule that reaches it in `Violation.trace`) or after
-    `max_states` states per CTA.
+    `max_states` states per CTA. With `reduce` (the default) each state's successors are those of a
+    persistent set of its actions (`aref.sim.reduction`: partial-order reduction over independent groups,
+    copies and MMAs), which reaches every violation and terminal state the full search does; `interleavings`
+    then counts the schedules of the reduced graph. `launch`: persistent CTAs, epilogue overlap
+    (`aref.sim.Launch`); `trips`: run the loop that many times instead (control state only).
     """
     t0 = time.perf_counter()
     tensors = tensors or {}
     _check_tensors(kernel, tensors, need_all=compute_values)
-    prog = Prog(kernel)
+    prog = Prog(kernel, launch)
     res = ExploreResult(completed=True, states=0, interleavings=0)
-    for c in _ctas(kernel, cta):
+    footprints = Footprints(prog) if reduce else None
+    for c in _ctas(kernel, cta, launch):
         eng = Engine(prog, tensors, c, compute_values)
-        exc, trace, states, schedules, completed = _explore_cta(eng, max_states)
+        eng.set_trips(value=trips)
+        exc, trace, states, schedules, completed = _explore_cta(eng, max_states, footprints)
         res.states += states
         res.interleavings += schedules
         res.ctas += 1
@@ -259,18 +286,20 @@ class SimReport:
     explored: ExploreResult | None = None
     warnings: list = field(default_factory=list)   # static resource problems (`check_resources`)
     seconds: float = 0.0
+    protocol_runs: int = 0     # control-state runs under adversarial schedules and at protocol sizes
 
     def to_json(self) -> dict:
         out = {"ok": self.ok, "max_abs_err": self.max_abs_err, "deadlocks": self.deadlocks,
-               "interleavings": self.interleavings, "runs": self.runs, "mismatches": self.mismatches}
+               "interleavings": self.interleavings, "runs": self.runs, "mismatches": self.mismatches,
+               "protocol_runs": self.protocol_runs}
         if self.explored is not None:
             out["exhaustive"] = {"completed": self.explored.completed, "states": self.explored.states,
                                  "interleavings": self.explored.interleavings}
         if self.warnings:
             out["warnings"] = list(self.warnings)
         if not self.ok:
-            out["violations"] = [{k: v.to_json()[k] for k in ("kind", "op", "line", "group", "message")}
-                                 for v in self.violations]
+            out["violations"] = [{k: v.to_json()[k] for k in ("kind", "op", "line", "group", "message", "schedule")
+                                  if k in v.to_json()} for v in self.violations]
         return out
 
 
@@ -279,10 +308,20 @@ def _clone(inputs: dict) -> dict:
 
 
 def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaustive: bool = False,
-          max_states: int = 200_000, tolerance: dict | None = None) -> SimReport:
+          max_states: int = 200_000, tolerance: dict | None = None, protocol: bool = True,
+          launch: Launch | None = None) -> SimReport:
     """Run `kernel` under `seeds` random interleavings, each on fresh copies of `example_inputs`, and compare
     every run's outputs with `reference_fn(**inputs)` via `aref.outputs.compare` (`tolerance` as there).
-    With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
+
+    With `protocol` (the default), also run the control state where the protocol is exercised, whatever the
+    inputs' size (`SimReport.protocol_runs`), on the grid's first CTA: under adversarial schedules
+    (`aref.sim.schedules`: each async source completing as late as it can, each group as early and as late
+    as it can) and random ones at trip counts 0, 1, those below the pipeline's stages and 2·D + 1 (every ring
+    wraps twice: `schedules.protocol_sizes`); and under the adversarial ones on a persistent launch
+    (`aref.sim.Launch`), a CTA walking three tiles with every ring continuing across them, at trip count 1,
+    where a ring's first use within a tile waits for the previous tile's items.
+    `launch`: the launch the random interleavings (and the protocol runs) simulate (default: one tile per
+    CTA). With `exhaustive`, also explore every interleaving of every CTA's control state (`explore`).
     Violations are deduplicated by (kind, op, line, group). Static resource problems (shared memory,
     threads, registers: `aref.sim.resources.check_resources`) are reported as `warnings`."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 0 or (seeds == 0 and not exhaustive):
@@ -290,10 +329,12 @@ def check(kernel, example_inputs: dict, reference_fn, *, seeds: int = 50, exhaus
         raise ArefError(f"seeds must be an integer ≥ 1 (or ≥ 0 with exhaustive=True), got {seeds!r}: the check "
                         f"must run at least one interleaving", hint="pass seeds=50, or exhaustive=True")
     with _one_torch_thread():
-        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance)
+        return _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol,
+                      launch)
 
 
-def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance) -> SimReport:
+def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, tolerance, protocol,
+           launch) -> SimReport:
     t0 = time.perf_counter()
     expected = reference_fn(**_clone(example_inputs))
     report = SimReport(ok=True, max_abs_err=0.0, deadlocks=0, interleavings=0, runs=0,
@@ -308,7 +349,7 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
 
     for seed in range(seeds):
         args = _clone(example_inputs)
-        res = simulate(kernel, args, seed=seed)
+        res = simulate(kernel, args, seed=seed, launch=launch)
         report.runs += 1
         report.interleavings += 1
         if not res.ok:
@@ -322,8 +363,17 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
         if not cmp.ok:
             report.ok = False
             report.mismatches += 1
+    if protocol:
+        for prog, cta0, trips in _protocol_launches(kernel, launch, report):
+            for exc, cta, label in protocol_runs(prog, example_inputs, cta0, trips):
+                report.protocol_runs += 1
+                if exc is not None:          # (`deadlocks` counts the random interleavings only)
+                    report.ok = False
+                    v = _violation(prog, exc, cta)
+                    v.schedule = label
+                    add(v)
     if exhaustive:
-        ex = explore(kernel, _clone(example_inputs), max_states=max_states)
+        ex = explore(kernel, _clone(example_inputs), max_states=max_states, launch=launch)
         report.explored = ex
         report.interleavings += ex.interleavings
         for v in ex.violations:
@@ -332,3 +382,55 @@ def _check(kernel, example_inputs, reference_fn, seeds, exhaustive, max_states, 
             add(v)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _protocol_launches(kernel, launch: Launch | None, report: SimReport):
+    """(program, CTA, trip counts) of the check's protocol runs: the given launch's first CTA at
+    `schedules.protocol_sizes`; unless that launch is persistent, the first CTA of persistent launches at
+    `schedules.persistent_sizes` (round the grid again where it has fewer tiles; a warning where the kernel
+    cannot be launched persistent)."""
+    prog = Prog(kernel, launch)
+    yield prog, _ctas(kernel, launch=launch)[0], protocol_sizes(prog)
+    if launch is None or not launch.persistent:
+        for trip, tiles in persistent_sizes(prog):
+            try:
+                persistent = Prog(kernel, Launch(persistent=True, min_tiles=tiles))
+            except LaunchError as exc:
+                report.warnings.append(f"persistent launch not simulated: {exc}")
+                return
+            yield persistent, _ctas(kernel, launch=persistent.launch)[0], [trip]
+
+
+@dataclass
+class Equivalence:
+    """`equivalent`'s verdict: `proved` when every schedule of every CTA was explored without a violation."""
+
+    proved: bool
+    reason: str
+    states: int = 0
+
+
+def equivalent(kernel, tensors: dict | None = None, *, max_states: int = 200_000) -> Equivalence:
+    """Whether `kernel` (typically a planted mutant that `check` passed) is free of violations under every
+    schedule of the launches `check` simulates: the exhaustive exploration (with partial-order reduction)
+    of every CTA's control state completes without one, for one tile per CTA and for the persistent CTAs of
+    `schedules.persistent_sizes`, whose rings continue across their tiles."""
+    states = 0
+    runs = [("", dict())]
+    try:
+        for trip, tiles in persistent_sizes(Prog(kernel)):
+            launch = Launch(persistent=True, min_tiles=tiles)
+            Prog(kernel, launch)
+            runs.append((f" (persistent, {tiles} tiles of trip count {trip})",
+                         dict(launch=launch, cta=(0,), trips=trip)))
+    except LaunchError:
+        pass
+    for what, kw in runs:
+        ex = explore(kernel, tensors, max_states=max_states, **kw)
+        states += ex.states
+        if ex.violations:
+            v = ex.violations[0]
+            return Equivalence(False, f"exploration{what} finds {v.kind}: {v.message}", states)
+        if not ex.completed:
+            return Equivalence(False, f"exploration{what} stopped at {max_states} states per CTA", states)
+    return Equivalence(True, f"every schedule explored ({states} states)", states)

@@ -38,7 +38,8 @@ class Group:
     """A warp group's execution context: position, loop counter, values, MMA queue, registers."""
 
     __slots__ = ("pc", "k", "trip", "env", "done", "rest", "nb", "regs", "issued", "completed", "retired",
-                 "mma_reads", "unfenced", "waits", "commits", "committed", "_key")
+                 "mma_reads", "unfenced", "waits", "commits", "committed", "tile", "cta", "bases", "lead",
+                 "_key")
 
     def __init__(self, env: dict, regs: int):
         self.pc = 0
@@ -55,8 +56,13 @@ class Group:
         self.mma_reads = ()     # ((seq, ((chan, slot), ...)), ...) for issued, un-retired MMAs
         self.unfenced = frozenset()   # (chan, slot) written by slot_store and not yet fenced
         self.waits = {}         # (chan, which, slot) -> last mbarrier_wait op on it (for messages)
-        self.commits = ()       # pending mma_commit arrivals: ((MMAs to complete, barrier index, count, op), ...)
+        self.commits = ()       # mma_commit arrivals not yet fired: ((MMAs to complete, barrier index, count, op), ...)
         self.committed = 0      # MMAs covered by a fired mma_commit (Blackwell's way of retiring them)
+        self.tile = 0           # the tile of the CTA's walk the group runs (a persistent launch: several)
+        self.cta = ()           # that tile's coordinates (program ids)
+        self.bases = ()         # per channel: items the CTA's earlier tiles put (a persistent ring's position)
+        self.lead = 0           # tiles of the CTA before the group's first (the other overlap copy's), not yet
+        #                         counted in `bases` (they are, at the first ring access, from this tile's count)
         self._key = None
 
     def copy(self) -> "Group":
@@ -66,6 +72,7 @@ class Group:
         g.regs, g.issued, g.completed, g.retired = self.regs, self.issued, self.completed, self.retired
         g.mma_reads, g.unfenced, g.waits = self.mma_reads, self.unfenced, dict(self.waits)
         g.commits, g.committed = self.commits, self.committed
+        g.tile, g.cta, g.bases, g.lead = self.tile, self.cta, self.bases, self.lead
         g._key = None
         return g
 
@@ -73,7 +80,7 @@ class Group:
         # cached: a group is never mutated after its key is taken (the engine copies it before every change)
         if self._key is None:
             self._key = (self.pc, self.k, self.done, self.nb, self.regs, self.issued, self.completed, self.retired,
-                         self.unfenced, tuple(c[:3] for c in self.commits))
+                         self.unfenced, tuple(c[:3] for c in self.commits), self.tile)
         return self._key
 
 

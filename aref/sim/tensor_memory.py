@@ -26,8 +26,8 @@ MMA_OWNER = "mma"
 class TensorMemory:
     """Static tensor-memory facts of a program: which buffer each ring and each MMA uses."""
 
-    def __init__(self, kernel, chans):
-        plan = getattr(kernel, "tmem", None)
+    def __init__(self, kernel, chans, plan=None, doubled=frozenset()):
+        plan = plan if plan is not None else getattr(kernel, "tmem", None)
         # one entry per buffer slot: a ring CUDA cores fill may have several
         self.names, index = [], {}
         for b in (plan.buffers if plan is not None else []):
@@ -35,6 +35,9 @@ class TensorMemory:
             self.names += [b.name] if b.depth == 1 else [f"{b.name}[{s}]" for s in range(b.depth)]
         self.of_chan = {c: index[plan.ring_buffer[ch.name]] for c, ch in enumerate(chans)
                         if plan is not None and ch.name in plan.ring_buffer}
+        # a buffer of two stages that a persistent launch doubled (`aref.sim.launch`): its MMAs write the stage
+        # of their channel's ring position
+        self.staged = {plan.ring_buffer[ch.name]: c for c, ch in enumerate(chans) if ch.name in doubled}
         # aliases share columns: a write to one invalidates what the other held
         self.alias = {}
         if plan is not None:
@@ -47,9 +50,15 @@ class TensorMemory:
         return bool(self.names)
 
 
-def buffer_of_mma(eng, ins) -> int | None:
+def buffer_of_mma(eng, ins, g) -> int | None:
     name = getattr(ins.op.attrs, "tmem", "")
-    return eng.prog.tmem.names.index(name) if name else None
+    if not name:
+        return None
+    tm = eng.prog.tmem
+    if name in tm.staged:                  # a doubled accumulator: the stage of its ring's position
+        c = tm.staged[name]
+        return tm.of_chan[c] + g.bases[c] % 2
+    return tm.names.index(name)
 
 
 def check_read(eng, st, gi, ins, chan: int, slot: int, item, what: str) -> None:

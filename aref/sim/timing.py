@@ -33,7 +33,7 @@ from aref.ir import OpKind
 from aref.ops.memory import tma_bytes
 from aref.target.machine import ISSUE, SHARED_UNITS, Machine, mma_issue_cycles, op_cost, unit_busy
 from aref.sim.checks import _violation, check_finished, diagnose_stuck
-from aref.sim.engine import GROUP, MMA, TMA, Engine
+from aref.sim.engine import COMMIT, GROUP, MMA, TMA, Engine
 from aref.sim.program import LOOP_END, LOOP_ENTER, Prog
 from aref.sim.resources import check_resources
 from aref.sim.values import SimViolation
@@ -239,19 +239,8 @@ class _Clock:
 
 
 def extend_loop(eng: Engine, extra: int) -> None:
-    """Run the loop `extra` iterations beyond its trip count: each group's value of the Tile IR loop's trip
-    count (`GroupProgram.trip_count`) comes out `extra` larger where the group computes it, so its loop's
-    count and the items of the iterations its pipeline peels follow, as with a larger input along the loop
-    (tile values are not computed, so no input has to exist)."""
-    if not extra:
-        return
-    groups = eng.prog.kernel.groups
-    ids = [id(gp.trip_count) if gp.trip_count is not None else None for gp in groups]
-    for gi, gp in enumerate(groups):
-        if gp.loop is not None and not any(ins.res and ins.res[0] == ids[gi] for ins in eng.prog.programs[gi]):
-            raise ValueError(f"group {gp.group.name} does not compute the loop's trip count, so its loop cannot "
-                             f"run longer")
-    eng.extra_trips, eng.trip_ids = extra, ids
+    """Run the loop `extra` iterations beyond its trip count (`Engine.set_trips`)."""
+    eng.set_trips(extra)
 
 
 def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None,
@@ -280,7 +269,10 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
                 break
             best = None
             for act in asyncs:
-                t = clock.tma_done[id(st.tmas[act[1]])] if act[0] == TMA else clock.mma_done[act[1]][0]
+                if act[0] == COMMIT:
+                    t = now                    # a tcgen05.commit arrives as its MMAs complete
+                else:
+                    t = clock.tma_done[id(st.tmas[act[1]])] if act[0] == TMA else clock.mma_done[act[1]][0]
                 if best is None or t < best[0]:
                     best = (t, act)
             for act in steps:
@@ -293,7 +285,7 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
                 del clock.tma_done[id(st.tmas[act[1]])]
             elif act[0] == MMA:
                 clock.mma_done[act[1]].pop(0)
-            else:
+            elif act[0] == GROUP:
                 gi = act[1]
                 waited_since = clock.ready[gi]
                 if now > waited_since:

@@ -60,6 +60,7 @@ KINDS = {
     "arrive-underflow": "a phase started but missed arrivals or transaction bytes at the end of the CTA, or "
                         "an item never released",
     "mma-result-not-ready": "a non-MMA use of an mma_async result before an mma_wait retired it",
+    "read-running-mma": "a select (merge) of a register accumulator whose mma_async no mma_wait has retired",
     "mma-in-flight-at-exit": "a group finished with mma_async operations no mma_wait retired",
     "undefined-value": "a use of a value that a predicated-off op did not define, or that is not in scope",
     "register-budget": "setmaxnreg outside 24..256 / not a multiple of 8, or registers that never fit",
@@ -91,17 +92,21 @@ class Violation:
     cta: tuple
     blocked: list = field(default_factory=list)    # [{group, op, line, waiting_for}] for deadlocks
     trace: list = field(default_factory=list)      # schedule that led here (exploration only)
+    schedule: str = ""     # the check's adversarial or protocol-size run that found it (`aref.sim.schedules`)
 
     def to_json(self) -> dict:
         out = {"kind": self.kind, "op": self.op, "line": self.line, "file": self.file, "group": self.group,
                "message": self.message, "cta": list(self.cta)}
         if self.blocked:
             out["blocked"] = self.blocked
+        if self.schedule:
+            out["schedule"] = self.schedule
         return out
 
     def __str__(self) -> str:
         where = f"{self.file.rsplit('/', 1)[-1]}:{self.line}" if self.line else "?"
-        text = f"{self.kind} at {where} in group {self.group} (CTA {self.cta}): {self.message}\n    {self.op}"
+        run = f", schedule: {self.schedule}" if self.schedule else ""
+        text = f"{self.kind} at {where} in group {self.group} (CTA {self.cta}{run}): {self.message}\n    {self.op}"
         for b in self.blocked:
             text += f"\n    blocked: {b['group']}: {b['op']}  [line {b['line']}] {b['waiting_for']}"
         return text

@@ -13,7 +13,7 @@ from sim_kernels import (
 )
 
 from aref.errors import SrcInfo
-from aref.ir import ConstAttrs, NoAttrs, Op, OpKind, Value
+from aref.ir import MmaWaitAttrs, ConstAttrs, NoAttrs, Op, OpKind, Value
 from aref.sim import MalformedIR, check, explore, simulate
 from aref.sim.engine import GROUP, TMA, Engine
 from aref.sim.program import Prog
@@ -59,8 +59,9 @@ def test_a_predicated_off_value_used_unpredicated_is_undefined():
     assert v.op.startswith("mbarrier_arrive %empty") and "predicated off" in v.message
 
 
-def test_select_passes_state_through_without_reading_it():
-    # acc_next = select(true, mma result, acc): a renaming, so selecting the pending MMA result is no read
+def _select_after_mma(retire: bool):
+    """acc_next = select(true, mma result, acc) at the end of the consumer's loop body, after an mma_wait that
+    retires the MMA (`retire`) or right after the mma_async."""
     kernel = gemm_ws(mma_depth=1)
     cons = kernel.groups[1]
     body = cons.loop.body.ops
@@ -69,11 +70,28 @@ def test_select_passes_state_through_without_reading_it():
     sel = Value(mma.result.type, "acc_sel")
     true = Value(cond.type, "true")
     body.insert(0, Op(OpKind.CONST, (), (true,), ConstAttrs(True), SrcInfo(FILE, LINE["mma"])))
-    body.append(Op(OpKind.SELECT, (true, mma.result, cons.loop.carried[0]), (sel,), NoAttrs(),
-                   SrcInfo(FILE, LINE["mma"])))
+    at = body.index(mma) + 1
+    merge = [Op(OpKind.MMA_WAIT, (), (), MmaWaitAttrs(0), SrcInfo(FILE, LINE["mma"]))] if retire else []
+    merge.append(Op(OpKind.SELECT, (true, mma.result, cons.loop.carried[0]), (sel,), NoAttrs(),
+                    SrcInfo(FILE, LINE["mma"])))
+    body[at:at] = merge
     cons.loop.yields = (sel,)
-    report = check(kernel, gemm_inputs(), gemm_reference, seeds=10)
+    return kernel
+
+
+def test_select_of_a_retired_accumulator_passes_state_through():
+    # a select is a renaming of the state it passes through once the MMA that computes it retired
+    report = check(_select_after_mma(retire=True), gemm_inputs(), gemm_reference, seeds=10)
     assert report.ok, report.to_json()
+
+
+def test_select_of_a_running_mma_accumulator_is_a_violation():
+    # in registers the merge reads both accumulators: one a wgmma still writes is a race (ptxas serializes
+    # every wgmma around it), whatever the condition picks
+    report = check(_select_after_mma(retire=False), gemm_inputs(), gemm_reference, seeds=3)
+    v = report.violations[0]
+    assert (v.kind, v.group, v.line) == ("read-running-mma", "consumer", LINE["mma"])
+    assert v.op.startswith("%acc_sel = select") and "no mma_wait has retired" in v.message
 
 
 def test_a_value_from_another_group_is_out_of_scope():

@@ -30,6 +30,7 @@ from aref.backend.cute.source import Lines, Names
 from aref.backend.cute.values import (Buffer, Reg, Scalar, SmemTile, Zero, scalar_binary, strip_parens)
 from aref.ir import Op, OpKind, Space, TileType, Value
 from aref.ir.printer import format_op
+from aref.lower.hopper import turn_once
 
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
@@ -289,10 +290,26 @@ class RoleEmitter(AccessEmitter, MathEmitter):
             self.out(f"cute.arch.mbarrier_arrive({ptr})  # every thread of the group: count {a.count}")
 
     def op_named_bar_sync(self, op: Op) -> None:
-        self.out(f"cute.arch.barrier(barrier_id={op.attrs.id}, number_of_threads={op.attrs.threads})")
+        self.once_per_cta(op, f"cute.arch.barrier(barrier_id={op.attrs.id}, number_of_threads={op.attrs.threads})")
 
     def op_named_bar_arrive(self, op: Op) -> None:
-        self.out(f"cute.arch.barrier_arrive(barrier_id={op.attrs.id}, number_of_threads={op.attrs.threads})")
+        self.once_per_cta(op, f"cute.arch.barrier_arrive(barrier_id={op.attrs.id}, "
+                              f"number_of_threads={op.attrs.threads})")
+
+    def once_per_cta(self, op: Op, line: str) -> None:
+        """A persistent ping-pong kernel's turns go round-robin across the CTA's tiles: the turn the last group
+        hands the first before the loop (`pre`) is handed before the CTA's first tile only, and the first
+        group's balancing turn after the loop (`post`) is taken after its last tile only. Run per tile, the last
+        group's hand-over for its next tile can arrive before the first group's balancing sync of the tile
+        before, completing the barrier's generation alone: both groups then wait for each other
+        (`aref.lower.turn_once`; the simulator's persistent launch found it)."""
+        once = turn_once(self.plan.ws, op, self.region) if self.plan.persistent else None
+        cond = {"first": "tile_count == 0", "last": "tile + num_ctas >= NUM_TILES"}.get(once)
+        if cond is None:
+            self.out(line)
+            return
+        with self.out.block(f"if {cond}:"):
+            self.out(line)
 
     def op_setmaxnreg(self, op: Op) -> None:
         fn = "increase" if op.attrs.increase else "decrease"
@@ -536,3 +553,4 @@ class RoleEmitter(AccessEmitter, MathEmitter):
 
     def op_reduce(self, op: Op) -> None:
         self.reduce(op)
+
