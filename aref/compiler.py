@@ -2,7 +2,7 @@
 
     tile ──fp8 promotion──▶ promoted ──partition + loop distribution──▶ partitioned ──pipeline──▶ pipelined ──aref lowering──▶ barrier
 
-Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow); with
+Each step is a pure function of the previous stage's IR (docs/architecture.md: data flows one way); with
 `verify_each_stage` the matching verifier runs after every step. The CLI lists `STAGES` from here.
 
 A pass that crashes, or whose output the verifier rejects, raises `CompilerBugError` naming the pass (the
