@@ -37,6 +37,9 @@ BUDGET_CAP = 240                  # the most a computing warp group is given (CU
 LAUNCH_CAP = 248                  # registers per thread at launch, before setmaxnreg
 ROLE_OVERHEAD = 32                # a computing role's registers beyond its tiles (ptxas-measured)
 PRODUCER_MAX = 48                 # the most a pure data-movement group (TMA issue, no tiles) is given
+PRODUCER_FLOOR = MIN_REGS          # what a producer keeps when it gives registers to tight computing groups (FA3)
+PTXAS_HEADROOM = 40               # the model's need may fall short of ptxas's by this much (causal attention at
+                                  # D=128 on sm_90a: 200 estimated, spilled at 232, fits at 240)
 THREADS = 128
 _DEBUG = False
 
