@@ -8,7 +8,9 @@ import os
 from rich.console import Console
 
 from aref.cli.common import command, example_and_inputs, results_table
-from aref.compiler import ARCHS, CompileOptions, lower_to, print_stage
+from aref.compiler import CompileOptions, print_stage
+from aref.search import lower_to
+from aref.target import ARCHS, DEFAULT_ARCH
 
 
 def _demo_args(p):
@@ -17,7 +19,7 @@ def _demo_args(p):
 
 @command("demo", "run a built-in example end to end on the CPU", _demo_args)
 def cmd_demo(args, console: Console) -> int:
-    ns = argparse.Namespace(target=args.example, size="small", overrides=[], json=False, arch="sm_90a",
+    ns = argparse.Namespace(target=args.example, size="small", overrides=[], json=False, arch=DEFAULT_ARCH,
                             partition="heuristic", stage="tile", backend="interpret")
     example, inputs = example_and_inputs(ns)
     console.rule(f"[bold]aref demo: {os.path.basename(example.path)}:{example.name}")
@@ -52,7 +54,7 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
     """The optimal schedule, heuristic vs optimal in the timing model, and the generated kernel compiled."""
     from aref.cli.compare import measure
     from aref.cli.solve import solve_kernel
-    _, result = solve_kernel(kernel, "sm_90a", "interval", 60.0)
+    _, result = solve_kernel(kernel, DEFAULT_ARCH, "interval", 60.0)
     console.print(f"[bold]Optimal schedule[/bold] (aref solve): II = {result.ii} cycles, lower bound "
                   f"{result.lower_bound}, {'proven optimal' if result.proven_optimal else result.status}, "
                   f"{result.solve_seconds:.2f} s")
@@ -65,7 +67,7 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
                       f"tensor core {entry['tc_utilization']:.0%} busy, {entry['warp_groups']} warp groups")
     import tempfile
     from aref.backend.cute import compile_barrier
-    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a"))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch=DEFAULT_ARCH))
     with tempfile.TemporaryDirectory() as out:
         res = compile_barrier(ws, out_dir=out).to_json()
     ins = res["instructions"]

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import aref
 from aref import aref_kernel
 from aref.backend.cute import compile_barrier, generate_source
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError
 from aref.runtime.harness import load_example
 from aref.resources import register_demand
