@@ -118,7 +118,7 @@ def _partition(kernel: Kernel, options: CompileOptions):
         kernel = hoist_accumulator_init(kernel)
     anchors = None
     if options.partition == "optimal":
-        from partition.optimal import optimal_partition
+        from partition.solving import optimal_partition
         with compiler_pass("the optimal partitioner", kernel.loc):
             own, (kernel, part, anchors) = kernel, optimal_partition(kernel, options)
             # the expert templates are the heuristic's answers for the user's program: a kernel the solver

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aref.compiler import STAGES, CompileOptions, run_passes
-from aref.errors import ArefError
+from aref.errors import ArefError, SolverError
 from aref.ir import Kernel, OpKind
 from aref.resources import ResourceError
 
@@ -35,10 +35,32 @@ def lower_to(kernel: Kernel, stage: str, options: CompileOptions | None = None):
     options = options or CompileOptions()
     if stage not in STAGES:
         raise ArefError(f"unknown stage {stage!r}", hint=f"stages: {', '.join(STAGES)}")
-    ws = _fitting(kernel, stage, options)
+    if options.partition == "optimal" and kernel.loop is None and STAGES.index(stage) >= STAGES.index("partitioned"):
+        # nothing to pipeline: the solver schedules a loop, and the heuristic's partition of straight-line code
+        # (a split-KV combine, a row-wise epilogue) is the program; the API and the command line alike
+        ws = _fitting(kernel, stage, replace(options, partition="heuristic"))
+        ws.fallback = NO_LOOP_FALLBACK
+        return ws
+    try:
+        ws = _fitting(kernel, stage, options)
+    except SolverError as refusal:
+        if not (stage == "barrier" and options.partition == "optimal" and options.timing_guard):
+            raise
+        # the guard never hands on a refusal where the heuristic's program fits (attention_causal at head
+        # dim 256 on sm_90a: the solver proves that no partition of its space fits the registers)
+        other = _alternative(kernel, replace(options, partition="heuristic"))
+        if other is None:
+            raise
+        other.fallback = (f"the solver found no schedule ({_brief(_first_sentence(refusal.message))}): the "
+                          f"optimal partitioner keeps the heuristic's program")
+        return other
     if stage == "barrier" and options.partition == "optimal" and options.timing_guard:
         return _never_slower(kernel, ws, options)
     return ws
+
+
+NO_LOOP_FALLBACK = ("the optimal partitioner schedules the kernel's loop and this kernel has none: it is compiled "
+                    "with the heuristic's partition")
 
 
 # the timing guard times whole loops: kernels with longer ones keep the solver's program untimed
@@ -163,6 +185,14 @@ def _alternative(kernel: Kernel, options: CompileOptions):
 
 def _first_sentence(text: str) -> str:
     return text.split(". ")[0].rstrip(".")
+
+
+def _brief(text: str, limit: int = 240) -> str:
+    """`text` cut after `limit` characters at a clause boundary (a solver's reasons repeat per II tried)."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(";", 0, limit)
+    return text[:cut if cut > 0 else limit].rstrip() + " …"
 
 
 def _fitting(kernel: Kernel, stage: str, options: CompileOptions):

@@ -9,7 +9,8 @@ work are blocking (a wgmma wait / tcgen05.ld); register results crossing groups 
 memory. Memory: the loop's shared-memory budget excludes what the pre-loop code keeps resident (Q tiles),
 the mbarriers and alignment slack; Blackwell adds 512 tensor-memory columns.
 
-`optimal_partition` solves it (`solve.solve`: smallest II, proven) and maps the answer back
+`partition.solving.optimal_partition` solves it (`solve_partition`: the kernel's graph and its fallbacks, each
+by `solve.solve`: smallest II, proven) and maps the answer back
 (`partition.assignment`): every Tile IR op gets its node's group, and `anchors` give the pipeline each op's
 (stage, residue) so the groups' loops follow the solver's schedule.
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import solve as S
-from solve.memo import solve_once
 from aref import ops as ops_registry
 from aref import resources
 from aref.errors import SolverError
@@ -452,6 +452,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         raise SolverError(f"the loop of @{kernel.name} computes nothing the kernel reads: the optimal partitioner "
                           f"has nothing to schedule", kernel.loop.loc,
                           hint="use the loop's results or remove the loop; the heuristic partition compiles it")
+    _check_rings_fit(kernel, ex, m)
     try:
         g.validate()
     except S.GraphError as exc:
@@ -459,6 +460,26 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         raise SolverError(f"no warp-specialized schedule of @{kernel.name} fits {m.name}: {exc}", kernel.loc,
                           hint="lower the channel depths or the tile sizes") from None
     return ex
+
+
+def _check_rings_fit(kernel: Kernel, ex: Extraction, m) -> None:
+    """The loop's streaming rings (each load's tile times its channel's depth) fit the shared memory its loop
+    has: the block's, less the tiles kept resident outside the loop (loaded before it, or staging a store)
+    and the barriers. Else a `SolverError` that names each of those figures."""
+    g = ex.graph
+    rings = {n: op.footprint.get("smem", 0) * op.depth for n, op in g.ops.items() if op.streaming}
+    budget = g.machine.memory.get("smem", 0)
+    if sum(rings.values()) <= budget:
+        return
+    resident = resident_tiles_bytes(kernel)
+    lines = ", ".join(f"{ex.members[n][0].results[0].name or n} (line {ex.members[n][0].loc.line}): "
+                      f"{g.ops[n].depth} x {g.ops[n].footprint['smem']}" for n in rings if rings[n])
+    raise SolverError(
+        f"no warp-specialized schedule of @{kernel.name} fits {m.name}: its loop's streaming rings need "
+        f"{sum(rings.values())} bytes of shared memory ({lines}), but the loop has {budget} left: the block's "
+        f"{m.smem_per_block} less {resident} for the tiles kept resident outside the loop (loaded before it or "
+        f"staging a store) and {MBARRIER_RESERVE} for the barriers", kernel.loc,
+        hint="lower the channel depths or the tile sizes")
 
 
 
@@ -484,120 +505,3 @@ def _load_depth(op: Op, body: list[Op]) -> int:
 
 
 _users = streams.users
-
-
-# ------------------------------------------------------------------------------------- the mapping
-def solve_loop(kernel: Kernel, arch: str, *, time_limit: float, encoding: str = "interval",
-               register_cap: int | None = None, allow_transfers: bool = True, progress=None,
-               explain_found: bool = True, operands: bool = False, channel_memory: bool = True,
-               reservations: bool | None = None, detached_stores: bool | None = None, group_order: bool = False):
-    """Extract `kernel`'s loop graph and solve it: (extraction, result, proof). `proof` says why no partition
-    of the graph with its hand-off channels' shared memory was found: the solver's proof that none fits the
-    SM, or its time-out without one (`solve_partition` then solves the row split, or the graph without that
-    memory, `channel_memory=False`, whose partition the lowering's resource model refuses by that rule,
-    recorded on its Barrier IR, which the simulator still runs). `reservations`: `extract_graph`'s (False on
-    Blackwell: the occupancy-free graph), as `detached_stores`."""
-    ex = extract_graph(kernel, arch, register_cap=register_cap, allow_transfers=allow_transfers,
-                       channel_memory=channel_memory, operands=operands, detached_stores=detached_stores,
-                       group_order=group_order, **({} if reservations is None else {"reservations": reservations}))
-    result = solve_once(ex.graph, S.SolveOptions(encoding=encoding, time_limit=time_limit, progress=progress,
-                                                 explain_found=explain_found))
-    g = ex.graph
-    metered = g.post_handoffs or g.post_staging or any(o.handoff for o in g.ops.values())
-    if channel_memory and metered and (_hardware_limits(result) or result.status == S.TIMEOUT):
-        proof = "; ".join(r for inf in result.infeasible for r in inf.reasons)
-        if result.status == S.TIMEOUT:
-            proof = (f"none found in {time_limit:g} s" + (f": {proof}" if proof else ""))
-        return ex, result, proof
-    return ex, result, ""
-
-
-def solve_partition(kernel: Kernel, options, *, encoding: str = "interval", progress=None,
-                    explain_found: bool = False):
-    """The solve the optimal partitioner lowers (`options`: its `CompileOptions`): the kernel's graph with its
-    hand-off channels' memory; where no partition of it is found, the row split's (`_row_split_fallback`),
-    else the graph without that memory. Returns (kernel, extraction, result, proof, why the rows split)."""
-    def solve(k: Kernel, **how):
-        return solve_loop(k, options.arch, time_limit=options.solver_time_limit, encoding=encoding,
-                          progress=progress, register_cap=options.solver_register_cap,
-                          allow_transfers=options.solver_transfers, explain_found=explain_found,
-                          operands=options.solver_operands,
-                          reservations=False if options.solver_occupancy_free else None,
-                          detached_stores=options.solver_detached_stores,
-                          group_order=options.solver_group_order, **how)
-    ex, result, proof = solve(kernel)
-    split = _row_split_fallback(kernel, result, proof, options, solve)
-    if split is not None:
-        kernel, (ex, result, proof), why = split
-        return kernel, ex, result, proof, why
-    if proof:
-        ex, result, _ = solve(kernel, channel_memory=False)
-    return kernel, ex, result, proof, ""
-
-
-def optimal_partition(kernel: Kernel, options) -> tuple[Kernel, Partition, dict[int, tuple[int, int]]]:
-    """Solve, then place every Tile IR op in its node's group. Returns the kernel, the partition and the
-    anchors {index of the op in kernel.all_ops(): (stage, residue)} for the pipeline."""
-    kernel, ex, result, proof, why = solve_partition(kernel, options)
-    if result.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
-        why = "; ".join(r for inf in result.infeasible for r in inf.reasons) or result.message
-        hint = ("raise solver_time_limit (aref solve --time-limit S)" if result.status == S.TIMEOUT
-                else "use the heuristic partition, or give the loop more resources")
-        raise SolverError(f"no warp-specialized schedule for @{kernel.name}: {result.status}"
-                          + (f" ({why})" if why else ""), kernel.loc, hint=hint)
-    part = partition_from_schedule(kernel, ex, result, options.arch)
-    index = {op: i for i, op in enumerate(kernel.all_ops())}
-    anchors = {}
-    for n, ops in ex.members.items():
-        if ex.kind[n] == "tma":
-            continue                           # the producer runs ahead by its ring depth, unstaged
-        cyc = result.schedule[n]
-        for o in ops:
-            anchors[index[o]] = (cyc // result.ii, cyc % result.ii)
-    if ex.occupancy:     # where the graph states the streams, the solver knows when each slot is freed
-        anchors.update(streams.release_anchors(kernel, ex, result, index))
-        anchors.update(streams.tensor_core_order(ex, result, index))
-    # the lowering may rely on the nodes' stated streams (a tensor-memory tile released after its load)
-    part.streams = ex.occupancy or ex.own_streams
-    part.group_overlap = ex.own_streams and not options.solver_group_order and streams.group_overlap(ex, result)
-    part.notes.append(f"II={result.ii} (lower bound {result.lower_bound}, "
-                      f"{'proven optimal' if result.proven_optimal else 'not proven'})")
-    if proof:
-        part.notes.append(f"no schedule fits the SM with its hand-off channels' shared memory ({proof})")
-    if why:
-        part.notes.append(f"rows split over {options.num_consumers} replicas: {why}")
-    return kernel, part, anchors
-
-
-def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve):
-    """Where no partition of the kernel's own graph fits the SM (a proof naming shared memory or registers:
-    e.g. two 128-row fp32 accumulators, too many registers for one group and, in two, a 64 KB hand-off after
-    the loop beside the ring) or none is found in the time limit (causal attention's 128-row tile), the
-    solver's space grows by the cooperative consumers' rewrite: the tile rows split over `num_consumers`
-    replicas (`partition.rowsplit`), whose nodes the solver places and schedules like any other. Returns
-    (split kernel, its solve, why), or None when the kernel's own answer stands, the rows do not split, or
-    the split kernel fits no better."""
-    limits = proof or _hardware_limits(result)
-    if not limits or result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.target.mma != "wgmma" \
-            or options.num_consumers < 2:
-        return None
-    from partition.rowsplit import can_row_split, row_split
-    if can_row_split(kernel, options.num_consumers) is not None:
-        return None
-    split, _ = row_split(kernel, options.num_consumers)
-    ex, res, why_not = solve(split)
-    if why_not or res.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
-        return None
-    why = (f"no partition of the unsplit tile found ({limits})" if result.status == S.TIMEOUT
-           else f"no partition of the unsplit tile fits the SM ({limits})")
-    return split, (ex, res, why_not), why
-
-
-def _hardware_limits(result) -> str:
-    """The SM resources ("shared memory", "registers") a proven infeasibility names, as words ('' if none)."""
-    if result.status != S.INFEASIBLE:
-        return ""
-    families = {f for inf in result.infeasible for f in inf.families}
-    words = (["shared memory"] if any(f.startswith("memory:") for f in families) else []) + \
-        (["registers"] if any(f.startswith("registers:") for f in families) else [])
-    return " and ".join(words)

@@ -140,19 +140,39 @@ def add_post_handoffs(kernel, ex, replicated: set) -> None:
 
 def add_post_staging(kernel, ex, placed: dict) -> None:
     """State in `ex.graph` the staging of each store after the loop that a tile loaded before the loop may
-    hold (`aref.resources.memory.staging_hosts`, left out of the loop's budget): the tile holds it only where
-    every node reading the tile runs in the store's group (`smem_plan` reuses a ring only its group reads),
-    or a loop store's staging tile does where that store's node runs there (`packing_hosts`); else it takes
-    its own bytes (attention_bwd: dK and dV stored by the group of their MMAs, K and V read by another)."""
+    hold (`aref.resources.memory.staging_hosts`, left out of the loop's budget). The tile is dead once every
+    reader released it: the store's group, if it is the only reader, knows that by its own release, and any
+    other waits for the readers' releases (`aref.lower.reuse`) — where that wait would follow a signal of its
+    group to another (a hand-off after the store), the group stages elsewhere: a loop store's staging tile
+    where that store's node runs there (`packing_hosts`), else bytes of its own. So the staging is free where
+    every node reading the tile runs in the store's group, where the storing node signals nothing after the
+    loop, or where a packing host is in its group."""
     packing = packing_hosts(kernel)
+    signalling = _post_signalling_nodes(kernel, placed)
     for op, need, host in staging_hosts(kernel):
         node = placed.get(op)
         if host is None or node is None:
             continue
+        if node not in signalling:
+            continue                      # dead by the time it stores: the lowering's wait makes the room
         readers = sorted(_reader_nodes(host.result, kernel, placed))
         hosts = [readers] if readers else []
         hosts += [[ex.node_of[s]] for s in packing.get(op, []) if s in ex.node_of]
         ex.graph.add_post_staging(node, {"smem": need}, hosts)
+
+
+def _post_signalling_nodes(kernel, placed: dict) -> set[str]:
+    """Nodes whose post-loop ops hand a value to another node after the loop (a put across groups follows
+    their store): the lowering does not insert a wait for a dead tile in such a group (`aref.lower.reuse`)."""
+    out: set[str] = set()
+    for op in kernel.post.ops:
+        node = placed.get(op)
+        if node is None:
+            continue
+        for u in (u for r in op.results for u in users(r, kernel)):
+            if u is not None and placed.get(u) is not None and placed[u] != node:
+                out.add(node)
+    return out
 
 
 def _reader_nodes(v: Value, kernel, placed: dict) -> set[str]:
@@ -177,10 +197,14 @@ def _reader_nodes(v: Value, kernel, placed: dict) -> set[str]:
 def mma_reads_from_tmem(mma: Op, i: int, transposed: bool) -> bool:
     """Does Blackwell's `mma` read its operand `i`, a (`transposed`) view of a tile a group computed, from
     tensor memory? An accumulator (operand 2) is updated in place there; operand A (0) when a thread holds
-    a whole row of a 128-row tile (tcgen05 reads A from tensor memory K-major, one row per lane). Anything
-    else goes through shared memory. The one rule of the solver's graph (`tmem_operand`) and the loop
-    distribution's channels (`partition.distribute`)."""
-    return i == 2 or (i == 0 and not transposed and mma.operands[0].type.shape[0] == 128)
+    a whole row of a 128-row tile of 16-bit elements (tcgen05 reads A from tensor memory K-major, one row per
+    lane, the templates' `tmem_store_packed` writing two elements per 32-bit column). An 8-bit A (FP8
+    attention's P) goes through shared memory: tcgen05's kind::f8f6f4 also reads A from tensor memory, four
+    elements per column, which the templates do not pack. Anything else goes through shared memory. The one
+    rule of the solver's graph (`tmem_operand`) and the loop distribution's channels
+    (`partition.distribute`)."""
+    a = mma.operands[0].type
+    return i == 2 or (i == 0 and not transposed and a.shape[0] == 128 and a.dtype.bits == 16)
 
 
 def tmem_operand(v: Value, kernel: Kernel, transposed: bool = False, depth: int = 0) -> bool:

@@ -181,6 +181,7 @@ class _Expander:
         gp.loop = Loop(j, steady_n, tuple(state[k] for k in live), tuple(carried[k] for k in live),
                        Block(body), tuple(after[k] for k in live), tuple(results[k] for k in live), lp.loc)
         state = {**{k: state[k] for k in dead}, **results}
+        entry = dict(state)
         for e in range(S):
             t = n if e == 0 else self.scalar("add", n, self.const(e, epilogue), epilogue)
             guard = self.scalar("ge", t, self.const(S, epilogue), epilogue)
@@ -188,14 +189,32 @@ class _Expander:
             iteration = {s: self.scalar("sub", t, self.const(s, epilogue), epilogue) for s in stages}
             shifted = self.step(epilogue, state, set(stages), iteration, {s: guard for s in stages},
                                 keep_last=False)
-            state = {k: self.select(guard, v, state[k], epilogue) if k in state else v for k, v in shifted.items()}
+            # the guards grow weaker step by step (N + e ≥ S): where this step's fails, every earlier one failed
+            # too and the state is still the one the drain began with. Falling back to that, not to the previous
+            # step's select, leaves the previous step's value dead once this step has read it (attention's O:
+            # held beside O·α for the last P·V that may not run, 128 registers a thread at head dim 256)
+            state = {k: v if k not in state or v is state[k] else
+                     self.select(guard, v, entry.get(k, state[k]), epilogue) for k, v in shifted.items()}
         final = {id(r): state[("c", i, 0)] for i, r in enumerate(lp.results)}
         for op in gp.post.ops:
             op.operands = tuple(final.get(id(v), v) for v in op.operands)
         gp.prologue = Block(prologue)
-        gp.epilogue = Block(epilogue)
+        gp.epilogue = Block(_without_dead_selects(epilogue, gp.post.ops))
         gp.stages = S
         gp.mma_depth = self.sched.mma_depth
+
+
+def _without_dead_selects(epilogue: list[Op], post: list[Op]) -> list[Op]:
+    """The drain steps without the state selects nothing reads (a state entry the next step's select replaced
+    with its own fallback): a select is no work, but the value it reads stays live until it, so the code
+    generator would keep it beside its successor."""
+    ops = list(epilogue)
+    while True:
+        used = {id(v) for op in ops + post for v in (*op.operands, *([op.pred] if op.pred is not None else []))}
+        keep = [op for op in ops if op.kind is not OpKind.SELECT or id(op.result) in used]
+        if len(keep) == len(ops):
+            return ops
+        ops = keep
 
 
 def expand(gp: GroupProgram, sched: GroupSchedule) -> None:

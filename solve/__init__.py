@@ -12,12 +12,20 @@ from .check import Report, check
 from .graph import REGISTERS, Edge, Graph, GraphError, Machine, Op, round_up_to_quantum
 from .normalize import Normalization, normalize_costs, normalize_graph
 from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIME_INDEXED, TIMEOUT,
-                     Infeasibility, Progress, Schedule, SolveOptions)
+                     Infeasibility, Progress, Schedule, SolveCall, SolveOptions)
 
 __all__ = ["Bounds", "Edge", "Graph", "GraphError", "Infeasibility", "Machine", "Normalization", "Op",
-           "Progress", "REGISTERS", "RecurrenceError", "Report", "Schedule", "SolveOptions", "check",
-           "compute_bounds", "normalize_costs", "normalize_graph", "rec_mii", "res_mii", "round_up_to_quantum", "solve",
+           "Progress", "REGISTERS", "RecurrenceError", "Report", "Schedule", "SolveCall", "SolveOptions", "check",
+           "compute_bounds", "explain_infeasible", "normalize_costs", "normalize_graph", "rec_mii", "res_mii",
+           "round_up_to_quantum", "solve",
            "OPTIMAL", "FEASIBLE_TIMEOUT", "INFEASIBLE", "TIMEOUT", "INTERVAL", "TIME_INDEXED"]
+
+
+def explain_infeasible(graph: Graph, result: Schedule, time_limit: float = 10.0, symmetry: bool = True) -> Schedule:
+    """``result`` (of ``solve(graph, ...)`` with ``explain=False``) with the reasons of its proven infeasible
+    ranges filled in, each explained within ``time_limit`` seconds."""
+    from .search import explain_infeasible as explain_ranges
+    return explain_ranges(graph, result, time_limit, symmetry)
 
 
 def solve(graph: Graph, options: SolveOptions | None = None, **overrides) -> Schedule:

@@ -65,11 +65,20 @@ def describe(family: str, graph: Graph, stages: int) -> str:
 
 
 def explain(graph: Graph, ii: int, stages: int, *, warp: bool = True, time_limit: float = 10.0,
-            symmetry: bool = True) -> Explanation:
+            symmetry: bool = True, record: list | None = None) -> Explanation:
     """Explain why ``graph`` has no schedule at ``ii`` within ``stages`` stages.
 
-    Raises ``ValueError`` when a schedule does exist.
+    Raises ``ValueError`` when a schedule does exist.  ``record``: a list the CP-SAT calls are appended to
+    (:class:`SolveCall`, step ``"explain"``).
     """
+    from .result import SolveCall
+
+    def solved(model, limit, **kw):
+        outcome = run(model, limit, strong=False, **kw)
+        if record is not None:
+            record.append(SolveCall("explain", ii, outcome.status, outcome.seconds))
+        return outcome
+
     deadline = time.perf_counter() + time_limit
     groups = min(len(graph.ops), graph.machine.max_groups + 2)
     jm = joint.JointModel(graph, ii, stages, warp=warp, groups=groups, guarded=True, symmetry=symmetry)
@@ -82,7 +91,7 @@ def explain(graph: Graph, ii: int, stages: int, *, warp: bool = True, time_limit
         """Solve with every family on as assumptions; CP-SAT names a sufficient subset."""
         jm.model.clear_assumptions()
         jm.model.add_assumptions([jm.guards[f] for f in families])
-        outcome = run(jm.model, left(), core=True)
+        outcome = solved(jm.model, left(), core=True)
         jm.model.clear_assumptions()
         if outcome.status == "infeasible":
             core = {by_index[i] for i in outcome.solver.sufficient_assumptions_for_infeasibility()
@@ -100,10 +109,21 @@ def explain(graph: Graph, ii: int, stages: int, *, warp: bool = True, time_limit
         trial = jm.model.clone()
         for fam, lit in jm.guards.items():
             trial.add(lit == int(fam in families))
-        outcome = run(trial, left())
+        # the last schedule found with fewer families on is where the next search starts: dropping families
+        # one chunk at a time, most trials have a schedule close to it
+        for var, value in hint.items():
+            trial.add_hint(var, value)
+        outcome = solved(trial, left())
         if outcome.status == "infeasible":
             return True
-        return False if outcome.has_solution else None
+        if outcome.has_solution:
+            hint.clear()
+            hint.update({v: outcome.value(v) for v in decisions})
+            return False
+        return None
+
+    decisions = list(jm.start.values()) + [x for row in getattr(jm, "x", {}).values() for x in row]
+    hint: dict = {}
 
     every = sorted(jm.guards)
     verdict, core = core_of(every)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import fields
 
 from .graph import Graph
-from .result import INFEASIBLE, OPTIMAL, Schedule, SolveOptions
+from .result import INFEASIBLE, OPTIMAL, Schedule, SolveCall, SolveOptions
 
 CAPACITY = 128
 _MEMORY: OrderedDict[tuple, list[tuple[float, Schedule]]] = OrderedDict()
@@ -38,7 +38,9 @@ def solve_once(graph: Graph, options: SolveOptions) -> Schedule:
     for limit, result in _MEMORY.get(key, []):
         if _proven(result) or limit == options.time_limit:
             _MEMORY.move_to_end(key)
-            return copy.deepcopy(result)
+            answer = copy.deepcopy(result)
+            answer.profile = [SolveCall("remembered", answer.ii or 0, answer.status, 0.0)]
+            return answer
     result = solve(graph, options)
     _MEMORY.setdefault(key, []).append((options.time_limit, copy.deepcopy(result)))
     _MEMORY.move_to_end(key)

@@ -70,6 +70,29 @@ class SolveOptions:
 
 
 @dataclass
+class SolveCall:
+    """One CP-SAT call of a search, for profiles: ``step`` is ``"plain"`` (the modulo schedule without warp
+    groups), ``"joint"`` (a schedule at ``ii``, first found), ``"objectives"`` (the secondary objectives
+    minimized at ``ii``), ``"explain"`` (why ``ii`` fails) or ``"remembered"`` (no call: the answer of an earlier
+    solve of the same question, `solve.memo`); ``status`` is CP-SAT's (optimal / feasible / infeasible /
+    unknown)."""
+
+    step: str
+    ii: int
+    status: str
+    seconds: float
+    encoding: str = INTERVAL
+    label: str = ""         # the caller's name for the graph solved (e.g. which of a compiler's candidates)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"step": self.step, "encoding": self.encoding, "ii": self.ii, "status": self.status,
+               "seconds": round(self.seconds, 4)}
+        if self.label:
+            out["label"] = self.label
+        return out
+
+
+@dataclass
 class Infeasibility:
     """Why the IIs ``ii..ii_max`` admit no schedule.  ``families`` are machine-readable ids."""
 
@@ -78,6 +101,8 @@ class Infeasibility:
     reasons: list[str]
     families: list[str]
     proven: bool = True
+    stages: int | None = None      # the stage bound the proof holds within (to explain it later)
+    warp: bool = True              # False: proven for the plain modulo schedule (no warp groups)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,6 +140,17 @@ class Schedule:
     gap: int | None = None
     message: str = ""
     normalization: dict[str, Any] | None = None
+    profile: list[SolveCall] = field(default_factory=list)
+
+    @property
+    def proven_bound(self) -> int:
+        """A lower bound no schedule of the model beats: the smallest II at or above ``lower_bound`` not
+        proven infeasible (the II itself where it is proven optimal)."""
+        bound = self.lower_bound
+        for inf in sorted(self.infeasible, key=lambda i: i.ii):
+            if inf.proven and inf.ii <= bound <= inf.ii_max:
+                bound = inf.ii_max + 1
+        return bound
 
     @property
     def groups(self) -> dict[int, list[str]]:
@@ -127,5 +163,6 @@ class Schedule:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["infeasible"] = [i.to_json() for i in self.infeasible]
+        data["profile"] = [c.to_json() for c in self.profile]
         data["registers"] = {str(k): v for k, v in self.registers.items()}
         return data

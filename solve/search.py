@@ -25,18 +25,24 @@ from typing import Callable
 from . import explain as explain_mod
 from .bounds import Bounds, RecurrenceError, compute_bounds
 from .check import check
-from .cpsat import run
+from .cpsat import race, run
 from .graph import Graph
 from .joint import JointModel
+from .plain import PlainModel, height_applies, plain_stage_bound
+from .relaxed import RelaxedModel
 from .result import (FEASIBLE_TIMEOUT, INFEASIBLE, INTERVAL, OPTIMAL, TIMEOUT, Infeasibility,
-                     Progress, Schedule, SolveOptions)
+                     Progress, Schedule, SolveCall, SolveOptions)
 
+# SolveCall.encoding of the formulation that answered a raced probe (beside the interval model's)
+PAIRWISE, RELAXED = "pairwise", "relaxed"
 OBJECTIVES = ("length", "mma_waits", "channels", "groups", "registers")
 # the share of the time left that the plain schedule's last-quantum probes may take: they only sharpen the
 # proof below a plain schedule already found (at one-cycle resolution a small graph's proof can take minutes),
 # and the joint model needs the rest to find a schedule at all (the joint model's own last quantum is not
 # capped: a schedule is in hand by then)
 LAST_QUANTUM_SHARE = 0.5
+# the share of the time limit kept for explaining the proofs where they are wanted (`SolveOptions.explain_found`)
+EXPLAIN_SHARE = 0.25
 
 
 def default_max_ii(graph: Graph, lower_bound: int) -> int:
@@ -63,8 +69,10 @@ def critical_units(graph: Graph, options: SolveOptions) -> tuple[str, ...]:
 
 
 def plain_horizon(graph: Graph, ii: int) -> int:
-    """Stages allowed to the plain modulo schedule: enough for one iteration run sequentially."""
-    return math.ceil(default_max_ii(graph, 1) / ii) + 2
+    """Stages allowed to the plain modulo schedule at ``ii`` and above: enough for one iteration run
+    sequentially, or the bound a shortest schedule provably fits in (`plain.plain_stage_bound`: attention_bwd's
+    Hopper graph, 24 stages instead of 89), whichever is smaller."""
+    return min(math.ceil(default_max_ii(graph, 1) / ii) + 2, plain_stage_bound(graph, ii))
 
 
 class _Probe:
@@ -92,7 +100,10 @@ class _Search:
         self.graph = graph
         self.opt = options
         self.t0 = time.perf_counter()
-        self.deadline = self.t0 + options.time_limit
+        # with `explain_found`, the proofs' reasons are part of the answer: a share of the time limit waits
+        # for them (the search may not take it; `result` explains the proofs once the answer is settled)
+        self.deadline = self.t0 + options.time_limit * (1 - (EXPLAIN_SHARE if options.explain_found and options.explain
+                                                                else 0))
         self.infeasible: list[Infeasibility] = []
         self.proven = True
         self.lower_bound = 0
@@ -100,6 +111,8 @@ class _Search:
         self.monotone = all(e.delay >= 0 for e in graph.edges)
         self.quantum = math.gcd(*graph.cycle_costs()) if graph.cycle_costs() else 1
         self.cap_until: float | None = None      # while set, probes stop by then (see LAST_QUANTUM_SHARE)
+        self.profile: list[SolveCall] = []       # every CP-SAT call, in order (Schedule.profile)
+        self.deferred: list[tuple[int, Callable[[], None]]] = []   # (top II, record a proof): `result`
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -109,11 +122,34 @@ class _Search:
             self.opt.progress(Progress(kind, ii, self.lower_bound, time.perf_counter() - self.t0,
                                        detail, ii_max))
 
-    def solve(self, jm: JointModel, objective=None, first_solution: bool = False):
+    def limit(self) -> float:
+        """Seconds the next probe may take: the time left, or less while a cap holds."""
+        return self.left() if self.cap_until is None else min(self.left(), self.cap_until - time.perf_counter())
+
+    def race(self, models: list, step: str) -> tuple:
+        """(the model that answered, its run): equivalent models, each minimizing its ``length``, side by side."""
+        for jm in models:
+            jm.model.minimize(jm.length)
+        i, res = race([jm.model for jm in models], self.limit(), self.opt.workers, self.opt.deterministic)
+        self.profile.append(SolveCall(step, models[i].II * models[i].quantum, res.status, res.seconds,
+                                      encoding=PAIRWISE if isinstance(models[i], PlainModel) else INTERVAL))
+        return models[i], res
+
+    def refute(self, jm: JointModel, relaxed: JointModel, step: str = "joint"):
+        """A first schedule of ``jm``, raced against a proof that its relaxation ``relaxed`` has none."""
+        i, res = race([jm.model, relaxed.model], self.limit(), self.opt.workers, self.opt.deterministic,
+                      first_solution=True, relaxations=1)
+        self.profile.append(SolveCall(step, jm.II * jm.quantum, res.status, res.seconds,
+                                      encoding=RELAXED if i else INTERVAL))
+        return res
+
+    def solve(self, jm: JointModel, objective=None, first_solution: bool = False, step: str = "joint"):
         if objective is not None:
             jm.model.minimize(objective)
-        limit = self.left() if self.cap_until is None else min(self.left(), self.cap_until - time.perf_counter())
-        return run(jm.model, limit, self.opt.workers, self.opt.deterministic, first_solution=first_solution)
+        res = run(jm.model, self.limit(), self.opt.workers, self.opt.deterministic,
+                  first_solution=first_solution)
+        self.profile.append(SolveCall(step, jm.II * jm.quantum, res.status, res.seconds))
+        return res
 
     # ------------------------------------------------------------------------------ II search
     def smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
@@ -127,20 +163,21 @@ class _Search:
         ``complete`` says every II below the answer (or all of ``lo..hi``) was proven infeasible.
         ``last_share``: the most of the time left the last quantum's probes may take.
         """
-        if self.opt.explain_found:   # explained as they are proven, while the time limit leaves room
-            return self._smallest(lo, hi, probe, lambda a, b, split: explain(a, b, split, True), last_share)
-        # a compiler needs the reasons of a refusal, not why a cheaper II than its schedule's failed (they
-        # cost solver time): the proofs wait for the outcome and are explained only where nothing was found
+        # the proofs are explained once the search is over (`result`: the search's time goes to finding the
+        # answer and its objectives), the highest range first: its reasons are why the II is not lower. A compiler needs the reasons of a
+        # refusal, not why a cheaper II than its schedule's failed (they cost solver time): without
+        # `explain_found` they are explained only where nothing was found
         pending: list[tuple[int, int, bool]] = []
         found, bad, complete = self._smallest(lo, hi, probe, lambda a, b, split: pending.append((a, b, split)),
                                               last_share)
         for a, b, split in pending:
-            explain(a, b, split, found is None)
+            wanted = self.opt.explain_found or found is None
+            self.deferred.append((b, lambda a=a, b=b, split=split, wanted=wanted: explain(a, b, split, wanted)))
         return found, bad, complete
 
     def _smallest(self, lo: int, hi: int, probe: Callable[[int, bool], _Probe],
                   explain: Callable[[int, int, bool], None], last_share: float | None = None):
-        first = probe(lo, True)
+        first = probe(lo, False)
         if first.feasible:
             return first, None, True
         if first.status != "infeasible":
@@ -157,7 +194,13 @@ class _Search:
             return None, bad, True
         q = self.quantum
         step, ii = q, (lo // q + 1) * q
+        top_probed = False
         while good is None:  # gallop over multiples of the quantum (small models)
+            if not top_probed and ii > 2 * lo and hi > ii:
+                # nothing up to twice the bound: the top of the range next, which settles a graph with no
+                # schedule at any II in one proof (causal attention's unsplit tile on Hopper: its probes get
+                # slower as the II grows, ~40 s to gallop there) and else bounds the bisection
+                top_probed, ii = True, hi
             p = probe(min(ii, hi), False)
             if p.feasible:
                 good = p
@@ -169,6 +212,15 @@ class _Search:
                 return None, hi, True
             else:
                 bad, ii, step = p.ii, ii + step, step * 2
+        if 0 < (good.ii - bad) // q <= 2 and good.ii - 1 > bad:
+            # one or two grid IIs between the last failure and the first schedule: the proof one cycle below
+            # the schedule first, which covers them too where the schedule's II is the answer (attention_bwd
+            # on Hopper: a ~4 s proof at II 1040 skipped, 1055's is needed anyway)
+            p = probe(good.ii - 1, False)
+            if p.feasible:
+                good = p
+            elif p.status == "infeasible":
+                bad = p.ii
         while True:  # bisect on the quantum grid
             grid = range((bad // q + 1) * q, good.ii, q)
             if not grid:
@@ -178,12 +230,10 @@ class _Search:
                 explain(lo, bad, True)
                 return good, bad, False
             good, bad = (p, bad) if p.feasible else (good, p.ii)
-        explain(lo, bad, True)  # coarse proofs first: they are cheap to explain
-        coarse = bad
         below = good.ii - 1   # with costs on the quantum grid the answer is usually on it too: one proof
         self.cap_until = None if last_share is None else time.perf_counter() + self.left() * last_share
         try:
-            while good.ii - bad > 1:  # the last quantum, one cycle resolution at the end
+            while good.ii - bad > 1:  # the last quantum (and what was passed over), in full probes
                 p = probe(below if below > bad else _coarsest_between(bad, good.ii, q), False)
                 below = 0
                 if p.feasible:
@@ -194,8 +244,7 @@ class _Search:
                     break
         finally:
             self.cap_until = None
-        if bad > coarse:
-            explain(coarse + 1, bad, False)
+        explain(lo, bad, True)     # one range: its top's reasons cover it (feasibility is monotone)
         return good, bad, good.ii - bad == 1
 
     def record(self, lo: int, hi: int, stages: int, warp: bool, split: bool = True, explained: bool = True) -> None:
@@ -210,32 +259,68 @@ class _Search:
         self._record(lo, hi, stages, warp, explained)
 
     def _record(self, lo: int, hi: int, stages: int, warp: bool, explained: bool) -> None:
-        reasons, families = ["infeasible (proven; not explained)"], []
+        # (a range left unexplained because a schedule was found above it keeps no stage bound: nothing asks
+        # for its reasons later, `explain_infeasible`)
+        inf = Infeasibility(lo, hi, [NOT_EXPLAINED], [], True, stages=stages if explained else None, warp=warp)
         if self.opt.explain and explained and self.left() > 0:
             budget = min(self.left(), max(2.0, self.opt.time_limit / 4))
-            why = explain_mod.explain(self.graph, hi, stages, warp=warp, time_limit=budget,
-                                      symmetry=self.opt.symmetry_breaking)
-            if why.families or why.complete:
-                reasons, families = why.reasons, why.families
-                if not why.complete:
-                    reasons = ["(a sufficient set; not reduced further within the time limit)"] + reasons
-            if not warp:
-                reasons = ["no modulo schedule even on one warp group: " + r for r in reasons]
-        if lo < hi:
-            reasons = [f"shown at II {hi}; feasibility is monotone in II, so every smaller II fails too"] + reasons
-        self.infeasible.append(Infeasibility(lo, hi, reasons, families, True))
-        self.emit("infeasible", lo, "; ".join(reasons), hi)
+            explain_range(self.graph, inf, budget, self.opt.symmetry_breaking, self.profile)
+        elif lo < hi:
+            inf.reasons = [_monotone(hi)] + inf.reasons
+        self.infeasible.append(inf)
+        self.emit("infeasible", lo, "; ".join(inf.reasons), hi)
 
     def result(self, status: str, **kw) -> Schedule:
+        # the proofs are recorded (and explained, as far as the time limit leaves room) once the answer and
+        # its objectives are settled: the reasons never take the time the schedule needs
+        self.deadline = self.t0 + self.opt.time_limit
+        for _, record in sorted(self.deferred, key=lambda d: -d[0]):      # the highest range first
+            record()
+        self.deferred = []
         b = self.bounds
         return Schedule(status=status, lower_bound=self.lower_bound, res_mii=b.res_mii if b else 0,
                         rec_mii=b.rec_mii if b else 0, solve_seconds=time.perf_counter() - self.t0,
-                        encoding=INTERVAL, infeasible=self.infeasible,
-                        bound_reasons=b.reasons(self.graph) if b else [], **kw)
+                        encoding=INTERVAL, infeasible=sorted(self.infeasible, key=lambda i: i.ii),
+                        bound_reasons=b.reasons(self.graph) if b else [], profile=self.profile, **kw)
 
     def timeout(self, message: str, stages: int | None = None) -> Schedule:
         self.emit("timeout", None, message)
         return self.result(TIMEOUT, ii=None, proven_optimal=False, stage_bound=stages, message=message)
+
+
+NOT_EXPLAINED = "infeasible (proven; not explained)"
+
+
+def _monotone(hi: int) -> str:
+    return f"shown at II {hi}; feasibility is monotone in II, so every smaller II fails too"
+
+
+def explain_range(graph: Graph, inf: Infeasibility, time_limit: float, symmetry: bool = True,
+                  profile: list | None = None) -> None:
+    """Fill in why the proven range ``inf`` fails (its reasons and families), explaining its top II within
+    ``time_limit`` seconds; its CP-SAT calls go to ``profile``."""
+    hi, reasons, families = inf.ii_max, [NOT_EXPLAINED], []
+    why = explain_mod.explain(graph, hi, inf.stages, warp=inf.warp, time_limit=time_limit, symmetry=symmetry,
+                              record=profile)
+    if why.families or why.complete:
+        reasons, families = why.reasons, why.families
+        if not why.complete:
+            reasons = ["(a sufficient set; not reduced further within the time limit)"] + reasons
+    if not inf.warp:
+        reasons = ["no modulo schedule even on one warp group: " + r for r in reasons]
+    if inf.ii < hi:
+        reasons = [_monotone(hi)] + reasons
+    inf.reasons, inf.families = reasons, families
+
+
+def explain_infeasible(graph: Graph, result: Schedule, time_limit: float, symmetry: bool = True) -> Schedule:
+    """``result`` with the reasons of its proven ranges that the search left unexplained (``SolveOptions``'s
+    ``explain`` off), each explained within ``time_limit`` seconds (its CP-SAT calls join the profile): a
+    caller that needs the reasons only in some outcomes asks for them then."""
+    for inf in result.infeasible:
+        if inf.proven and inf.stages is not None and not inf.families and NOT_EXPLAINED in inf.reasons:
+            explain_range(graph, inf, time_limit, symmetry, result.profile)
+    return result
 
 
 def _coarsest_between(lo: int, hi: int, q: int) -> int:
@@ -265,10 +350,15 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
     # Phase 1: the first II with a plain modulo schedule, and its shortest length.
     horizon = plain_horizon(graph, lb)
 
+    pairwise = height_applies(graph)
+
     def plain(ii: int, final: bool) -> _Probe:
+        # two formulations of the same model race (`cpsat.race`): the folded intervals prove Blackwell's
+        # reservation-table graphs at once where the pairwise heights take seconds, and the heights prove
+        # Hopper's ring recurrences at one-cycle resolution where the folded intervals take minutes
         s.emit("try", ii, "plain modulo schedule")
-        jm = JointModel(graph, ii, horizon, warp=False)
-        return _Probe(ii, jm, s.solve(jm, jm.length))
+        models = [JointModel(graph, ii, horizon, warp=False)] + ([PlainModel(graph, ii, horizon)] if pairwise else [])
+        return _Probe(ii, *s.race(models, step="plain"))
 
     found, bad, complete = s.smallest(lb, hi, plain, lambda a, b, split, e: s.record(a, b, horizon, False, split, e),
                                       LAST_QUANTUM_SHARE)
@@ -295,8 +385,8 @@ def search_interval(graph: Graph, options: SolveOptions) -> Schedule:
         if hint is not None:
             jm.hint(hint)
         if final:
-            return _Probe(ii, jm, s.solve(jm, jm.lexicographic(order)), optimized=True)
-        return _Probe(ii, jm, s.solve(jm, first_solution=True))
+            return _Probe(ii, jm, s.solve(jm, jm.lexicographic(order), step="objectives"), optimized=True)
+        return _Probe(ii, jm, s.refute(jm, RelaxedModel(graph, ii, stages, symmetry=options.symmetry_breaking)))
 
     found, bad, complete = s.smallest(ii_plain, hi, joint, lambda a, b, split, e: s.record(a, b, stages, True, split, e))
     if found is None:

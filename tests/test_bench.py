@@ -1,5 +1,6 @@
 """GPU benchmark tooling on the CPU: what `bench/gpu.py` and `aref bench` would run, the references and
-baselines they check against, the plots, and the examples' hardware-derived tolerances."""
+baselines they check against, the plots, and the examples' hardware-derived tolerances; `bench/solver.py` on a
+short case."""
 import importlib.util
 import json
 import math
@@ -18,6 +19,7 @@ from aref.tune.bench import example_baseline
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import attn_ref  # noqa: E402
 import gpu  # noqa: E402
+import solver as solver_bench  # noqa: E402
 
 
 def test_gpu_bench_without_a_gpu_prints_the_plan(capsys):
@@ -129,3 +131,24 @@ def test_attention_tolerance_is_the_rounding_bound_of_p():
     assert atol == pytest.approx(2 ** -11 * float(inputs["V"].float().abs().max())) and scaled == 0.0
     assert rtol == 2 ** -10
     assert math.isclose(ex.tolerance(ex.inputs("small", dtype="bfloat16"))["O"][1], 2 ** -7)
+
+
+def test_solver_bench_times_the_command_line_path_beside_the_bare_solve(tmp_path, capsys):
+    out = tmp_path / "solver.json"
+    rows = solver_bench.main(["--only", "rowwise/sm_100a/small", "--json", str(out)])
+    (row,) = rows
+    assert row["proven"] and row["ii"] == row["proven_bound"] >= row["lower_bound"]
+    assert row["cli_s"] >= 0 and row["bare_s"] >= 0 and row["bare_ii"] == row["ii"]
+    # `aref solve`'s step (its proofs explained) reaches the same proven II
+    assert row["solve_s"] >= 0 and row["solve_ii"] == row["ii"] and row["solve_proven"] and row["solve_calls"] > 0
+    assert row["calls"] == len(row["profile"]) > 0 and {c["label"] for c in row["profile"]} == {"unsplit"}
+    assert json.loads(out.read_text()) == rows
+    assert "rowwise/sm_100a/small" in capsys.readouterr().out
+
+
+def test_solver_bench_reports_a_refused_case_as_a_row():
+    """Twill's backward shape (head dim 128) does not fit a B200 block with the example's 3-deep rings: a row
+    that says what the loop's budget is, not a traceback."""
+    (row,) = [solver_bench.run_case(c, 10) for c in solver_bench.cases() if c[0] == "twill: fa-bwd-blackwell"]
+    assert row["error"].startswith("refused: no warp-specialized schedule of @attention_bwd fits B200")
+    assert "but the loop has 132096 left: the block's 232448 less 98304 for the tiles kept resident" in row["error"]

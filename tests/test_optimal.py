@@ -218,30 +218,18 @@ def test_detached_stores_free_the_storing_group_on_hopper():
     assert any("while store" in v for v in S.check(plain, r.ii, r.schedule, r.assignment).violations)
 
 
-def test_post_loop_stores_stage_in_a_tile_only_their_group_reads():
+def test_post_loop_stores_stage_in_tiles_dead_after_the_loop():
     """The solver's budget states the lowering's staging of the stores after the loop (`smem_plan`): dK's and
-    dV's staging tiles go into K's and V's tiles (loaded before the loop) only where the group storing them is
-    the only reader of that tile, or into the dQ store's staging tile of their group; else they take 16 KB
-    each (a partition that put dK and dV apart from everything else was refused for that, by 512 B)."""
-    from aref.resources.memory import packing_hosts, staging_hosts
+    dV's staging tiles go into K's and V's tiles (loaded before the loop, dead once their readers released
+    them: a storing group that is not the only reader waits for that, `aref.lower.reuse`), so whichever groups
+    read K and V they take no bytes of their own and the graph states no staging for them; the tiles hold
+    the two stores in disjoint bytes (`staging_hosts` packs stores into a tile with room left)."""
+    from aref.resources.memory import staging_hosts
     ex0 = load_example(example_path("attention_bwd"))
     kernel = ex0.kernel.specialize(**ex0.inputs("large"))
     hosted = [(op, need) for op, need, host in staging_hosts(kernel) if host is not None]
     assert [need for _, need in hosted] == [16384, 16384] and all(op in kernel.post.ops for op, _ in hosted)
-    assert all(len(stores) == 1 for stores in packing_hosts(kernel).values()) and len(packing_hosts(kernel)) == 2
-    g = extract_graph(kernel, "sm_90a").graph
-    staging = {ps.dst: ps for ps in g.post_staging}
-    assert set(staging) == {"mma_dk", "mma_dv"}
-    assert staging["mma_dk"].hosts == (("mma_dq", "mma_s"), ("store",))
-    assert staging["mma_dv"].hosts == (("mma_dp",), ("store",))
-    # dK and dV apart from the readers of K and V and from dQ's store take their own 16 KB each; beside the
-    # store, or beside the readers, none
-    group = {n: 0 if g.ops[n].streaming else 1 for n in g.ops}
-    apart = dict(group, mma_dk=2, mma_dv=2)
-    assert [ps.taken(apart) for ps in g.post_staging] == [True, True]
-    assert [ps.taken(dict(apart, store=2)) for ps in g.post_staging] == [False, False]
-    assert [ps.taken(group) for ps in g.post_staging] == [False, False]
-    assert [ps.taken(dict(apart, mma_dp=2)) for ps in g.post_staging] == [True, False]
+    assert not extract_graph(kernel, "sm_90a").graph.post_staging
     assert not extract_graph(kernel, "sm_90a", channel_memory=False).graph.post_staging
 
 
@@ -264,8 +252,10 @@ def test_solve_json_contract_and_independent_recheck():
 def test_optimal_partition_simulates_like_the_reference(name, arch):
     ex = load_example(example_path(name))
     inputs = ex.inputs()
+    # a generous limit: the test is of the schedule, not the solver's speed (bench/solver.py's figure); 20 s
+    # timed out on attention_bwd / linear_attention with 2 cores shared by a dozen processes
     ws = lower_to(ex.kernel.specialize(**inputs), "barrier",
-                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=20))
+                  CompileOptions(arch=arch, partition="optimal", solver_time_limit=60))
     report = sim.check(ws, inputs, ex.reference_fn, seeds=10)
     assert report.ok, report.to_json()
 
@@ -275,14 +265,25 @@ def no_loop(A, C):  # <- the optimal partitioner schedules a loop
     aref.store(C, (0, 0), aref.load(A, (0, 0), (64, 64)))
 
 
-def test_solver_error_names_the_kernel():
+@pytest.mark.parametrize("guard", [False, True])
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
+def test_kernel_without_a_loop_takes_the_heuristic_partition(arch, guard):
+    """A kernel without a loop (a split-KV combine, a row-wise epilogue) has nothing for the solver to schedule:
+    `partition="optimal"` compiles it with the heuristic's partition and says why (`WSKernel.fallback`), in the
+    API (no timing guard) and the command line (guard on) alike; the solver itself still refuses it."""
     import inspect
     import torch
-    from partition.optimal import SolverError
+    from aref.search import NO_LOOP_FALLBACK
+    from partition.optimal import SolverError, solve_loop
     A = torch.zeros(64, 64, dtype=torch.float16)
     kernel = no_loop.specialize(A, A.clone())
+    for stage in ("partitioned", "barrier"):
+        ws = lower_to(kernel, stage, CompileOptions(arch=arch, partition="optimal", timing_guard=guard))
+        heuristic = lower_to(kernel, stage, CompileOptions(arch=arch))
+        assert ws.fallback == NO_LOOP_FALLBACK and heuristic.fallback is None
+        assert [g.group.name for g in ws.groups] == [g.group.name for g in heuristic.groups]
     with pytest.raises(SolverError) as info:
-        lower_to(kernel, "partitioned", CompileOptions(partition="optimal"))
+        solve_loop(kernel, arch, time_limit=5)
     assert "has none" in info.value.message
     assert info.value.loc.line == inspect.getsourcelines(no_loop.fn)[1]
 

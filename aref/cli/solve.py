@@ -14,13 +14,15 @@ def _solve_args(p):
     p.add_argument("--encoding", default="interval", choices=("interval", "time-indexed"),
                    help="interval: the joint CP-SAT model at exact cycles; time-indexed: Twill's boolean model")
     p.add_argument("--time-limit", type=positive_seconds, default=60.0, help="solver time limit in seconds (> 0)")
+    p.add_argument("--profile", action="store_true",
+                   help="list the solver's CP-SAT calls (graph, step, II, status, seconds; in --json: solve_profile)")
 
 
 def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=None, explain_found: bool = True):
     """Extract the dependence graph of `kernel`'s loop and solve it; returns (extraction, schedule).
     `explain_found=False` leaves the IIs below a schedule found unexplained (as the compiler's own solve)."""
     from aref.compiler import CompileOptions
-    from partition.optimal import solve_partition
+    from partition.solving import solve_partition
     # the compiler's own solve (with its row-split fallback), so the II is that of the partition it lowers
     _, ex, result, _, _ = solve_partition(kernel, CompileOptions(arch=arch, solver_time_limit=time_limit),
                                           encoding=encoding, progress=progress, explain_found=explain_found)
@@ -31,7 +33,8 @@ def solve_json(ex, result) -> dict:
     """The `aref solve --json` document (the keys docs/cli.md lists)."""
     from partition.streams import MMA_WARP
     out = {k: getattr(result, k) for k in ("status", "ii", "lower_bound", "res_mii", "rec_mii", "proven_optimal",
-                                            "solve_seconds", "length", "encoding")}
+                                            "solve_seconds", "length", "encoding", "proven_bound")}
+    out["bound_reasons"] = list(result.bound_reasons)
     out["assignment"] = dict(result.assignment)
     out["schedule"] = dict(result.schedule)
     ops = []
@@ -48,7 +51,23 @@ def solve_json(ex, result) -> dict:
     out["infeasible"] = [{"ii": i.ii, "ii_max": i.ii_max, "reasons": i.reasons, "families": i.families}
                          for i in result.infeasible]
     out["graph"] = ex.graph.to_json()
+    # every CP-SAT call of the partitioner's solve: which graph (label), step, II, status, seconds
+    out["solve_profile"] = [c.to_json() for c in result.profile]
     return out
+
+
+def above_the_bound(result) -> str:
+    """Why the II is above its lower bound (ResMII, RecMII, the groups' streams): the reasons of the proof
+    that every II from the bound up to the II fails ('' where the II is the bound, or nothing was proven)."""
+    if result.ii is None or result.ii <= result.lower_bound:
+        return ""
+    top = [inf for inf in result.infeasible if inf.proven and inf.ii_max == result.ii - 1]
+    reasons = [r for inf in top for r in inf.reasons if not r.startswith("shown at II")]
+    if not reasons:
+        return ""
+    bound = "; ".join(result.bound_reasons) or f"lower bound {result.lower_bound}"
+    return (f"II {result.ii} is above the bound {result.lower_bound} ({bound}): every II from "
+            f"{result.lower_bound} to {result.ii - 1} is proven infeasible, the highest by " + "; ".join(reasons))
 
 
 @command("solve", "find the optimal joint software-pipelining + warp-specialization schedule", _solve_args)
@@ -84,4 +103,15 @@ def cmd_solve(args, console: Console) -> int:
     for inf in data["infeasible"]:
         span = inf["ii"] if inf["ii_max"] == inf["ii"] else f"{inf['ii']}..{inf['ii_max']}"
         console.print(f"II {span} infeasible: " + "; ".join(inf["reasons"]), highlight=False)
+    why = above_the_bound(result)
+    if why:
+        console.print(why, highlight=False)
+    if args.profile:
+        profile = Table(title=f"CP-SAT calls ({len(result.profile)}, "
+                              f"{sum(c.seconds for c in result.profile):.2f} s)")
+        for col in ("graph", "step", "formulation", "II", "status", "seconds"):
+            profile.add_column(col)
+        for c in result.profile:
+            profile.add_row(c.label, c.step, c.encoding, str(c.ii), c.status, f"{c.seconds:.3f}")
+        console.print(profile)
     return 0 if result.ii is not None else 1

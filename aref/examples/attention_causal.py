@@ -50,9 +50,12 @@ def attention_causal(Q, K, V, O, *, BM: int = 128, BN: int = 128, sm_scale: floa
 
 def example_inputs(size: str = "small", BH: int | None = None, Sq: int | None = None, Sk: int | None = None,
                    D: int | None = None, dtype: str = "float16", seed: int = 0, **constexprs):
-    """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128. Sk defaults to Sq."""
+    """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128. Sk defaults to Sq. At head
+    dim 256, K/V blocks of 64 keys (two slots of 128 keys for K and V would take 256 KB)."""
     dims = {"small": (2, 256, 64), "large": (16, 4096, 128)}[size]
     BH, Sq, D = BH or dims[0], dims[1] if Sq is None else Sq, D or dims[2]
+    if D >= 256:
+        constexprs.setdefault("BN", 64)
     Sk = Sq if Sk is None else Sk
     g = torch.Generator().manual_seed(seed)
     t = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]

@@ -67,7 +67,9 @@ def example_inputs(size: str = "small", BH: int | None = None, Sq: int | None = 
                    **constexprs):
     """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128. `arch`: the target the
     commands compile for (`--arch`); where its MMAs are tcgen05 (sm_100a) the K/V block is the largest that fits
-    a B200 block (`blackwell_block`) unless BN is given."""
+    a B200 block (`blackwell_block`) unless BN is given. At head dim 256 (FA3's fastest configuration) K/V blocks
+    of 64 keys (two slots of 128 keys would take 256 KB), and on tcgen05 one 128-row Q tile (two sub-tiles' O
+    would take all 512 tensor-memory columns, S none)."""
     from aref.target import target_of      # imported here: the kernel above keeps the source lines its golden IR names
     dims = {"small": (2, 256, 256, 64), "large": (16, 4096, 4096, 128)}[size]
     BH, Sq = BH or dims[0], Sq or dims[1]
@@ -75,7 +77,12 @@ def example_inputs(size: str = "small", BH: int | None = None, Sq: int | None = 
     g = torch.Generator().manual_seed(seed)
     t = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
     Q, K, V = (torch.randn(BH, n, D, generator=g).to(t) for n in (Sq, Sk, Sk))
-    if arch is not None and target_of(arch).mma == "tcgen05" and "BN" not in constexprs:
+    tcgen05 = arch is not None and target_of(arch).mma == "tcgen05"
+    if D >= 256:
+        constexprs.setdefault("BN", 64)
+        if tcgen05:
+            constexprs.setdefault("SUBTILE", 1)
+    if tcgen05 and "BN" not in constexprs:
         constexprs["BN"] = blackwell_block(D, t.itemsize, constexprs.get("BM", 128))
     return {"Q": Q, "K": K, "V": V, "O": torch.zeros(BH, Sq, D, dtype=t), **constexprs}
 

@@ -310,11 +310,14 @@ class ExpectTxAttrs:
 
 @dataclass(frozen=True)
 class SlotAttrs:
-    """A slot access: payload `index` of `channel`'s ring; TMA loads also carry their tile box."""
+    """A slot access: payload `index` of `channel`'s ring; TMA loads also carry their tile box. A `slot_store`
+    with `cols` = (start, size) writes those columns of the payload only (Blackwell's column chunks,
+    `aref.lower.chunk_sm100`); the item is whole once every chunk of it is stored."""
 
     channel: str
     index: int
     tile_shape: tuple[int, ...] = ()
+    cols: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ def _attrs(op: Op) -> str:
         return f"tx={a.bytes}B"
     if k is OpKind.TMA_LOAD:
         return f"tile={a.tile_shape}"
+    if k is OpKind.SLOT_STORE and a.cols:
+        return f"cols [{a.cols[0]}:{a.cols[0] + a.cols[1]}]"
     if k is OpKind.MMA_WAIT:
         return f"pending={a.pending}"
     if k is OpKind.MMA_ASYNC:

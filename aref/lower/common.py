@@ -211,8 +211,17 @@ def _shared_memory(kernel: WSKernel) -> None:
     architectures: Blackwell's zero tile, MMA barriers and tensor-memory address slot are in the model)."""
     if kernel.resource_error is not None:
         return
+    from aref.lower.reuse import dead_slot_waits, undo
     from aref.resources.memory import smem_plan, unrolled_rings
     plan = smem_plan(kernel)
+    if plan.problem() is not None:
+        # stores after the loop may stage in a slot every reader has released (FA3's O in Q's buffer)
+        waits = dead_slot_waits(kernel)
+        reused = smem_plan(kernel) if waits else plan
+        if reused.total < plan.total:
+            plan = reused
+        else:
+            undo(waits)
     problem = plan.problem()
     if problem is not None:
         loc, hint = kernel.loc, "lower a channel depth or the tile sizes"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
 from aref.lower.common import _Lowering, _mma_origin
+from aref.lower.chunk_sm100 import chunk_tensor_memory_math
 from aref.ops import MMA_KINDS, VIEWS
 from aref.lower.subtile_sm100 import subtile_epilogues
 from aref.lower.tmem import plan_tensor_memory
@@ -61,6 +62,7 @@ def lower_blackwell(ws: WSKernel) -> None:
     ws.tmem = plan_tensor_memory(ws)
     if ws.tmem is not None:
         _allocation(ws)
+    chunk_tensor_memory_math(ws)
     register_budgets(ws)
 
 

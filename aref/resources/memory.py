@@ -3,15 +3,19 @@
 Shared memory holds, in this order (the CuTe backend lays its storage struct out exactly so):
   * two mbarriers (full, empty) per slot of every channel (on Blackwell also one per group that waits for its
     MMAs and the tensor-memory address slot: `aref.resources.tensor_core`);
-  * every channel's ring: `depth` slots of each payload tile (tensor-memory payloads keep only barriers);
+  * every channel's ring: `depth` slots of each payload tile (tensor-memory payloads keep only barriers); the
+    slot of a one-item channel after the loop (on Blackwell the tile the epilogue warp TMA-stores: its
+    staging) may take the memory of a slot dead by then, as a staging tile may (below);
   * a scratch tile per staged register operand of a wgmma (wgmma reads B, a transposed or an fp8 A from
     shared memory only; the group stages it there);
   * an exchange tile per group whose register math crosses threads (cross-warp reductions, vectors read
     in both orientations, transposes of register tiles read by register math);
-  * a staging tile per TMA store (registers → shared memory → TMA), unless the store reuses an idle buffer:
-    a single-item channel its group has released and nobody else reads, or the staging tile of one of its
-    own earlier stores (TMA stores of one group never overlap their staging: each waits for the previous
-    bulk read first);
+  * a staging tile per TMA store (registers → shared memory → TMA), unless the store reuses a buffer dead by
+    then: the slot of a channel outside the loop (one item, never refilled) once every reader has released
+    it — its group is the only reader and released it, or its group waited on the slot's `empty` barrier
+    (`aref.lower.reuse`: FA3 stages O in Q's buffer) — or the staging tile of one of its own earlier stores
+    (TMA stores of one group never overlap their staging: each waits for the previous bulk read first);
+    stores staged in one dead slot take disjoint byte ranges of it;
   * on Blackwell, the tile of zeros the tensor core's zero fills read (`aref.resources.tensor_core`).
 A 2-D tile of whole 8-row × 16-byte swizzle atoms (`swizzled`) is stored with the widest swizzle its rows take
 (128 bytes where they are a multiple of 128 bytes) and starts on a 1024-byte boundary (the swizzle's period);
@@ -92,7 +96,7 @@ class SmemItem:
     tile: TileType | None = None
     depth: int = 1
     size: int = 0
-    alias_of: tuple | None = None     # a staging tile placed in this other buffer (no bytes of its own)
+    alias_of: tuple | None = None     # a staging tile or ring placed in this other buffer (no bytes of its own)
     offset: int = 0                   # byte offset inside `alias_of`
 
     @property
@@ -122,7 +126,8 @@ class SmemPlan:
         if self.total <= self.limit:
             return None
         ring_items = [i for i in self.items if i.kind == "ring"]
-        rings = ", ".join(f"{i.what}: {i.depth}×{i.tile.nbytes} B" for i in ring_items[:8])
+        rings = ", ".join(f"{i.what}: {i.depth}×{i.tile.nbytes} B" + (f" in {i.alias_of[1]}'s" if i.alias_of else "")
+                          for i in ring_items[:8])
         if len(ring_items) > 8:
             rest = ring_items[8:]
             rings += f" and {len(rest)} more: {sum(i.nbytes for i in rest)} B"
@@ -202,7 +207,9 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
                 staging.append(SmemItem("staging", ("staging", id(op)), f"staging of {gp.group.name}'s store to "
                                         f"{_tensor_name(ws, op)}", staging_tile(op)))
     if reuse:
-        _place_staging(ws, rings, staging)
+        taken: dict[tuple, int] = {}
+        _place_rings(ws, rings, taken)
+        _place_staging(ws, rings, staging, taken)
     # 1024-aligned tiles first, then the 128-aligned ones: no padding between them
     buffers = sorted(rings + scratch + staging + ([zeros] if zeros else []), key=lambda i: i.align != SWIZZLE_ALIGN)
     items += buffers
@@ -232,18 +239,57 @@ def _tensor_name(ws, op: Op) -> str:
     return next((p.name for p in ws.params if p.value is op.operands[0]), "a tensor")
 
 
-def _place_staging(ws, rings: list[SmemItem], staging: list[SmemItem]) -> None:
-    """Let a store's staging tile reuse an idle buffer (see the module docstring)."""
+def _awaited(ws, gp, op) -> bool:
+    """Is `op` a reader's wait for a slot's release by every reader (`aref.lower.reuse.dead_slot_waits`)?"""
+    return op.kind is OpKind.MBAR_WAIT and op.attrs.which == "empty" and \
+        ws.channel(op.attrs.channel).producer != gp.group.id
+
+
+def _place_rings(ws, rings: list[SmemItem], taken: dict) -> None:
+    """Let the slot of a one-item channel after the loop (on Blackwell the tile the epilogue warp TMA-stores)
+    take the memory of a dead slot its producer waited for before filling it (see the module docstring)."""
+    by_key = {r.key: r for r in rings}
+    for gp in ws.groups:
+        awaited: set[str] = set()
+        for op in gp.all_ops():
+            if _awaited(ws, gp, op):
+                awaited.add(op.attrs.channel)
+                continue
+            if not (awaited and op.kind is OpKind.MBAR_WAIT and op.attrs.which == "empty"):
+                continue
+            ch = ws.channel(op.attrs.channel)
+            if ch.producer != gp.group.id or ch.region != "post" or ch.depth != 1:
+                continue
+            for j in range(len(ch.payload)):
+                item = by_key.get(("ring", ch.name, j))
+                if item is None or item.alias_of is not None or not swizzled(item.tile):
+                    continue
+                need = item.nbytes
+                for name in sorted(awaited):
+                    host = by_key.get(("ring", name, 0))
+                    used = taken.get(("ring", name, 0), 0)
+                    if host is None or host.alias_of is not None or host.nbytes < used + need:
+                        continue
+                    item.alias_of, item.offset = host.key, used
+                    taken[host.key] = used + _align(need, SWIZZLE_ALIGN)
+                    break
+
+
+def _place_staging(ws, rings: list[SmemItem], staging: list[SmemItem], taken: dict) -> None:
+    """Let a store's staging tile reuse an idle buffer (see the module docstring). `taken`: bytes of each ring
+    already given to other tiles placed in it."""
     by_key = {s.key: s for s in staging}
-    taken: set[tuple] = set()
     for gp in ws.groups:
         released: set[str] = set()
+        awaited: set[str] = set()               # channels whose every reader this group waited for
         own: list[SmemItem] = []                # this group's staging tiles of stores already issued
         first: dict[tuple, SmemItem] = {}       # one user store's pipeline copies share one staging tile
         packed: dict[tuple, int] = {}           # post-loop bytes placed in an earlier staging tile
         for op in gp.all_ops():
             if op.kind is OpKind.MBAR_ARRIVE and op.attrs.which == "empty":
                 released.add(op.attrs.channel)
+            if _awaited(ws, gp, op):
+                awaited.add(op.attrs.channel)  # a reader's wait for the slot's release by all
             if op.kind is not OpKind.STORE or ("staging", id(op)) not in by_key:
                 continue
             stage = by_key[("staging", id(op))]
@@ -259,11 +305,13 @@ def _place_staging(ws, rings: list[SmemItem], staging: list[SmemItem]) -> None:
             placed = False
             for ring in rings:
                 ch = ws.channel(ring.key[1])
-                if (ch.region == "loop" or ch.consumers != (gp.group.id,) or ch.name not in released
-                        or ring.key in taken or not swizzled(ring.tile) or ring.nbytes < need):
+                dead = ch.name in awaited or (ch.consumers == (gp.group.id,) and ch.name in released)
+                used = taken.get(ring.key, 0)
+                if ch.region == "loop" or not dead or not swizzled(ring.tile) or ring.nbytes < used + need \
+                        or ring.alias_of is not None:
                     continue
-                stage.alias_of, placed = ring.key, True
-                taken.add(ring.key)
+                stage.alias_of, stage.offset, placed = ring.key, used, True
+                taken[ring.key] = used + _align(need, SWIZZLE_ALIGN)
                 break
             if not placed and _in_post(gp, op):
                 # after the loop, an earlier store's staging tile of this group is idle once its TMA store has
@@ -429,21 +477,24 @@ def resident_staging(kernel) -> list[tuple[Op, int]]:
 
 def staging_hosts(kernel) -> list[tuple[Op, int, Op | None]]:
     """Every TMA store of a Tile IR kernel with its staging bytes and the load before the loop whose tile may
-    hold its staging (None: none is large enough, or the store is in the loop). Each such tile hosts one
-    store after the loop, the smallest that fits, the stores in program order. Once partitioned
-    (`smem_plan`), the tile holds it only where the store's group alone reads that tile: the optimal
-    partitioner states that condition to its solver (`partition.streams.add_post_staging`)."""
-    hosts = sorted(((tile_bytes(op.result.type), i, op) for i, op in enumerate(kernel.pre.ops)
-                    if op.kind is OpKind.LOAD and swizzled(op.result.type)), key=lambda h: h[:2])
+    hold its staging (None: none has room left, or the store is in the loop). The stores after the loop, in
+    program order, take disjoint byte ranges of those tiles (the smallest with room first), as `smem_plan`
+    places them once the kernel is partitioned: the tile is dead after the loop once its readers released it,
+    which a storing group that is not its only reader waits for (`aref.lower.reuse`)."""
+    room = {id(op): tile_bytes(op.result.type) for op in kernel.pre.ops
+            if op.kind is OpKind.LOAD and swizzled(op.result.type)}
+    hosts = sorted(((room[id(op)], i, op) for i, op in enumerate(kernel.pre.ops) if id(op) in room),
+                   key=lambda h: h[:2])
     out = []
     for op in kernel.all_ops():
         if op.kind is OpKind.STORE and isinstance(op.operands[0].type, TensorType) and store_tma_problem(op) is None:
             need = tile_bytes(staging_tile(op))
             host = None
             if op in kernel.post.ops and swizzled(staging_tile(op)):
-                fit = next((h for h in hosts if h[0] >= need), None)
+                fit = min((h for h in hosts if room[id(h[2])] >= need), key=lambda h: (room[id(h[2])], h[1]),
+                          default=None)
                 if fit is not None:
-                    hosts.remove(fit)
+                    room[id(fit[2])] -= _align(need, SWIZZLE_ALIGN)
                     host = fit[2]
             out.append((op, need, host))
     return out

@@ -325,14 +325,28 @@ class Engine:
             if isinstance(v, SlotView):
                 self._check_view(st, gi, v, ins)
                 v = v.tensor
-            if c in self.prog.tmem.of_chan:
+            cols = op.attrs.cols
+            si = self.prog.slot_base[c] + slot
+            # a column chunk of an item whose earlier chunks this group stored (`SlotAttrs.cols`)
+            more = bool(cols) and 0 <= slot < self.prog.chans[c].depth and st.slots[si].item == item \
+                and st.slots[si].written & 1 << r and st.sdata[si].writer[1] == gi
+            if c in self.prog.tmem.of_chan and not more:
                 if ins.tensor_pipe:
                     tensor_memory.publish(self, st, gi, ins, c, slot, item, seq)
                 else:
                     tensor_memory.write(self, st, gi, ins, self.prog.tmem.of_chan[c] + slot, (c, item))
-            si = self._write(st, gi, ins, c, slot, r, item)
-            data = v if v is OPAQUE else v.to(to_torch(self.prog.chans[c].rings[r].type.tile.dtype))
+            if not more:
+                si = self._write(st, gi, ins, c, slot, r, item)
+            tile = self.prog.chans[c].rings[r].type.tile
+            data = v if v is OPAQUE else v.to(to_torch(tile.dtype))
             s, d = st.slots[si], st.sdata[si]
+            if cols and data is not OPAQUE:
+                # columns not stored yet read as NaN (a float payload), so a missing chunk shows in the values
+                whole = d.data[r] if more and isinstance(d.data[r], torch.Tensor) else torch.full(
+                    tuple(tile.shape), float("nan") if tile.dtype.is_float else 0, dtype=to_torch(tile.dtype))
+                whole = whole.clone()
+                whole[..., cols[0]:cols[0] + cols[1]] = data
+                data = whole
             st.slots[si] = s._replace(landed=s.landed | 1 << r)
             st.sdata[si] = d._replace(data=_put(d.data, r, data))
             if not ins.tensor_pipe:

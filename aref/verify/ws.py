@@ -103,6 +103,12 @@ def _block(ops: list[Op], scope: set[int], kernel, chans, barrier: bool, group: 
                 raise VerifyError(f"{op.kind.value} does not use ring {op.attrs.index} of {ch.name}", op.loc)
             if op.kind is OpKind.SLOT_READ and op.result.type != ch.payload[op.attrs.index]:
                 raise VerifyError(f"slot_read of {ch.name} has the wrong type", op.loc)
+            if op.kind is OpKind.SLOT_STORE and op.attrs.cols:
+                start, size = op.attrs.cols
+                full, got = ch.payload[op.attrs.index].shape, op.operands[3].type.shape
+                if len(full) != 2 or tuple(got) != (full[0], size) or start < 0 or start + size > full[1]:
+                    raise VerifyError(f"slot_store of columns [{start}:{start + size}] of {ch.name}'s "
+                                      f"{ch.payload[op.attrs.index]} stores a {op.operands[3].type}", op.loc)
             if op.kind is OpKind.TMA_LOAD and not isinstance(op.operands[0].type, TensorType):
                 raise VerifyError("tma_load reads a global tensor", op.loc)
         scope.update(id(r) for r in op.results)

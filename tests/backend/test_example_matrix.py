@@ -128,11 +128,11 @@ def test_guard_keeps_a_fitting_program_where_no_solver_partition_fits(monkeypatc
     """With the guard on (the command line's default), `--partition optimal` never refuses a kernel the
     heuristic partitioner compiles: where the solver's space holds no fitting partition (here: without its
     row-split fallback, dual_gemm's hand-off does not fit), the heuristic's program is kept and says why."""
-    import partition.optimal
+    import partition.solving
     from aref.compiler import CompileOptions
     from aref.search import lower_to
     from aref.runtime.harness import load_example
-    monkeypatch.setattr(partition.optimal, "_row_split_fallback", lambda *a: None)
+    monkeypatch.setattr(partition.solving, "_row_split_fallback", lambda *a: None)
     ex = load_example(_path("dual_gemm"))
     kernel = ex.kernel.specialize(**ex.inputs("small"))
     ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition="optimal", solver_time_limit=20,

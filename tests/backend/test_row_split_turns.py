@@ -1,5 +1,5 @@
 """Causal attention on Hopper with the optimal partitioner: where no partition of the unsplit 128-row tile is
-found, the solver's row-split tile (two 64-row consumer replicas, `partition.optimal._row_split_fallback`) is
+found, the solver's row-split tile (two 64-row consumer replicas, `partition.solving._row_split_fallback`) is
 lowered op by op from its modulo schedule. Its two consumers take turns on the tensor core in the order of the
 schedule (`partition.assignment._tensor_core_turns`), and their tiles fit 240 registers: the pipeline drain
 rescales O over its own storage (`aref.resources.demand.kept_by_select`) and the last P of the pipeline fill is
@@ -22,13 +22,16 @@ from partition.assignment import _tensor_core_turns
 def lowered():
     ex = load_example("examples/attention_causal.py")
     kernel = ex.kernel.specialize(**ex.inputs("large", "sm_90a"))
-    # a short limit: the unsplit tile's graph finds nothing in it (nor in the command line's 60 s)
+    # a short limit: the unsplit tile's graph has no partition at any II within its stage bound (the solver
+    # proves it in a few seconds; it used to find nothing in the command line's 60 s)
     return lower_to(kernel, "barrier", CompileOptions(arch="sm_90a", partition="optimal", solver_time_limit=10.0))
 
 
 def test_rows_split_where_no_unsplit_partition_is_found(lowered):
-    assert any("rows split over 2 replicas: no partition of the unsplit tile found (none found in 10 s" in n
-               for n in lowered.notes), lowered.notes
+    # "exists (no schedule ...)" where the proof is done within the limit, "found (none found in 10 s ...)"
+    # where the machine is too slow for it: either way the rows split
+    assert any(n.startswith("rows split over 2 replicas: no partition of the unsplit tile ") for n in lowered.notes), \
+        lowered.notes
     consumers = [gp for gp in lowered.groups if any(op.kind is OpKind.MMA_ASYNC for op in gp.all_ops())]
     assert len(consumers) == 2
 

@@ -1,9 +1,11 @@
-"""Two user programs unlike the examples, written the way a FlashAttention or CUTLASS user would, through the
+"""User programs unlike the examples, written the way a FlashAttention or CUTLASS user would, through the
 whole compiler on both archs and both partitions: grouped-query attention (3-D tensors, four query heads
 reading one key/value head through `h // G` in the load coordinates, bf16, exp2, the log-sum-exp stored as
-a row vector) and a GEMM whose B is stored K × N (an N-major wgmma / tcgen05 operand) with a bias row and
-ReLU at ragged M and N. Each: interpreter == torch reference, simulator == interpreter, CuTe DSL compile
-with no spills."""
+a row vector), a GEMM whose B is stored K × N (an N-major wgmma / tcgen05 operand) with a bias row and
+ReLU at ragged M and N, and FP8 attention as FA3 runs it (Q, K and a transposed V in e4m3, P cast to e4m3
+for P·V, a ragged last key block masked; on Blackwell P reaches the MMA through shared memory:
+`partition.streams.mma_reads_from_tmem`). Each: interpreter == torch reference, simulator == interpreter,
+CuTe DSL compile with no spills."""
 import math
 
 import pytest
@@ -65,11 +67,49 @@ def nmajor_reference(A, B, bias, C, **_):
     return {"C": torch.relu(A.float() @ B.float() + bias.float()).to(C.dtype)}
 
 
+@aref_kernel(grid=lambda Q, BM, **_: (-(-Q.shape[1] // BM), Q.shape[0]))
+def fp8_attention(Q, K, Vt, O, *, BM: int = 128, BN: int = 128):
+    pm, bh = aref.program_id(0), aref.program_id(1)
+    D, Sk = Q.shape[2], K.shape[1]
+    scale = 1.4426950408889634 / math.sqrt(D)
+    q = aref.load(Q, (bh, pm, 0), (BM, D))
+    o = aref.zeros((BM, D), aref.float32)
+    m = aref.full((BM,), -math.inf, aref.float32)
+    l = aref.zeros((BM,), aref.float32)
+    kc = aref.channel(depth=2)
+    vc = aref.channel(depth=2)
+    for j in aref.range(aref.cdiv(Sk, BN)):
+        kc.put(aref.load(K, (bh, j, 0), (BN, D)))
+        vc.put(aref.load(Vt, (bh, 0, j), (D, BN)))          # V transposed: the fp8 B operand K-major
+        k = kc.get()
+        vt = vc.get()
+        s = aref.where(aref.arange(BN)[None, :] + j * BN < Sk, aref.mma(q, k.T), -math.inf)
+        m_new = aref.maximum(m, aref.rowmax(s) * scale)
+        p = aref.exp2(s * scale - m_new[:, None])
+        alpha = aref.exp2(m - m_new)
+        l = l * alpha + aref.rowsum(p)
+        o = aref.mma(p.to(aref.float8_e4m3), vt.T, o * alpha[:, None])
+        m = m_new
+        kc.consumed()
+        vc.consumed()
+    aref.store(O, (bh, pm, 0), (o / l[:, None]).to(O.dtype))
+
+
+def fp8_reference(Q, K, Vt, O, **_):
+    s = Q.float() @ K.float().transpose(1, 2) / math.sqrt(Q.shape[2])
+    return {"O": (torch.softmax(s, -1) @ Vt.float().transpose(1, 2)).to(O.dtype)}
+
+
 def _inputs(name):
     g = torch.Generator().manual_seed(0)
 
     def r(*shape, scale=1.0):
         return (torch.randn(*shape, generator=g) * scale).bfloat16()
+    if name == "fp8_attention":        # 200 keys: the last block of 128 is ragged
+        f8 = torch.float8_e4m3fn
+        Vt = torch.randn(2, 200, 128, generator=g).transpose(1, 2).contiguous().to(f8)
+        return dict(Q=torch.randn(2, 256, 128, generator=g).to(f8), K=torch.randn(2, 200, 128, generator=g).to(f8),
+                    Vt=Vt, O=torch.zeros(2, 256, 128, dtype=torch.bfloat16))
     if name == "gqa_attention":        # 8 query heads over 2 key/value heads
         return dict(Q=r(8, 256, 64), K=r(2, 256, 64), V=r(2, 256, 64), O=torch.zeros(8, 256, 64, dtype=torch.bfloat16),
                     LSE=torch.zeros(8, 256))
@@ -78,8 +118,12 @@ def _inputs(name):
                                                                                                dtype=torch.bfloat16))
 
 
-PROGRAMS = {"gqa_attention": (gqa_attention, gqa_reference), "nmajor_bias_relu": (nmajor_bias_relu, nmajor_reference)}
-TOLERANCE = {"O": 2e-2, "LSE": 1e-3, "C": 2e-2}
+PROGRAMS = {"gqa_attention": (gqa_attention, gqa_reference), "nmajor_bias_relu": (nmajor_bias_relu, nmajor_reference),
+            "fp8_attention": (fp8_attention, fp8_reference)}
+# P rounded to e4m3 (3 mantissa bits: up to 2⁻⁴ relative per weight) moves an output row, a convex
+# combination of V's rows, by up to 2⁻⁴·max|V| in the worst case; the rounding errors of 200 weights have
+# random signs, and the interpreter's max error against the fp32 reference is 0.014 here
+TOLERANCE = {"O": 2e-2, "LSE": 1e-3, "C": 2e-2, "fp8_attention": {"O": 0.05}}
 
 
 def _copy(args):
@@ -96,9 +140,10 @@ def test_user_program_runs_and_compiles(backend_cache, name, arch, partition):
     tile_ir = kernel.specialize(**args)
     interp = _copy(args)
     run_kernel(tile_ir, interp)
+    tolerance = {**TOLERANCE, **TOLERANCE.get(name, {})}
     for key, want in reference(**args).items():
         err = (interp[key].float() - want.float()).abs().max().item()
-        assert err <= TOLERANCE[key] * max(1.0, want.float().abs().max().item()), (key, err)
+        assert err <= tolerance[key] * max(1.0, want.float().abs().max().item()), (key, err)
     ws = lower_to(tile_ir, "barrier", CompileOptions(arch=arch, partition=partition, solver_time_limit=20))
     for seed in (1, 2):
         sim = _copy(args)

@@ -200,7 +200,11 @@ class KernelPlan:
         return next(b for b in self.staging.values() if b.name == name)
 
     def aliased(self) -> list[BufferPlan]:
-        return [b for b in self.staging.values() if self.host_of(b) is not None]
+        """Buffers placed in another's storage: staging tiles, and rings of channels after the loop."""
+        return [b for b in self.staging.values() if self.host_of(b) is not None] + self.aliased_rings()
+
+    def aliased_rings(self) -> list[BufferPlan]:
+        return [b for c in self.channels for b in c.buffers if b.item is not None and b.item.alias_of is not None]
 
     def buffer(self, name: str) -> BufferPlan:
         for c in self.channels:

@@ -264,10 +264,7 @@ class MathEmitter(Renderer, CrossThread):
                 break
         nest, ctx = self.nest_for(layout, t), root_ctx(layout)
         text = strip_parens(self.render(v, ctx, nest, top=True))
-        if kept is not None:
-            # where the step does not run, each element keeps the state: a select, so the step needs no branch
-            text = f"aref.where({strip_parens(self.scalar(op.pred).expr)}, {text}, {prefer.at('r', 'c')})"
-        if prefer is not None and not any(nest.levels) and text == prefer.at("r", "c"):
+        if kept is None and prefer is not None and not any(nest.levels) and text == prefer.at("r", "c"):
             self.holder[prefer.name] = v                 # the value is the operand itself (x + 0): no code
             return prefer
         if kept is not None:
@@ -277,7 +274,14 @@ class MathEmitter(Renderer, CrossThread):
         else:
             buf = self.new_buffer(v, hint=self.hint(v), prefer=prefer)
         nest.levels[-1].append(f"{buf.at('r', 'c')} = {self.convert_to(text, buf.dtype)}")
-        self.emit_nest(nest)
+        if kept is not None:
+            # where the step does not run, the state's storage is left as it is: a branch, not a select of
+            # every element (ptxas keeps a selected tile's old and new values apart: at head dim 256 the
+            # drain's rescaled O, 128 registers, spilled 3 KB beside the O it selects from)
+            with self.out.block(f"if {strip_parens(self.scalar(op.pred).expr)}:"):
+                self.emit_nest(nest)
+        else:
+            self.emit_nest(nest)
         return buf
 
     def kept_state(self, op: Op) -> Value | None:

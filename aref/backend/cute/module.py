@@ -210,7 +210,8 @@ def _docstring(plan: KernelPlan, roles) -> str:
     for b in plan.aliased():
         host = plan.host_of(b)
         at = f" at byte {b.item.offset}" if b.item.offset else ""
-        lines.append(f"The store staged in {b.name} reuses {host.name}{at}, idle by then.")
+        what = f"The slot {b.name}" if b in plan.aliased_rings() else f"The store staged in {b.name}"
+        lines.append(f"{what} reuses {host.name}{at}, idle by then.")
     for (tensor, box), why in sorted(plan.copies.items()):
         lines.append(f"Boxes {box} of {tensor} are loaded with ordinary loads: TMA cannot describe them ({why}).")
     for op_id, why in plan.direct.items():
@@ -358,6 +359,17 @@ def kernel_prologue(out: Lines, plan, params: list[str], warp_index: str, buffer
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout}.outer, swizzle={b.layout}.inner)")
         else:
             out(f"{b.name} = storage.{b.name}.get_tensor({b.layout})")
+    rings = {b.item.key: b for cp in plan.channels for b in cp.buffers if b.item is not None}
+    for cp in plan.channels:
+        for b in cp.buffers:
+            if b.item is None or b.item.alias_of is None:
+                continue
+            # the slot of a channel after the loop in a slot dead by then (`aref.resources.memory.smem_plan`)
+            host = rings[b.item.alias_of]
+            offset = b.item.offset // host.tile.dtype.nbytes
+            recast = "recast_tile" if swizzled(b.tile) else "recast_vector"
+            out(f"{b.name} = aref.{recast}({host.name}, {b.layout}, {dt(b.tile.dtype)}"
+                + (f", {offset})" if offset else ")") + f"  # in {host.name}, dead by then")
 
 
 def init_rings(out: Lines, plan) -> None:

@@ -461,12 +461,15 @@ class RoleEmitter(AccessEmitter, MathEmitter):
             self.out("warpgroup.wait_group(0)  # retired inside its guard: the merge after it reads no running wgmma")
 
     def keeps_state(self, op: Op, acc: Value) -> bool:
-        """Is every later read of `acc` a pipeline select between this MMA's result and `acc` under the MMA's own
-        predicate? Then accumulating in place is exactly that select (the state is `acc` if the step did not run)."""
+        """Is every later read of `acc` a pipeline select under the MMA's own predicate that falls back to `acc`
+        (the state if the step did not run), its other side this step's value (the MMA's result, or what the step
+        computed from it: attention's drain step selects O·α)? When the step runs, nothing reads `acc` after the
+        MMA; when it does not, the MMA did not overwrite it: accumulating in place is exactly that select."""
         later = [u for p, u in self.use_at.get(id(self._root(acc)), []) if p > self.pos]
         return bool(later) and op.pred is not None and all(
             u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
-            and u.operands[1] is op.result and self._root(u.operands[2]) is self._root(acc) for u in later)
+            and self._root(u.operands[2]) is self._root(acc) and self._root(u.operands[1]) is not self._root(acc)
+            for u in later)
 
     def mma_cfg(self, op: Op):
         from aref.backend.cute.analysis import mma_config
@@ -474,6 +477,8 @@ class RoleEmitter(AccessEmitter, MathEmitter):
 
     def op_slot_store(self, op: Op) -> None:
         a = op.attrs
+        if a.cols:
+            raise BackendError("internal: a column chunk of a slot (a Blackwell rewrite) in a Hopper kernel", op.loc)
         cp = self.plan.channel(a.channel)
         ring = cp.buffers[a.index]
         slot = strip_parens(self.slot_of(a.channel, self.scalar(op.operands[1])).expr)

@@ -76,6 +76,10 @@ def _doc(plan: Sm100Plan, roles) -> str:
     for b in plan.aliased():
         at = f" at byte {b.item.offset}" if b.item.offset else ""
         lines.append(f"The store staged in {b.name} reuses {plan.host_of(b).name}{at}, idle by then.")
+    hosts = {b.item.key: b for cp in plan.channels for b in cp.buffers if b.item is not None}
+    for b in (b for cp in plan.channels for b in cp.buffers if b.item is not None and b.item.alias_of is not None):
+        at = f" at byte {b.item.offset}" if b.item.offset else ""
+        lines.append(f"The slot {b.name} reuses {hosts[b.item.alias_of].name}{at}, idle by then.")
     lines.append("")
     lines.append("Every Barrier IR synchronisation op appears once, under a `# aref-ir[group#op]` tag, in its")
     lines.append("group's role function and in the IR's order.")
@@ -96,7 +100,8 @@ def _buffers(plan: Sm100Plan, owned: bool = False):
     """Every shared buffer (each with a layout); `owned`: only those with storage of their own (a staging tile
     that reuses an idle buffer is a view of it, see `Sm100Plan.host_of`)."""
     for cp in plan.channels:
-        yield from cp.buffers
+        # a ring in a slot dead by then is a view of that slot's storage (`kernel_prologue`)
+        yield from (b for b in cp.buffers if not (owned and b.item is not None and b.item.alias_of is not None))
     yield from (b for b in plan.staging_buffers() if not (owned and plan.host_of(b) is not None))
     yield from plan.scratch.values()
     if plan.zero_tile is not None:

@@ -159,7 +159,9 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     # rings a store would reuse, so there no staging tile reuses a ring, as on Hopper)
     smem = smem_plan(ws, reuse=not persistent)
     # tiles in tensor memory (ws.tmem) take no shared-memory buffer
-    plan_channel_buffers(ws, channels, by_value, skip=lambda ch: any(t.space is Space.TMEM for t in ch.payload))
+    # (the resource model's items: a ring in a slot dead by then has no storage of its own)
+    plan_channel_buffers(ws, channels, by_value, skip=lambda ch: any(t.space is Space.TMEM for t in ch.payload),
+                         smem=smem)
     mmas: list[Tcgen05Config] = []
     mma_of: dict[int, int] = {}
     for g in groups:

@@ -182,6 +182,17 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
                 return
             buf = self.materialize(v)
             self.check_rows(t)
+            if a.cols:
+                # a column chunk (`aref.lower.chunk_sm100`): tcgen05.st into its columns of the slot
+                if t.dtype.bits != 32:
+                    raise BackendError("internal: a column chunk of a 16-bit tile stored to tensor memory", op.loc)
+                b = self.tbuf(buffer)
+                col = f"{b.col + a.cols[0]}" + ("" if slot == "0" or b.depth == 1 else
+                                                f" + {b.cols // b.depth} * ({slot})")
+                self.out(f"sm100.tmem_store(sm100.tmem_tile({self.tmem()}, {col}, {t.shape[0]}, {t.shape[1]}), "
+                         f"{buf.name}, {t.shape[0]}, {t.shape[1]}, tidx)  # tcgen05.st: columns "
+                         f"{a.cols[0]}..{a.cols[0] + a.cols[1] - 1} of {buffer}")
+                return
             if t.dtype.bits == 16:
                 if t.shape[0] != 128:
                     raise BackendError("a 16-bit tile written to tensor memory must have 128 rows", op.loc)
@@ -192,7 +203,19 @@ class Sm100RoleEmitter(PersistentRole, RowLayout, RoleEmitter):
                          f"tidx)  # tcgen05.st")
             return
         ring = cp.buffers[a.index]
-        self.write_slot(ring, slot, self.materialize(v), t)
+        if a.cols:
+            # a column chunk (`aref.lower.chunk_sm100`): this thread's row of those columns of the slot
+            buf = self.materialize(v)
+            if buf.layout != "acc" or a.cols[0] % a.cols[1]:
+                raise BackendError("internal: a column chunk of a shared-memory slot that is not a row-layout "
+                                   "tile at a multiple of its width", op.loc)
+            rows, width = t.shape
+            tile = f"cute.local_tile({self.arg(ring.name)}[None, None, {slot}], ({rows}, {width}), " \
+                   f"(0, {a.cols[0] // width}))"
+            self.out(f"sm100.copy_rows({buf.name}, sm100.smem_rows({tile}, {rows}, {width}, tidx))  # columns "
+                     f"{a.cols[0]}..{a.cols[0] + width - 1}")
+        else:
+            self.write_slot(ring, slot, self.materialize(v), t)
         if ring.name in self.plan.direct_stores.values() and not cp.ch.async_read:
             # a TMA store reads the slot straight (the async proxy): these generic-proxy writes are fenced
             # before the arrive that lets the storing warp go (the IR fences only slots MMAs read)

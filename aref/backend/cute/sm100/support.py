@@ -130,8 +130,11 @@ def smem_rows(tile: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constexp
 def copy_rows(src: cute.Tensor, dst: cute.Tensor):
     """Element-wise copy between a row-layout register tile and its partition of a shared-memory tile (either
     direction, same flat order)."""
-    for i in cutlass.range_constexpr(cute.size(dst)):
-        dst[i] = src[i]
+    if cutlass.const_expr(src.memspace == cute.AddressSpace.rmem):
+        cute.autovec_copy(cute.make_tensor(src.iterator, cute.make_layout(dst.shape)), dst)
+    else:
+        for i in cutlass.range_constexpr(cute.size(dst)):
+            dst[i] = src[i]
 
 
 @cute.jit
