@@ -22,8 +22,9 @@ def register_pool(total_threads: int) -> int:
 def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> dict[int, int]:
     """setmaxnreg budgets: every computing group gets its need, a pure TMA producer keeps its small budget,
     and the rest of the CTA's register pool is shared evenly among the computing groups (capped at
-    `BUDGET_CAP`; a group that needs more than that gets its need, up to setmaxnreg's `MAX_REGS`). Raises
-    `ResourceError` when the needs do not fit."""
+    `BUDGET_CAP`; a group that needs more than that gets its need, up to setmaxnreg's `MAX_REGS`). A group
+    within `PTXAS_HEADROOM` of its budget takes the pure producers' registers (down to `PRODUCER_FLOOR`) and
+    may pass `BUDGET_CAP`. Raises `ResourceError` when the needs do not fit."""
     from aref.errors import UNKNOWN_LOC
     loc = where or UNKNOWN_LOC
     total = sum(g.threads for g in groups)
@@ -55,11 +56,11 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
                             f"({launch_registers(total)} per thread × {total} threads)", loc,
                             hint="use fewer or smaller warp groups, or smaller tiles",
                             excess=-(-(used - pool) // max(1, sum(g.threads for g in computing))))
-    used = _share_rest(budget, computing, used, pool)
+    used = _share_rest(budget, computing, used, pool, {})
     # The need is an estimate (tiles at their peak plus ROLE_OVERHEAD) and ptxas may take more: a computing
     # group left less than PTXAS_HEADROOM above its need takes registers from the pure producers (down to
-    # PRODUCER_FLOOR, what a TMA issue loop with its index math holds) when that raises its budget.
-    tight = [g for g in computing if budget[g.id] < BUDGET_CAP and demands[g.id].need + PTXAS_HEADROOM > budget[g.id]]
+    # PRODUCER_FLOOR) and may pass BUDGET_CAP up to setmaxnreg's MAX_REGS, when that raises its budget.
+    tight = {g.id for g in computing if budget[g.id] < MAX_REGS and demands[g.id].need + PTXAS_HEADROOM > budget[g.id]}
     if tight:
         trial = dict(budget)
         freed = 0
@@ -67,20 +68,21 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
             if not demands[g.id].computes and trial[g.id] > PRODUCER_FLOOR:
                 freed += (trial[g.id] - PRODUCER_FLOOR) * g.threads
                 trial[g.id] = PRODUCER_FLOOR
-        trial_used = _share_rest(trial, computing, used - freed, pool)
-        if any(trial[g.id] > budget[g.id] for g in tight):
+        trial_used = _share_rest(trial, computing, used - freed, pool, tight)
+        if any(trial[g] > budget[g] for g in tight):
             budget, used = trial, trial_used
     return budget
 
 
-def _share_rest(budget: dict[int, int], computing, used: int, pool: int) -> int:
+def _share_rest(budget: dict[int, int], computing, used: int, pool: int, tight) -> int:
     """Share what is left of the pool among the computing groups evenly, a step of 8 at a time, never above
-    the cap (updates `budget`; returns the registers used)."""
+    BUDGET_CAP (MAX_REGS for the groups in `tight`); updates `budget` and returns the registers used."""
     changed = True
     while changed and computing:
         changed = False
         for g in sorted(computing, key=lambda g: (budget[g.id], g.id)):
-            if budget[g.id] + REG_STEP <= BUDGET_CAP and used + REG_STEP * g.threads <= pool:
+            cap = MAX_REGS if g.id in tight else BUDGET_CAP
+            if budget[g.id] + REG_STEP <= cap and used + REG_STEP * g.threads <= pool:
                 budget[g.id] += REG_STEP
                 used += REG_STEP * g.threads
                 changed = True

@@ -75,6 +75,20 @@ def test_blackwell_chains_share_groups_when_the_register_file_is_short(tmp_path,
     assert "sm100.col_index(64" in result.source_path.read_text()
 
 
+def test_a_consumer_near_its_budget_passes_the_cap_without_spilling(tmp_path, backend_cache):
+    """Seed 2037 (bench/coverage.py on seeds 2000-2199): one consumer beside the producer, the model counting 216
+    registers per thread, was given 240 (BUDGET_CAP) and ptxas spilled 8 bytes; a group within PTXAS_HEADROOM of
+    its budget now takes the producer's registers and setmaxnreg's full 256."""
+    from aref.compiler import CompileOptions
+    prog = random_program(2037, directory=str(tmp_path))
+    o = check_config(prog, "heuristic-sm_90a", {"options": CompileOptions(arch="sm_90a")}, seeds=2,
+                     exhaustive=False)
+    assert o.status == "ok", o.detail
+    assert {gp.group.name: gp.group.regs for gp in o.ir.groups} == {"producer": 24, "consumer": 256}
+    result = compile_sm90(o.ir, cache_dir=backend_cache)
+    assert result.status == "compiled" and result.spill_bytes == 0, (result.rule, result.spill_bytes)
+
+
 @pytest.mark.parametrize("seed", [803, 804])
 def test_blackwell_rules_found_by_coverage(tmp_path, backend_cache, seed):
     """bench/coverage.py on sm_100a: seed 803 has a group whose only register values are vectors along the
