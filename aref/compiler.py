@@ -2,7 +2,7 @@
 
     tile ──fp8 promotion──▶ promoted ──partition + loop distribution──▶ partitioned ──pipeline──▶ pipelined ──aref lowering──▶ barrier
 
-Each step is a pure function of the previous stage's IR (DESIGN.md's one-directional data flow); with
+Each step is a pure function of the previous stage's IR (docs/architecture.md: data flows one way); with
 `verify_each_stage` the matching verifier runs after every step. The CLI lists `STAGES` from here.
 `run_passes` runs the list; which program to keep — the retries where the resource model refuses one, the
 timing guard of the optimal partitioner — is `aref.search`'s policy, which the command line, the tuner and

@@ -128,7 +128,7 @@ class SolverError(ArefError):
 
 
 class ExampleError(ArefError):
-    """An example file that does not follow the example convention (README), or whose `example_inputs` /
+    """An example file that does not follow the example convention (docs/language.md), or whose `example_inputs` /
     `reference` raised: named at the example file's line."""
 
     kind = "example error"

@@ -30,7 +30,7 @@ def solve_kernel(kernel, arch: str, encoding: str, time_limit: float, progress=N
 
 
 def solve_json(ex, result) -> dict:
-    """The `aref solve --json` document (DESIGN.md's keys)."""
+    """The `aref solve --json` document (the keys docs/cli.md lists)."""
     from partition.streams import MMA_WARP
     out = {k: getattr(result, k) for k in ("status", "ii", "lower_bound", "res_mii", "rec_mii", "proven_optimal",
                                             "solve_seconds", "length", "encoding", "proven_bound")}

@@ -1,6 +1,7 @@
-"""The built-in examples: kernels with their inputs, torch references and tolerances (the README's example
-convention). They ship inside the package, so `aref demo` and `aref run gemm` work from an installed wheel;
-in a clone, the top-level `examples` is a link to this folder and `examples/gemm.py` names the same file.
+"""The built-in examples: kernels with their inputs, torch references and tolerances (the example
+convention, docs/language.md). They ship inside the package, so `aref demo` and `aref run gemm` work from an
+installed wheel; in a clone, the top-level `examples` is a link to this folder and `examples/gemm.py` names the
+same file.
 
 The example files are user programs, not compiler code: errors in them are the user's (`aref.trace.user_loc`
 and `aref.guard` treat this folder as user code), and they import nothing from each other.

@@ -1,6 +1,6 @@
 """Tile IR: the op kinds, their typed attributes, SSA values and the kernel structure.
 
-One IR is lowered progressively (DESIGN.md): Tile IR after tracing, then passes add warp groups, stages and,
+One IR is lowered progressively (docs/architecture.md): Tile IR after tracing, then passes add warp groups, stages and,
 finally, mbarrier operations. This module holds only data; printing is in `aref.ir.printer`, checking in
 `aref.verify`.
 

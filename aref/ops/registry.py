@@ -1,6 +1,6 @@
 """The op registry: one entry per (OpKind, fn) holding everything the compiler knows about that op.
 
-Each `OpDef` keeps an op's rules side by side (see ../shared/OPS_REGISTRY.md):
+Each `OpDef` keeps an op's rules side by side (docs/architecture.md, "Rules, not cases"):
 
   traits      what kind of op it is (elementwise, reduction, view, MUFU, side effect, ...); the passes ask
               these questions and never compare fn strings;

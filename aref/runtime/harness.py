@@ -1,6 +1,6 @@
 """Loading example files (`FILE[:KERNEL]`) and checking a backend's outputs against `reference(...)`.
 
-The example convention (README): a module defines one or more `@aref_kernel` functions,
+The example convention (docs/language.md): a module defines one or more `@aref_kernel` functions,
 `example_inputs(size="small", **overrides) -> dict` of kernel arguments (tensors, outputs included, and
 compile-time constants), and `reference(**inputs) -> dict` of expected outputs by argument name. A file with
 several kernels may define `example_inputs_<kernel>` / `reference_<kernel>` for each. An `example_inputs` with
@@ -46,7 +46,7 @@ class Example:
             raise ExampleError(f"{self.path} defines no example_inputs() for @{self.name}",
                                SrcInfo(self.path, self.kernel.fn.__code__.co_firstlineno),
                                hint="define example_inputs(size='small', **overrides) returning the kernel's "
-                                    "arguments by name (see the README's example convention)")
+                                    "arguments by name (see the example convention, docs/language.md)")
         if arch is not None and self.takes_arch:
             overrides = {**overrides, "arch": arch}
         call = ", ".join([f"size={size!r}"] + [f"{k}={v!r}" for k, v in overrides.items()])
@@ -246,7 +246,7 @@ def load_example(target: str) -> Example:
     for what, fn in (("example_inputs", inputs_fn), ("reference", reference_fn)):
         if fn is not None and not callable(fn):
             raise ExampleError(f"{what} in {path} is a {type(fn).__name__}, not a function",
-                               hint=f"define `def {what}(...)` (see the README's example convention)")
+                               hint=f"define `def {what}(...)` (see the example convention, docs/language.md)")
     return Example(path, module, kernel, inputs_fn, reference_fn)
 
 
