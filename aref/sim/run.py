@@ -17,6 +17,7 @@ from aref.sim.program import LaunchError, Prog
 from aref.sim.reduction import Footprints, persistent_set
 from aref.sim.resources import check_resources
 from aref.sim.schedules import persistent_sizes, protocol_runs, protocol_sizes
+from aref.sim.schedules import run_random as _run_random
 from aref.sim.values import SimViolation
 
 DEADLOCK_KINDS = ("deadlock", "wait-never-completes", "register-budget")
@@ -83,28 +84,6 @@ def _one_torch_thread():
         yield
     finally:
         torch.set_num_threads(n)
-
-
-def _run_random(eng: Engine, rng: random.Random):
-    """One interleaving. Per run, a bias for async completions and per-group weights are drawn, so the seeds
-    cover schedules where copies land late or early and where one group runs far ahead of another."""
-    p_async = rng.choice((0.1, 0.3, 0.5, 0.7, 0.9))
-    weights = [rng.random() + 0.05 for _ in eng.prog.groups]
-    st = None
-    try:
-        st = eng.initial()
-        while True:
-            steps, asyncs = eng.actions(st)
-            if not steps and not asyncs:
-                break
-            if asyncs and (not steps or rng.random() < p_async):
-                act = asyncs[rng.randrange(len(asyncs))]
-            else:
-                act = rng.choices(steps, [weights[a[1]] for a in steps])[0] if len(steps) > 1 else steps[0]
-            eng.apply(st, act)
-        return _terminal(eng, st), st.steps
-    except SimViolation as exc:
-        return exc, st.steps if st is not None else 0
 
 
 def simulate(kernel, tensors: dict, *, seed: int = 0, compute_values: bool = True,

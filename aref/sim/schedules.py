@@ -116,6 +116,28 @@ def run_policy(eng: Engine, policy: Policy, rng: random.Random):
 RANDOM_PER_SIZE = 2
 
 
+def run_random(eng: Engine, rng: random.Random):
+    """One interleaving. Per run, a bias for async completions and per-group weights are drawn, so the seeds
+    cover schedules where copies land late or early and where one group runs far ahead of another."""
+    p_async = rng.choice((0.1, 0.3, 0.5, 0.7, 0.9))
+    weights = [rng.random() + 0.05 for _ in eng.prog.groups]
+    st = None
+    try:
+        st = eng.initial()
+        while True:
+            steps, asyncs = eng.actions(st)
+            if not steps and not asyncs:
+                break
+            if asyncs and (not steps or rng.random() < p_async):
+                act = asyncs[rng.randrange(len(asyncs))]
+            else:
+                act = rng.choices(steps, [weights[a[1]] for a in steps])[0] if len(steps) > 1 else steps[0]
+            eng.apply(st, act)
+        return (check_finished(eng, st) if eng.finished(st) else diagnose_stuck(eng, st)), st.steps
+    except SimViolation as exc:
+        return exc, st.steps if st is not None else 0
+
+
 def protocol_sizes(prog: Prog) -> list[int]:
     """Trip counts the check simulates whatever the inputs' own: 0 and 1 (a loop that never runs, or runs
     once: the pipeline's fill and drain meet), every count below the deepest pipeline's stages (each peels
@@ -140,7 +162,6 @@ def protocol_runs(prog: Prog, tensors: dict, cta: tuple, trips: list[int], rando
     program with another trip count: `Engine.set_trips`), `randoms` random interleavings, and every policy at
     trip count 1 and at the largest. Where a group does not compute the loop's trip count,
     every policy at the inputs' trip count instead. Yields (violation or None, CTA, schedule label)."""
-    from aref.sim.run import _run_random
     # across a persistent CTA's tiles it is how far one group runs ahead of another that matters: the late
     # sources of one tile are the plain launch's
     pols = policies(prog, per_source=not prog.launch.persistent)
@@ -162,7 +183,7 @@ def protocol_runs(prog: Prog, tensors: dict, cta: tuple, trips: list[int], rando
             exc, _ = run_policy(eng, how, rng)
             label = how.name
         else:
-            exc, _ = _run_random(eng, rng)
+            exc, _ = run_random(eng, rng)
             label = f"random #{how}"
         if trip is not None:
             label += f", trip count {trip}"
