@@ -125,7 +125,13 @@ def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve, expl
     the solver places and schedules like any other. Returns (split kernel, its solve, why), or None when the
     kernel's own answer stands, the rows do not split, or the split kernel fits no better. `explained()`
     gives the kernel's own answer with its proofs explained, and its proof (for the note of why)."""
-    if result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.target.mma != "wgmma" or options.num_consumers < 2:
+    found = result.status in (S.OPTIMAL, S.FEASIBLE_TIMEOUT)
+    # an answer above its units' bound (hand-offs between groups, a group's stream) may lose to the split
+    # tile's, which keeps each replica's rows in one group: causal attention's large tile fits unsplit once
+    # its post-loop hand-off reuses a released slot, at II 2976 against the split's 2048
+    above_bound = found and result.ii is not None and result.lower_bound is not None and \
+        result.ii > result.lower_bound
+    if (found and not above_bound) or options.target.mma != "wgmma" or options.num_consumers < 2:
         return None
     from partition.rowsplit import can_row_split, row_split
     if can_row_split(kernel, options.num_consumers) is not None:
@@ -134,6 +140,11 @@ def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve, expl
     ex, res, why_not = solve(split)
     if why_not or res.status not in (S.OPTIMAL, S.FEASIBLE_TIMEOUT):
         return None
+    if found:
+        if res.ii >= result.ii:
+            return None
+        return split, (ex, res, why_not), (f"the row split's II {res.ii} beats the unsplit tile's {result.ii} "
+                                           f"(above its bound {result.lower_bound})")
     if explained is not None:
         result, proof = explained()
     limits = proof or _hardware_limits(result)

@@ -28,7 +28,9 @@ DEFAULT = {
                                                 ["tma", "tma", "tma", "tma"]]),
     ("attention_bwd", "sm_100a"): (976, False, [["compute", "store"], ["exp"], ["gemm", "gemm", "gemm", "gemm", "gemm"],
                                                 ["tma", "tma", "tma", "tma"]]),
-    ("attention_causal", "sm_90a"): (2400, False, [["exp", "gemm", "rescale"], ["gemm"], ["tma", "tma"]]),
+    # rows split where the unsplit answer sits above its bound and the split beats it (2400 unsplit)
+    ("attention_causal", "sm_90a"): (1472, True, [["exp", "gemm", "gemm", "rescale"], ["exp", "gemm", "gemm", "rescale"],
+                                                  ["tma", "tma"]]),
     ("attention_causal", "sm_100a"): (2320, False, [["exp", "rescale"], ["gemm", "gemm"], ["tma", "tma"]]),
     ("attention_fwd", "sm_90a"): (1408, False, [["exp", "gemm", "gemm", "rescale"], ["exp", "gemm", "gemm", "rescale"],
                                                 ["tma", "tma"]]),
@@ -49,7 +51,7 @@ DEFAULT = {
                                                    ["compute", "gemm", "store"], ["tma", "tma", "tma"]]),
     ("linear_attention", "sm_100a"): (912, False, [["compute", "compute", "compute", "rescale", "store"],
                                                    ["gemm", "gemm", "gemm", "gemm"], ["tma", "tma", "tma"]]),
-    ("mlp", "sm_90a"): (1296, False, [["exp", "gemm"], ["gemm"], ["tma", "tma"]]),
+    ("mlp", "sm_90a"): (1080, True, [["exp", "gemm", "gemm"], ["exp", "gemm", "gemm"], ["tma", "tma"]]),  # 1296 unsplit
     ("mlp", "sm_100a"): (1008, False, [["exp"], ["gemm", "gemm"], ["tma", "tma"]]),
     ("rowwise", "sm_90a"): (752, False, [["compute", "store"], ["tma"]]),
     ("rowwise", "sm_100a"): (584, False, [["compute", "store"], ["tma"]]),
@@ -100,7 +102,9 @@ def test_rows_split_where_no_unsplit_partition_exists(name):
     _, extraction, result, proof, why = _step(name, "sm_90a", "large")
     _proven(result)
     ii, groups = LARGE_SPLITS[name]
-    assert why.startswith("no partition of the unsplit tile ") and proof == ""
+    # causal attention's unsplit tile fits since its post-loop hand-off reuses a released slot, at an II above
+    # its bound that the split beats
+    assert why.startswith(("no partition of the unsplit tile ", "the row split's II ")) and proof == ""
     assert {c.label for c in result.profile} == {UNSPLIT, ROW_SPLIT}
     assert result.ii == ii and _kinds(extraction, result) == groups
 
