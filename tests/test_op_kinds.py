@@ -44,7 +44,7 @@ def test_the_passes_use_the_registry_sets():
     from aref.sim import program
     from partition import dimsplit, model
     from pipeline import sm100
-    assert cse.PURE is ops.EFFECT_FREE and cse.MERGED == ops.VIEWS | {K.CAST}
+    assert cse.PURE is ops.EFFECT_FREE and cse.MERGED == ops.VIEWS | {K.CAST, K.REDUCE}
     assert model.REPLICATED == ops.INDEX_SOURCE_KINDS | ops.VIEWS | {K.CHANNEL, K.GET, K.CONSUMED}
     assert role.PURE == ops.SCALARS | ops.VIEWS | {K.SLOT_READ, K.SELECT, K.FULL}
     assert program.VISIBLE is ops.CROSS_GROUP_KINDS and program.COMPUTE | program.VISIBLE | ops.CHANNEL_KINDS \

@@ -1,9 +1,11 @@
-"""Common views and casts computed once: a program that writes `ds.to(aref.float16)` twice (or `x[:, None]`
-twice) gets one op, so the warp group that runs it holds one register tile, not two. And values nothing
-reads are not computed (`drop_dead`): a cast or load a program leaves unused would otherwise be partitioned
+"""Common views, casts and reductions computed once: a program that writes `ds.to(aref.float16)` twice (or
+`x[:, None]`, or `x.max(0)` twice) gets one op, so the warp group that runs it holds one register tile, not two
+(a column reduction twice is two shuffle trees, two shared-memory exchanges and two column vectors live: random
+program seed 2037's `where(u.max(0) > s.sum(0), u.max(0), s.sum(0))` spilled at 256 registers until merged).
+And values nothing reads are not computed (`drop_dead`): a cast or load a program leaves unused would otherwise be partitioned
 like live work — a warp group of its own, registers, a slot it holds.
 
-Only side-effect-free views and casts are merged (`MERGED`), within one block (pre-loop, loop body or
+Only side-effect-free views, casts and reductions are merged (`MERGED`), within one block (pre-loop, loop body or
 post-loop), when kind, attributes and operands are equal. Constant tiles are never merged: two accumulators
 that both start at zero are two tiles.
 """
@@ -14,7 +16,7 @@ import copy
 from aref.ir import Kernel, OpKind
 from aref.ops import EFFECT_FREE, VIEWS
 
-MERGED = VIEWS | {OpKind.CAST}
+MERGED = VIEWS | {OpKind.CAST, OpKind.REDUCE}
 # ops without effects beyond their results (a load reads global memory only): the registry's
 PURE = EFFECT_FREE
 CHANNEL_USES = (OpKind.PUT, OpKind.GET, OpKind.CONSUMED)
