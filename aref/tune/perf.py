@@ -70,6 +70,18 @@ def _constant(kernel: Kernel, value) -> int | None:
     return None
 
 
+def typical_cta(kernel: Kernel) -> tuple[int, ...]:
+    """A CTA of Tile IR `kernel` whose loop runs the grid's average trip count (the nearest; the first CTA when
+    the count does not depend on the program ids): the one whose time stands for every CTA's in `predict`."""
+    from aref.interp.tile import trip_counts
+    counts = trip_counts(kernel)
+    first = tuple(0 for _ in kernel.grid)
+    if not counts or len(set(counts.values())) == 1:
+        return first
+    mean = sum(counts.values()) / len(counts)
+    return min(counts, key=lambda c: (abs(counts[c] - mean), c))
+
+
 def wave_footprint(ws, ctas: int, raster: int = 0) -> int:
     """Bytes of global memory the first `ctas` CTAs (one wave, in the launch's tile order: x fastest, or
     `raster`ized, `aref.backend.tile_order`) read through TMA: each loaded
@@ -137,19 +149,22 @@ def epilogue_cycles(ws, report) -> int:
 
 
 def predict(ws, machine: Machine, *, flops: int | None = None, persistent: bool = False,
-            ctas: int | None = None, raster: int = 0, seed: int = 0, epilogue_overlap: bool = False) -> Prediction:
+            ctas: int | None = None, raster: int = 0, seed: int = 0, epilogue_overlap: bool = False,
+            cta: tuple[int, ...] | None = None) -> Prediction:
     """Predicted time of launching Barrier IR `ws` on the whole GPU of `machine` (see the module docstring).
 
     `flops`: the launch's tensor-core FLOP (`kernel_flops` of its Tile IR) for the TFLOP/s figure;
     `persistent`/`ctas`: a persistent launch of min(`ctas` (default: one per SM), tiles) CTAs; `raster`: the
     tile order (`aref.backend.tile_order`), which decides what one wave reads. `epilogue_overlap` (persistent, sm_90a):
     two consumer copies on alternate tiles hide each tile's epilogue but the CTA's last behind the next main loop.
+    `cta`: the CTA whose timing stands for every CTA (default the first; where trip counts differ per CTA, as with
+    causal block skipping, one of average length: `typical_cta`).
     """
     from aref.sim.timing import simulate_timing
     tiles = math.prod(ws.grid)
     per_sm = occupancy(ws, machine)
     workers = min(ctas or machine.sms * per_sm, tiles) if persistent else machine.sms * per_sm
-    report = simulate_timing(ws, None, problem_machine(ws, machine, workers, raster), seed=seed)
+    report = simulate_timing(ws, None, problem_machine(ws, machine, workers, raster), seed=seed, cta=cta)
     # CTAs sharing an SM share its units: a wave lasts at least the busiest unit's work of all of them
     busiest = max(report.utilization.values(), default=0.0) * report.total_cycles
     cta_cycles = max(report.total_cycles, math.ceil(per_sm * busiest))
