@@ -7,7 +7,10 @@ starts min(`ctas`, tiles) CTAs that walk the tiles round-robin; as the backend's
 overlap one tile's epilogue with the next tile's main loop, each tile costs what a CTA costs. Seconds use the
 machine's clock; TFLOP/s count the Tile IR's tensor-core work.
 
-One effect is the whole GPU's, not one SM's: when the tiles one wave of CTAs reads outgrow the L2 cache
+Two effects are the whole GPU's, not one SM's. With every SM running tensor work the GPU sustains only a share of
+the datasheet tensor rate (the calibrated `loaded_tensor_efficiency`: the clock drops under the power limit; the
+fastest dense GEMM measured on the calibration's H100, cuBLAS at 4096³-8192³, ran 752 of the datasheet's 989
+TFLOP/s). And when the tiles one wave of CTAs reads outgrow the L2 cache
 (`wave_footprint`), a share 1 − L2/footprint of their bytes misses, and every SM's TMA transfers slow down by
 the machine's calibrated `l2_miss_penalty` per unit of that share (`problem_machine`).
 
@@ -117,8 +120,12 @@ def wave_footprint(ws, ctas: int, raster: int = 0) -> int:
 
 
 def problem_machine(ws, machine: Machine, ctas: int, raster: int = 0) -> Machine:
-    """`machine` as one SM of it sees `ws`'s problem: TMA rates reduced by the L2 miss share of one wave of
-    `ctas` CTAs (walking the tiles in the `raster` order)."""
+    """`machine` as one SM of it sees `ws`'s problem: the tensor rate the whole GPU sustains under load
+    (`loaded_tensor_efficiency`), and TMA rates reduced by the L2 miss share of one wave of `ctas` CTAs
+    (walking the tiles in the `raster` order)."""
+    if machine.loaded_tensor_efficiency != 1.0:
+        machine = replace(machine, tensor_efficiency=machine.tensor_efficiency * machine.loaded_tensor_efficiency,
+                          loaded_tensor_efficiency=1.0)
     if machine.l2_miss_penalty <= 0:
         return machine
     footprint = wave_footprint(ws, ctas, raster)
