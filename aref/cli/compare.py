@@ -87,7 +87,7 @@ def measure(kernel, inputs, options: CompileOptions) -> tuple[dict, object, obje
         "utilization": util,
         # the whole launch on the whole GPU (waves, per-CTA overhead, fill, drain and epilogue, L2 misses):
         # `aref.tune.perf.predict` on the calibrated machine, what bench/data's measurements are held to
-        "tflops": round(prediction.tflops, 1) if prediction.tflops else None,
+        "tflops": round(prediction.tflops or 0.0, 1),         # 0 for a kernel without tensor-core work
         "predicted_ms": round(prediction.seconds * 1e3, 4),
         "machine": figures_source(m),
         "total_cycles": report.total_cycles, "compile_seconds": round(seconds, 3),
