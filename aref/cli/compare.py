@@ -412,7 +412,8 @@ def compare_table(out: dict) -> Table:
                   f"at exact costs")
     source = next((out[m]["machine"] for m in MODES if "machine" in out[m]), "")
     table = Table(title=f"{out['kernel']} on {out['arch']} (size {out['size']}): heuristic vs optimal{bound}",
-                  caption=f"TFLOP/s: the whole launch predicted by the machine model, {source}" if source else None)
+                  caption=(f"busy: the loop's steady state on one SM; TFLOP/s: the whole launch predicted by "
+                           f"the machine model, {source}") if source else None)
     table.add_column("", no_wrap=True)
     for mode in MODES:
         table.add_column(mode, overflow="fold")
@@ -435,7 +436,7 @@ def compare_table(out: dict) -> Table:
     row("shared memory", lambda e: f"{e['smem_bytes'] / 1024:.1f} KiB")
     row("tensor memory", lambda e: f"{e['tmem_columns']} columns")
     for u in ("tc", "mufu", "fma", "tma"):
-        row(f"{UNIT_NAMES[u]} busy (loop, one SM)", lambda e, u=u: f"{e['utilization'][u]:.0%}")
+        row(f"{UNIT_NAMES[u]} busy (one SM)", lambda e, u=u: f"{e['utilization'][u]:.0%}")
     row("TFLOP/s predicted (launch)", lambda e: f"{e['tflops']}")
     if out.get("measured"):
         table.add_row("TFLOP/s measured (GPU)", *(str(out["measured"].get(m, {}).get("tflops",
