@@ -42,11 +42,12 @@ PASSES = (
     ("aref.backend.cute", "the CuTe DSL backend"), ("solve", "the solver"), ("aref.runtime.harness", "the example harness"),
     ("aref.outputs", "the example harness"),
     ("aref.viz", "the pictures"), ("aref.cli", "the command line"), ("aref.compiler", "the compiler driver"),
+    ("aref.search", "the compile search"),
 )
 ROW_SPLIT = "the cooperative row split"     # a rewrite inside the heuristic partitioner, named on its own
 # helpers every pass uses: a failure there is charged to the pass that called them (whole module names)
-_HELPERS = frozenset({"aref.ir", "aref.errors", "aref.guard", "aref.target.machine", "aref.ir.printer", "aref.ir.dtypes",
-                      "aref.ir.ws", "aref.verify.ws"})
+_HELPERS = frozenset({"aref.ir", "aref.errors", "aref.guard", "aref.target.machine", "aref.target.targets",
+                      "aref.ir.printer", "aref.ir.dtypes", "aref.ir.ws", "aref.verify.ws"})
 
 
 def _kind(filename: str) -> str:

@@ -3,7 +3,8 @@
     python bench/calibrate.py                      # fit on bench/data/calibration-*.jsonl of the arch (CPU)
     python bench/calibrate.py DATA.jsonl ...       # fit on these measurement files
     python bench/calibrate.py --measure            # on a GPU: measure the configuration grid, then fit
-    options: --arch sm_90a|sm_100a  --out PATH  --dry-run (do not write)  --evaluations N
+    options: --device H100|H200|B200 (or --arch: its default device)  --out PATH  --dry-run (do not write)
+             --evaluations N
 
 The measurement grid (`GRID`) covers each example's tuning space at its large sizes: GEMM (M = N = K 4096 and
 8192, BN 64/128/256, BK 32/64/128, consumers auto/plain, fp8, persistent), attention forward (head dim 64
@@ -19,7 +20,8 @@ examples have chosen their depth by themselves since then.
 The fit (`aref.tune.calibrate.fit`) searches the machine's calibrated figures — sustained tensor-core
 efficiency, TMA bandwidth and latency, barrier cost, per-CTA overhead — for the smallest squared log error
 between predicted and measured times, prints the prediction error and the Spearman rank correlation per
-problem before and after, and writes `aref/target/calibration/<arch>.json`, which `aref.target.machine` loads.
+problem before and after, and writes `aref/target/calibration/<device>.json`, which `aref.target.machine` loads
+(each device its own: an H200 is not an H100's fit).
 """
 from __future__ import annotations
 
@@ -33,7 +35,6 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 DATA = os.path.join(ROOT, "bench", "data")
-MACHINE_OF_ARCH = {"sm_90a": "h100", "sm_100a": "b200"}
 
 
 def grid() -> list[dict]:
@@ -67,7 +68,7 @@ def grid() -> list[dict]:
     return out
 
 
-def measure(out_path: str, arch: str) -> list[dict]:
+def measure(out_path: str, arch: str, device: str | None = None) -> list[dict]:
     """Run `grid()` on the GPU (model prediction, check, aref time, torch time) and write JSON lines."""
     import torch
 
@@ -86,7 +87,7 @@ def measure(out_path: str, arch: str) -> list[dict]:
             ex = load_example(os.path.join(ROOT, "examples", f"{rec['example']}.py"))
             try:
                 sample = rebuild(rec)
-                p = predict(sample.ws, machine_for(arch), flops=sample.flops, persistent=sample.persistent,
+                p = predict(sample.ws, machine_for(arch, device), flops=sample.flops, persistent=sample.persistent,
                             ctas=sample.ctas)
                 rec.update(model_cycles_per_iter=p.cycles_per_iter, model_tc_utilization=round(p.tc_utilization, 4),
                            model_total_cycles=p.cta_cycles, model_ms=p.seconds * 1e3)
@@ -126,16 +127,24 @@ def report(console, title: str, ev) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", nargs="*", help="measurement files (default: bench/data/calibration-<gpu>-*.jsonl)")
-    ap.add_argument("--arch", default="sm_90a", choices=sorted(MACHINE_OF_ARCH))
+    from aref.target import ARCHS, DEFAULT_ARCH, target_of
+    from aref.target.machine import CALIBRATION_DIR, DATASHEETS, DEVICES
+    ap.add_argument("--device", default=None, choices=sorted(DEVICES), help="the device model to fit (default: the "
+                                                                            "arch's default device)")
+    ap.add_argument("--arch", default=None, choices=ARCHS, help="fit the default device of this arch")
     ap.add_argument("--measure", action="store_true", help="measure the grid on this machine's GPU first")
-    ap.add_argument("--out", default=None, help="calibration file to write (default: aref/target/calibration/<arch>.json)")
+    ap.add_argument("--out", default=None,
+                    help="calibration file to write (default: aref/target/calibration/<device>.json)")
     ap.add_argument("--dry-run", action="store_true", help="fit and report, but write nothing")
     ap.add_argument("--evaluations", type=int, default=200, help="timing-model evaluations the fit may spend")
     args = ap.parse_args(argv)
+    device = args.device or target_of(args.arch or DEFAULT_ARCH).default_device
+    if args.arch is not None and DEVICES[device].arch != args.arch:
+        ap.error(f"--device {device} is an {DEVICES[device].arch}, not {args.arch}")
+    args.arch = DEVICES[device].arch
     from rich.console import Console
     from rich.table import Table
 
-    from aref.target.machine import CALIBRATION_DIR, DATASHEETS, MACHINES
     from aref.runtime.harness import measured_samples
     from aref.tune.calibrate import evaluate, fit, load_measurements, start_point, write_calibration
     console = Console()
@@ -145,22 +154,22 @@ def main(argv=None) -> int:
         if gpu_arch() != args.arch:
             console.print(f"--measure needs a {args.arch} GPU (found: {gpu_arch() or 'none'})")
             return 1
-        path = os.path.join(DATA, f"calibration-{MACHINE_OF_ARCH[args.arch]}-{datetime.date.today()}.jsonl")
-        measure(path, args.arch)
+        path = os.path.join(DATA, f"calibration-{device.lower()}-{datetime.date.today()}.jsonl")
+        measure(path, args.arch, device)
         files = [path]
     if not files:
-        files = sorted(glob.glob(os.path.join(DATA, f"calibration-{MACHINE_OF_ARCH[args.arch]}-*.jsonl")))
+        files = sorted(glob.glob(os.path.join(DATA, f"calibration-{device.lower()}-*.jsonl")))
     if not files:
-        console.print(f"no measurements for {args.arch} in {DATA}; run with --measure on a GPU")
+        console.print(f"no measurements of an {device} in {DATA}; run with --measure on one")
         return 1
     records = [r for path in files for r in load_measurements(path) if r.get("arch", args.arch) == args.arch]
     samples, skipped = measured_samples(records)
     for s in skipped:
         console.print(f"left out: {s}", highlight=False)
-    base = DATASHEETS[args.arch]            # the fit replaces figures of the datasheet model
+    base = DATASHEETS[device]               # the fit replaces figures of the datasheet model
     before = evaluate(samples, base)
     report(console, "datasheet model", before)
-    current = MACHINES[args.arch]
+    current = DEVICES[device]
     if current.calibration:
         report(console, f"current calibration ({current.calibration})", evaluate(samples, current))
     params, after = fit(samples, base, start=start_point(current), evaluations=args.evaluations,
@@ -176,7 +185,7 @@ def main(argv=None) -> int:
     console.print("figures: " + ", ".join(f"{k}={v if not isinstance(v, float) else round(v, 4)}"
                                           for k, v in params.items()), highlight=False)
     if not args.dry_run:
-        out = args.out or os.path.join(CALIBRATION_DIR, f"{args.arch}.json")
+        out = args.out or os.path.join(CALIBRATION_DIR, f"{device}.json")
         source = ", ".join(os.path.relpath(f, ROOT) for f in files)
         write_calibration(out, base, params, source, before, after)
         console.print(f"wrote {os.path.relpath(out, ROOT)}")

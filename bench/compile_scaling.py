@@ -75,7 +75,8 @@ def nesting(source: str) -> int:
 
 def measure(n: int, cute: bool, cache_dir: str, pure: bool = False) -> dict:
     from aref.backend.cute import compile_barrier, generate_source
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     t0 = time.perf_counter()
     kernel = make_kernel(n, pure).specialize(**inputs())
     t1 = time.perf_counter()

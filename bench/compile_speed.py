@@ -15,7 +15,8 @@ sys.path.insert(0, ROOT)
 
 from aref.backend.cute import BackendError, compile_barrier  # noqa: E402
 from aref.backend.cute.toolchain import compile_source_file  # noqa: E402
-from aref.compiler import CompileOptions, lower_to  # noqa: E402
+from aref.compiler import CompileOptions  # noqa: E402
+from aref.search import lower_to  # noqa: E402
 from aref.runtime.harness import load_example  # noqa: E402
 
 # (example, example_inputs overrides) as tests/backend/test_compile.py compiles them

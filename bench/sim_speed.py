@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from aref import sim  # noqa: E402
-from aref.compiler import CompileOptions, lower_to  # noqa: E402
+from aref.compiler import CompileOptions  # noqa: E402
+from aref.search import lower_to  # noqa: E402
 from aref.runtime.harness import load_example  # noqa: E402
 
 EXAMPLES = ["gemm", "dual_gemm", "gemm_reduce", "attention_fwd", "attention_bwd"]

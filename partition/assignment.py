@@ -11,17 +11,18 @@ from __future__ import annotations
 from aref import resources
 from aref.errors import SolverError
 from aref.ir import DType, Kernel, Op, OpKind, TileType
+from aref.ops import VIEWS
 from aref.ir.ws import WarpGroup
+from aref.target import target_of
 from partition.model import Partition, check_registers, one_producer_per_channel, replicated_ops, split_budget, \
     value_owner
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 def partition_from_schedule(kernel: Kernel, ex, result, arch: str) -> Partition:
     """Groups of the solver's assignment (`ex`: the `partition.optimal.Extraction` it solved; the TMA group
     first), and every Tile IR op placed."""
-    blackwell = arch == "sm_100a"
+    blackwell = target_of(arch).mma == "tcgen05"     # one-warp load and MMA-issue roles, no tensor-core turns
     by_group: dict[int, list[str]] = {}
     for n, grp in result.assignment.items():
         by_group.setdefault(grp, []).append(n)

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 from aref.ir import (Block, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, Loop, Op, OpKind, ScalarType, SliceAttrs,
                      StoreAttrs, TileType, Value)
+from aref.ops import CUDA_CORE_KINDS, ELEMENTWISE_KINDS
 from aref.ir.typing_rules import slice_type
 from aref.verify import verify
 from partition.model import UnionFind
 from partition.rowsplit import NotSplittable
 
-ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST)
+ELEMENTWISE = CUDA_CORE_KINDS & ELEMENTWISE_KINDS     # per-element register math (not a select)
 LINEAR = {"mul", "div", "add", "sub", "neg"}
 SOURCES = (OpKind.LOAD, OpKind.GET)
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from aref.errors import CompilerBugError
 from aref.ir import (ArefType, Block, ConstAttrs, DType, FnAttrs, Kernel, Loop, NoAttrs, Op,
                      OpKind, ScalarType, Space, Value)
+from aref.ops import VIEWS
 from aref.resources.layout import column_reads, rank1
 from aref.verify import expected_result_types
 from aref.ir.ws import Channel, GroupProgram, WSKernel
+from aref.target import target_of
 from partition.model import Partition
 from partition.streams import accumulates_in_place, mma_reads_from_tmem
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 @dataclass
@@ -225,7 +226,8 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
                         sends.setdefault(id(base), {}).setdefault(g, []).extend(users_here)
                         values[id(base)] = base
     held: dict[tuple[int, int], set[int]] = {}
-    if arch == "sm_100a":
+    tensor_memory = target_of(arch).has_tensor_memory
+    if tensor_memory:
         _hold_column_vectors(kernel, needs, sends, values, users, held)
     groups: dict[tuple, _Crossing] = {}
     for vid, per_dst in sends.items():
@@ -236,7 +238,7 @@ def _crossings(kernel: Kernel, part: Partition, facts: _Facts, needs: dict[int, 
         dsts = tuple(sorted(per_dst))
         first = min((u for us in per_dst.values() for u in us), key=lambda u: order.get(u, 0))
         kind = "tma" if facts.is_load(v) else "store"
-        tmem = arch == "sm_100a" and kind == "store" and _tensor_memory_tile(v, facts, per_dst)
+        tmem = tensor_memory and kind == "store" and _tensor_memory_tile(v, facts, per_dst)
         # a tensor-memory tile is its own buffer and its own channel (the tensor-memory plan maps a channel to
         # one buffer): two such tiles for one first user (FA's P and the rescaled O) cross in two channels
         key = (src, kind, tmem, facts.region[vid], dsts, id(first), vid if tmem else None)

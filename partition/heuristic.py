@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from aref import ops as ops_registry
 from aref.errors import ArefError
 from aref.ir import Kernel, Op, OpKind, Value, index_math
+from aref.ops import VIEWS
+from aref.target import target_of
 from partition.model import (Partition, UnionFind, assignable_ops, check_partition, one_producer_per_channel,
                              replicated_ops, split_budget)
 
@@ -89,9 +91,9 @@ def components(kernel: Kernel, ops: list[Op]) -> list[list[Op]]:
             for p in puts.get(id(op.operands[0]), [])[:1]:
                 return source(p.operands[1 + i], seen + 1)
         if op is None or op.kind in (OpKind.GET, OpKind.FULL, OpKind.ARANGE, OpKind.CHANNEL) or (
-                op in rep and op.kind not in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)):
+                op in rep and op.kind not in VIEWS):
             return None
-        if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
+        if op.kind in VIEWS:
             return source(op.operands[0], seen)
         return op
 
@@ -111,7 +113,7 @@ def heuristic_partition(kernel: Kernel, arch: str, options: HeuristicOptions | N
     """Assign every op to a warp group. Returns the kernel (row-split for cooperative consumers) and the
     partition."""
     options = options or HeuristicOptions()
-    if arch == "sm_100a":
+    if target_of(arch).mma == "tcgen05":        # one thread issues the MMAs: FA4's one-warp load and MMA roles
         part = _blackwell(kernel, options.compute_groups)
     else:
         kernel, part = _hopper(kernel, options)

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import SIDE_EFFECTS, Kernel, Op, OpKind, ScalarType, index_math
+from aref.ops import CHANNEL_KINDS, INDEX_SOURCE_KINDS, VIEWS
 from aref.resources import (MAX_REGS, MIN_REGS, REGISTERS_PER_SM, check_budgets as check_registers,  # noqa: F401
                             split_budget)
 from aref.ir.unionfind import UnionFind  # noqa: F401  (the partitioner's modules import it from here)
 from aref.ir.ws import WarpGroup
 
-REPLICATED = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.FULL, OpKind.ARANGE,
-                        OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CHANNEL, OpKind.GET,
-                        OpKind.CONSUMED})
+# index sources and views, and the aref protocol but its put (each consumer gets and releases its own items)
+REPLICATED = INDEX_SOURCE_KINDS | VIEWS | (CHANNEL_KINDS - {OpKind.PUT})
 
 
 def replicated(op: Op) -> bool:

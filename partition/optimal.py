@@ -23,6 +23,7 @@ from aref import ops as ops_registry
 from aref import resources
 from aref.errors import SolverError
 from aref.ir import Kernel, Op, OpKind, TileType, Value
+from aref.ops import MMA_KINDS, TILE_SOURCES, VIEWS
 from aref.target.machine import machine_for, op_cost, tmem_tile_columns, unit_busy
 from aref.resources.memory import resident_tiles_bytes, tile_bytes
 from partition import streams
@@ -31,7 +32,6 @@ from partition.clusters import acyclic_clusters, reservation_table
 from partition.model import Partition, UnionFind, replicated_ops
 
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 THREADS = 128
 BARRIER_CYCLES = 64            # a hand-off's barrier round trip in the occupancy-free graph (ASSUMPTION)
 MMA_COMMIT_CYCLES = 64         # tcgen05.commit reaching a waiting group (ASSUMPTION, as the solver's graphs)
@@ -96,7 +96,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     attention_bwd's softmax: 976, 928 before it counted its wait for the Q/dO item whose LSE and Δ it reads,
     and its program runs at 979 in the steady state), and the MMAs' barrier waits, issues and commits take the
     MMA warp's stream (`streams.mma_warp_streams`). Off, the occupancy-free graph of before:
-    `aref.compiler._never_slower` lowers its schedule too and keeps the faster program (attention backward's
+    `aref.search._never_slower` lowers its schedule too and keeps the faster program (attention backward's
     schedule at the stream graph's II lowers to a slower one: see `group_streams`).
     `detached_stores` (with `occupancy`): a TMA store is fire and forget, as the lowering and the timing model
     run it (no wait of its group waits for the copy), so a blocking op of its group may start while the copy
@@ -105,7 +105,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     program ran 1788; detached: II 1824, its schedule runs 1819). Its partitions fit since the graph states
     which stores after the loop stage in a tile loaded before it (`streams.add_post_staging`): without that,
     the one it picked needed 16 KB of staging the budget did not see. The timing guard
-    (`aref.compiler._never_slower`) lowers the waited stores' schedule too and keeps the faster program.
+    (`aref.search._never_slower`) lowers the waited stores' schedule too and keeps the faster program.
     `group_streams` (with the own streams of `reservations`): a group runs its nodes one after another, so
     their own streams add up within the II (`solve.Op.stream`). attention_bwd's graph without it puts the
     softmax node (976 cycles of its own) and dQ's load, scale and staging (496) on one group at II 976, which
@@ -122,14 +122,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # Blackwell's occupancy-free graph answers its MMA lowerings (above); a loop with no MMA has none of
     # them: its groups run their CUDA-core streams (a tile's stores staged by the group itself) exactly as
     # on Hopper, and without the streams the graph's II missed them (rowwise: II 1168, the group ran 1489)
-    occ = occupancy if occupancy is not None else not m.tmem_columns or not any(
-        op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in kernel.loop.body.ops)
+    occ = occupancy if occupancy is not None else not m.target.has_tensor_memory or not any(
+        op.kind in MMA_KINDS for op in kernel.loop.body.ops)
     costs = occ or group_costs
     if reservations is None:
-        reservations = bool(m.tmem_columns) and not occ
+        reservations = m.target.has_tensor_memory and not occ
     if detached_stores is None:
-        detached_stores = occ and not m.tmem_columns
-    own_streams = reservations and bool(m.tmem_columns) and not occ
+        detached_stores = occ and not m.target.has_tensor_memory
+    own_streams = reservations and m.target.has_tensor_memory and not occ
     # one resource model: a tile handed to an MMA takes tensor-memory columns where the lowering puts it
     # there (`streams.tmem_operand`: a 64-row P goes through shared memory), as many as the lowering's plan
     # gives it (`aref.target.machine.tmem_tile_columns`: a 64-row tile takes a 128-row tile's columns)
@@ -151,7 +151,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         if id(v) in yield_of:
             return [(o, d + 1) for o, d in sources(yield_of[id(v)], seen + 1)]
         op = prod.get(id(v))
-        if op is None or op.kind in (OpKind.FULL, OpKind.ARANGE) or (op in rep and op.kind not in VIEWS
+        if op is None or op.kind in TILE_SOURCES or (op in rep and op.kind not in VIEWS
                                                                       and op.kind is not OpKind.GET):
             return []
         if op.kind in VIEWS:
@@ -177,14 +177,14 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     sets.union(src, op)
 
     units = {"tc": 1, "tma": 1, "mufu": 1, "fma": 1}
-    if m.tmem_columns:
+    if m.target.has_tensor_memory:
         units.update({"tmem_ld": 1, "tmem_st": 1})      # tcgen05.ld / tcgen05.st paths
     # the loop's rings get what the resource model leaves after the resident tiles and the stores' staging
     memory = {"smem": m.smem_per_block - MBARRIER_RESERVE - resident_tiles_bytes(kernel)}
-    if m.tmem_columns:
+    if m.target.has_tensor_memory:
         memory["tmem"] = m.tmem_columns
     # registers: a group's tiles plus its role's own state, within what a group can be given (the model's)
-    machine = S.Machine(max_groups=max_groups or (5 if m.tmem_columns else 3),
+    machine = S.Machine(max_groups=max_groups or (5 if m.target.has_tensor_memory else 3),
                         registers_per_thread=register_cap or resources.BUDGET_CAP, registers_per_sm=m.registers,
                         threads_per_group=THREADS, reg_granularity=m.setmaxnreg_step,
                         base_registers=resources.ROLE_OVERHEAD, memory=memory, allow_transfers=allow_transfers,
@@ -206,7 +206,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
         clusters.setdefault(sets.find(op), []).append(op)
     clusters = acyclic_clusters(clusters, body, sources)
     holds_mma_tile: set[Op] = set()
-    if m.tmem_columns:
+    if m.target.has_tensor_memory:
         # Blackwell: softmax reads S from tensor memory into registers (tcgen05.ld, one row per thread) and
         # holds it through the row max and the exponentials, while only the running max / sum vectors live
         # across iterations. As in Twill's graphs the cluster splits into a row-max node and an exp node, each
@@ -250,7 +250,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             n = name_for(op, "mma")
             _, cyc = op_cost(op, m)
             nbytes = op.result.type.nbytes
-            fp = ({"tmem": tmem_tile_columns(op.result.type)} if m.tmem_columns
+            fp = ({"tmem": tmem_tile_columns(op.result.type)} if m.target.has_tensor_memory
                   else {"registers": _tile_registers(op.result.type)})
             reader = _feeds_mma(op.result, kernel)
             # Hopper: the result leaves in registers through shared memory, after the group waits for it;
@@ -259,17 +259,19 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             if costs:
                 issue_costs = dict(issue=streams.op_stream_cycles(op, m),
                                    send_cost=streams.send_cycles(nbytes, m, async_reader=reader, mma_result=True,
-                                                                 in_tmem=bool(m.tmem_columns)),
+                                                                 in_tmem=m.target.has_tensor_memory),
                                    receive_cost=streams.receive_cycles(m), wait_cost=streams.wait_cycles(m))
             if occ:
                 g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm", offset={"tc": streams.op_stream_cycles(op, m)},
-                         transfer_cost=0 if m.tmem_columns else
+                         transfer_cost=0 if m.target.has_tensor_memory else
                          streams.transfer_latency(nbytes, m, async_reader=reader) + streams.wait_cycles(m),
-                         handoff=streams.handoff_memory([op.result]) if slots and not m.tmem_columns else None,
+                         handoff=streams.handoff_memory([op.result])
+                         if slots and not m.target.has_tensor_memory else None,
                          **issue_costs)
             else:
                 g.add_op(n, {"tc": cyc}, footprint=fp, kind="gemm",
-                         transfer_cost=0 if m.tmem_columns else _transfer_cycles(fp["registers"], m), **issue_costs)
+                         transfer_cost=0 if m.target.has_tensor_memory else _transfer_cycles(fp["registers"], m),
+                         **issue_costs)
             ex.members[n], ex.kind[n] = [op], "gemm"
         elif op.kind is OpKind.STORE:
             n = name_for(op, "store")
@@ -287,7 +289,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                 if unit in units:
                     usage[unit] = usage.get(unit, 0) + cyc
             tmem_traffic = 0
-            if m.tmem_columns:
+            if m.target.has_tensor_memory:
                 # tiles read from / written to tensor memory move over its load / store paths
                 loaded = {id(v): v for o in ops for v in o.operands
                           if any(s.kind is OpKind.MMA for s, d in sources(v))}
@@ -300,15 +302,15 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     usage["tmem_ld"] = ld
                 if st:
                     usage["tmem_st"] = st
-            table = (reservation_table(ops, m, units, loaded.values() if m.tmem_columns else (),
-                                        stored if m.tmem_columns else ()) if reservations else {})
+            table = (reservation_table(ops, m, units, loaded.values() if m.target.has_tensor_memory else (),
+                                        stored if m.target.has_tensor_memory else ()) if reservations else {})
             if table:
                 usage = {u: sum(c for _, c in pieces) for u, pieces in table.items()}
             live_out = [r for o in ops for r in o.results
                         if any(u not in ops for u in _users(r, kernel))]
             # on Blackwell, tiles feeding an MMA (P, the rescaled O) are written to tensor memory: they take
             # columns there, not registers, and do not cross groups through shared memory
-            in_tmem = [r for r in live_out if m.tmem_columns and tmem_operand(r, kernel)]
+            in_tmem = [r for r in live_out if m.target.has_tensor_memory and tmem_operand(r, kernel)]
             moved = [r for r in live_out if r not in in_tmem]
             regs = sum(_tile_registers(r.type) for r in moved)
             moved_regs = regs
@@ -320,7 +322,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
             is_exp = any(ops_registry.has_trait(o, ops_registry.EXPONENTIAL) for o in ops)
             is_max = op in holds_mma_tile and not is_exp
             kind = ("rescale" if op in acc_feeder else "max" if is_max else "exp" if is_exp
-                    else "state" if m.tmem_columns and all(
+                    else "state" if m.target.has_tensor_memory and all(
                         any(y is r for y in kernel.loop.yields for r in o.results) for o in ops)
                     else "compute")
             n = name_for(ops[-1], kind)
@@ -368,7 +370,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # (an elementwise result computed in place of a same-typed operand, as O's rescale, takes no more)
     operand_regs: dict[tuple[str, str], dict[int, int]] = {}
     for n, ops in ex.members.items():
-        if not operands or m.tmem_columns or ex.kind[n] in ("gemm", "tma", "store"):
+        if not operands or m.target.has_tensor_memory or ex.kind[n] in ("gemm", "tma", "store"):
             continue
         in_place = [(r.type.shape, r.type.dtype) for o in ops for r in o.results if isinstance(r.type, TileType)
                     and any(u not in ops for u in _users(r, kernel))]
@@ -406,7 +408,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
                     if ex.kind[n] == "gemm":                # an MMA reads its operands when the tensor core
                         delay = max(0, delay - g.ops[n].offset.get("tc", 0))  # takes it, after its issue
                     blocking = ex.kind[sn] == "gemm" and ex.kind[n] != "gemm"
-                    tmem = bool(m.tmem_columns) and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
+                    tmem = m.target.has_tensor_memory and (ex.kind[sn] == "gemm" or ex.kind[n] == "gemm")
                     transfer_cost = None
                     if tmem and ex.kind[sn] == "gemm" and sn != n:
                         # tcgen05.commit reaching the waiting group; an MMA's own accumulator chain needs
@@ -435,7 +437,7 @@ def extract_graph(kernel: Kernel, arch: str, max_groups: int | None = None,
     # consumers read it as Blackwell's MMA warp does): its round trip runs from any reader to any reader
     streams.ring_reuse(ex, body, m, occ, MMA_COMMIT_CYCLES, whole_item=own_streams or occ,
                        latest_copy=own_streams)
-    if m.tmem_columns:
+    if m.target.has_tensor_memory:
         streams.in_place_readers(ex, sources)
     if own_streams:
         streams.mma_warp_streams(ex, body, m)     # the MMA warp's stream: its waits, issues and commits
@@ -469,7 +471,7 @@ def _feeds_mma(v: Value, kernel: Kernel, depth: int = 0) -> bool:
             continue
         if u.kind is OpKind.MMA:
             return True
-        if u.kind in VIEWS + (OpKind.CAST,) and _feeds_mma(u.results[0], kernel, depth + 1):
+        if u.kind in VIEWS | {OpKind.CAST} and _feeds_mma(u.results[0], kernel, depth + 1):
             return True
     return False
 
@@ -576,7 +578,7 @@ def _row_split_fallback(kernel: Kernel, result, proof: str, options, solve):
     (split kernel, its solve, why), or None when the kernel's own answer stands, the rows do not split, or
     the split kernel fits no better."""
     limits = proof or _hardware_limits(result)
-    if not limits or result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.arch != "sm_90a" \
+    if not limits or result.status not in (S.INFEASIBLE, S.TIMEOUT) or options.target.mma != "wgmma" \
             or options.num_consumers < 2:
         return None
     from partition.rowsplit import can_row_split, row_split

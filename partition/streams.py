@@ -19,6 +19,7 @@ slots from its stages), and so do values the loop's groups hand to each other af
 from __future__ import annotations
 
 from aref.ir import Kernel, Op, OpKind, Space, TileType, Value
+from aref.ops import VIEWS
 from aref.ops.memory import tma_bytes
 from aref.target.machine import ISSUE, Machine, mma_issue_cycles, op_cost
 from aref.resources.memory import packing_hosts, resident_staging, staging_hosts, staging_tile, tile_bytes
@@ -168,7 +169,7 @@ def _reader_nodes(v: Value, kernel, placed: dict) -> set[str]:
                 continue
             if placed.get(u) is not None:
                 out.add(placed[u])
-            elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST):
+            elif u.kind in VIEWS or u.kind is OpKind.CAST:
                 todo.extend(u.results)
     return out
 
@@ -193,7 +194,7 @@ def tmem_operand(v: Value, kernel: Kernel, transposed: bool = False, depth: int 
         if u.kind is OpKind.MMA:
             if any(x is v and mma_reads_from_tmem(u, i, transposed) for i, x in enumerate(u.operands[:3])):
                 return True
-        elif u.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.CAST) and tmem_operand(
+        elif (u.kind in VIEWS or u.kind is OpKind.CAST) and tmem_operand(
                 u.results[0], kernel, transposed != (u.kind is OpKind.TRANSPOSE), depth + 1):
             return True
     return False
@@ -524,7 +525,7 @@ def ring_reuse(ex, body: list[Op], m, occupancy: bool = False, mma_commit_cycles
 
         def trip(r1: str, r2: str) -> int:
             """r1's work and release, the refill, r2's wake-up and, for an MMA, its issue (it starts then)."""
-            release = mma_commit_cycles if m.tmem_columns and ex.kind[r1] == "gemm" else m.sync_cycles
+            release = mma_commit_cycles if m.target.has_tensor_memory and ex.kind[r1] == "gemm" else m.sync_cycles
             issue = mma_issue_cycles(ex.members[r2][0], m) if ex.kind[r2] == "gemm" else 0
             return g.ops[r1].duration + release + refill + issue
         for r in sorted(readers):

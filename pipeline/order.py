@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from aref.ir import NamedBarrierAttrs, Op, OpKind
 from aref.ir.ws import NamedBarrier, WSKernel
+from aref.target import target_of
 from pipeline.depths import global_conflict, global_edges
 from pipeline.schedule import GroupSchedule
 
@@ -28,7 +29,7 @@ def tensor_core_turns(kernel: WSKernel, schedules: dict[int, GroupSchedule], anc
     """Insert the turns the solver's anchors ask for ("tc_after" entries) into the groups' loop bodies and
     schedules (before expansion, so every pipeline step's copy of X and P takes its turn under the same
     guard); returns how many were kept."""
-    if not anchors or kernel.arch != "sm_90a":
+    if not anchors or target_of(kernel.arch).mma != "wgmma":
         return 0
     pairs = sorted((k[1], v) for k, v in anchors.items() if isinstance(k, tuple) and k[0] == "tc_after")
     kept = 0

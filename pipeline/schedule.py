@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from aref import ops as ops_registry
 from aref.errors import ArefError, ChannelError, CompilerBugError
 from aref.ir import Op, OpKind, index_math
+from aref.ops import VIEWS
 from aref.ir.ws import GroupProgram, WSKernel
+from aref.target import target_of
 from pipeline import sm100
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 CUDA_CORE = ops_registry.kinds_with(ops_registry.CUDA_CORE)      # the op registry's CUDA-core kinds
 
 
@@ -158,7 +159,7 @@ def heuristic_schedule(gp: GroupProgram, kernel: WSKernel, options: PipelineOpti
     index = index_math(gp.all_ops())
     explicit = options.mma_depth is not None
     # Blackwell releases the slots its MMAs read with tcgen05.commit, which never blocks: no issue depth
-    depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
+    depth = options.mma_depth if explicit else (0 if target_of(kernel.arch).mma == "tcgen05" else 1)
     tensor_core = sm100.is_blackwell_mma_group(gp, kernel)
     for coarse in ((True, False) if options.coarse else (False,)):
         tc_stage = sm100.tensor_core_stages(gp, kernel, ops, edges) if coarse and tensor_core else None
@@ -398,7 +399,7 @@ def anchored_schedule(gp: GroupProgram, kernel: WSKernel, anchors: dict[int, tup
     index = index_math(gp.all_ops())
     _propagate(edges, stage, index)
     explicit = options.mma_depth is not None
-    depth = options.mma_depth if explicit else (0 if kernel.arch == "sm_100a" else 1)
+    depth = options.mma_depth if explicit else (0 if target_of(kernel.arch).mma == "tcgen05" else 1)
     span = _held_span(gp, kernel, edges, stage)
     fit = min((slack_steps(ch) - held for ch, held in span), default=depth)
     if fit < 0 or (explicit and fit < depth):

@@ -23,19 +23,19 @@ MMAs that accumulate into it and read back by `tcgen05.ld`.
 from __future__ import annotations
 
 from aref.ir import Op, OpKind, Space
+from aref.ops import CUDA_CORE_KINDS, SCALARS, VIEWS
 from aref.ir.ws import WSKernel
 from aref.ir.unionfind import UnionFind
+from aref.target import target_of
 
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 def is_blackwell_mma_group(gp, kernel: WSKernel) -> bool:
     """A Blackwell group whose loop issues MMAs and does no CUDA-core work (FA4's MMA warp)."""
-    if kernel.arch != "sm_100a" or gp.loop is None:
+    if target_of(kernel.arch).mma != "tcgen05" or gp.loop is None:
         return False
     kinds = {op.kind for op in gp.loop.body.ops}
-    return OpKind.MMA in kinds and not kinds & {OpKind.UNARY, OpKind.BINARY, OpKind.REDUCE, OpKind.CAST,
-                                                OpKind.COMPARE, OpKind.WHERE}
+    return OpKind.MMA in kinds and not kinds & CUDA_CORE_KINDS
 
 
 def tensor_core_stages(gp, kernel: WSKernel, ops: list[Op], edges) -> dict[Op, int] | None:
@@ -142,11 +142,11 @@ def _t_first_subtiles(gp, kernel: WSKernel, ops: list[Op], stage: dict[Op, int],
     fills) the solver starts one stage after, and later in the step than, a T (an MMA of the sub-tile that
     does not)."""
     from aref.target.machine import tmem_tile_columns
-    from aref.lower.tmem import COLUMNS
     rings = [c for c in kernel.channels if any(t.space is Space.TMEM for t in c.payload)]
     # each loop ring in its own columns, but a tile an MMA accumulates on in place shares its MMA's result's
     homes = [c for c in rings if c.region == "loop" and not _accumulates_on(gp, c)]
-    if sum(tmem_tile_columns(t) * c.depth for c in homes for t in c.payload if t.space is Space.TMEM) > COLUMNS:
+    if sum(tmem_tile_columns(t) * c.depth for c in homes for t in c.payload if t.space is Space.TMEM) \
+            > target_of(kernel.arch).tmem_columns:
         return set()                # P must lie over S
     computed = {id(c.value) for c in rings if c.producer != gp.group.id}
     from_tmem = _taken_from(ops, computed)
@@ -189,14 +189,14 @@ def subtiles(kernel: WSKernel) -> UnionFind:
             if op.kind is OpKind.GET and id(op.operands[0]) in tma:
                 loaded.update(id(r) for r in op.results)
                 continue
-            if op.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS) and id(op.operands[0]) in loaded:
+            if op.kind in VIEWS and id(op.operands[0]) in loaded:
                 loaded.update(id(r) for r in op.results)
                 continue
             for v in op.operands:
                 if id(v) in loaded:
                     continue
                 src = prod.get(id(v)) or prod.get(id(carried.get(id(v), v)))
-                if src is None or src.kind in (OpKind.CONST, OpKind.SCALAR_BINARY, OpKind.PROGRAM_ID):
+                if src is None or src.kind in SCALARS:
                     continue
                 sets.union(src, op)
     for ch, ps in puts.items():
@@ -208,7 +208,7 @@ def subtiles(kernel: WSKernel) -> UnionFind:
 
 def tmem_ring_depth(ch, kernel: WSKernel) -> int | None:
     """The depth of a compiler channel in tensor memory on Blackwell (one item), else None."""
-    if kernel.arch == "sm_100a" and not ch.user and any(t.space is Space.TMEM for t in ch.payload):
+    if target_of(kernel.arch).has_tensor_memory and not ch.user and any(t.space is Space.TMEM for t in ch.payload):
         return 1
     return None
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import torch
 
 from aref import sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError, CompilerBugError, UserCodeError
 from aref.guard import compiler_pass
 from aref.interp.tile import run_kernel

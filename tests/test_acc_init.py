@@ -8,7 +8,8 @@ import torch
 import aref
 from aref import aref_kernel
 from aref.passes.acc_init import hoist_accumulator_init
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.interp.tile import run_kernel
 from aref.ir import OpKind
 from aref.ir.printer import print_kernel

@@ -118,7 +118,7 @@ def test_python_api_mistakes_name_the_callers_line():
 
 def test_simulator_refuses_to_run_nothing():
     from aref import sim
-    from aref.compiler import lower_to
+    from aref.search import lower_to
     from aref.errors import ArefError
     from aref.runtime.harness import load_example
     ex = load_example(GEMM)

@@ -36,7 +36,7 @@ GAP_AT_MOST: dict = {}
 # minus one first and leaves the IIs below a schedule unexplained)
 NOT_PROVEN: dict = {}
 # ... and where the heuristic's program is faster in the timing model (by more than its jitter), and why. The
-# optimal partitioner's timing guard (`aref.compiler._never_slower`, on in the command line) keeps the
+# optimal partitioner's timing guard (`aref.search._never_slower`, on in the command line) keeps the
 # heuristic's program wherever the timing model finds it faster, so none is left.
 OPTIMAL_SLOWER: dict = {}
 JITTER = 0.005

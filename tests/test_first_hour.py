@@ -7,7 +7,8 @@ import torch
 
 import aref
 from aref import aref_kernel
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError, ArefSyntaxError, ArefTypeError
 from aref.interp.tile import run_kernel
 

@@ -11,7 +11,8 @@ import partition.rowsplit as rowsplit
 from aref import aref_kernel
 from aref.lang import tiles
 from aref.cli import main as cli_main
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError, ChannelError, CompilerBugError, VerifyError
 from aref.ir import Op, OpKind
 from example_paths import example_path

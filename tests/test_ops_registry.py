@@ -10,7 +10,8 @@ import torch
 
 import aref
 from aref import ops
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.ir.dtypes import to_torch
 from aref.errors import ArefTypeError, VerifyError
 from aref.interp.tile import run_kernel

@@ -9,7 +9,8 @@ import pytest
 import aref
 import solve as S
 from aref import sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from example_paths import EXAMPLE_NAMES, ROOT, example_path
 from partition.optimal import CYCLE_QUANTUM, extract_graph

@@ -2,7 +2,8 @@
 import torch
 from example_paths import EXAMPLES
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.target.machine import H100, H100_DATASHEET, with_parameters
 from aref.tune.perf import kernel_flops, occupancy, predict, problem_machine, wave_footprint

@@ -5,7 +5,8 @@ import copy
 import pytest
 
 from aref import sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.ir import ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, Value
 from aref.lower import lower

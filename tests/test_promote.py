@@ -10,7 +10,8 @@ from example_paths import example_path
 
 import aref
 from aref import aref_kernel
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError
 from aref.runtime.harness import compare, load_example
 from aref.interp.tile import run_kernel

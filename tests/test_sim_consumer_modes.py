@@ -4,7 +4,8 @@ in the simulator over 50 random interleavings, equal to the reference; exhaustiv
 import pytest
 
 from aref import sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from example_paths import example_path
 

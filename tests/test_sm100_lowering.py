@@ -2,7 +2,8 @@
 register budgets, and the Blackwell units of the machine model."""
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.ir import OpKind, Space
 from aref.target.machine import B200, H100, mma_issue_cycles, op_cost

@@ -17,7 +17,8 @@ import torch
 
 import aref
 from aref import aref_kernel, sim
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.interp.tile import run_kernel
 from aref.ir import OpKind, ScalarType
 from partition.rowsplit import row_split

@@ -4,7 +4,8 @@ solver plans the state MMA (consumer1) after consumer2's q·S and q·kᵀ althou
 issued when ready it took their turn on the tensor core (2243 cycles per iteration against the II 1912)."""
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.interp.tile import longest_cta
 from aref.ir import OpKind

@@ -7,12 +7,16 @@ the kernel fits in exactly 512 — with both partitioners.
 """
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError
 from aref.runtime.harness import load_example
 from aref.ir import OpKind
-from aref.lower.tmem import COLUMNS, plan_tensor_memory, tile_columns
+from aref.lower.tmem import plan_tensor_memory, tile_columns
+from aref.target import SM_100A
 from example_paths import example_path
+
+COLUMNS = SM_100A.tmem_columns
 
 FA4 = dict(BM=256, D=128)          # two 128-row sub-tiles, head dim 128
 
@@ -90,13 +94,13 @@ def test_unsafe_issue_order_gets_no_aliasing():
 def test_tile_columns(shape, dtype_bits, cols):
     from aref.ir import DType, Space, TileType
     dtype = DType.float32 if dtype_bits == 32 else DType.float16
-    assert tile_columns(TileType(shape, dtype, Space.TMEM), "t", None) == cols
+    assert tile_columns(TileType(shape, dtype, Space.TMEM), "t", None, SM_100A.tmem_lanes) == cols
 
 
 def test_tiles_taller_than_the_lanes_are_refused():
     from aref.ir import DType, Space, TileType
     with pytest.raises(ArefError, match="128 lanes"):
-        tile_columns(TileType((256, 64), DType.float32, Space.TMEM), "tile x", None)
+        tile_columns(TileType((256, 64), DType.float32, Space.TMEM), "tile x", None, SM_100A.tmem_lanes)
 
 
 def test_resource_report_counts_the_plan():

@@ -5,7 +5,8 @@ import torch
 
 import aref
 from aref import aref_kernel
-from aref.compiler import CompileOptions, lower_to, print_stage
+from aref.compiler import CompileOptions, print_stage
+from aref.search import lower_to
 from aref.errors import ArefError, ChannelError
 from aref.runtime.harness import compare, load_example
 from aref.ir import OpKind

@@ -12,7 +12,8 @@ import os
 from rich.console import Console
 from rich.table import Table
 
-from aref.compiler import ARCHS, CompileOptions
+from aref.compiler import CompileOptions
+from aref.target import ARCHS, DEFAULT_ARCH
 from aref.errors import UsageError
 
 
@@ -71,7 +72,7 @@ def add_target(p: argparse.ArgumentParser, with_arch: bool = True) -> None:
                         "e.g. --set K=0")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     if with_arch:
-        p.add_argument("--arch", default="sm_90a", choices=ARCHS)
+        p.add_argument("--arch", default=DEFAULT_ARCH, choices=ARCHS)
         p.add_argument("--partition", default="heuristic", choices=("heuristic", "optimal"))
         p.add_argument("--consumers", default="auto", choices=("auto", "plain", "cooperative", "pingpong"),
                        help="Hopper consumer warp groups (heuristic partition)")
@@ -166,7 +167,7 @@ def example_and_inputs(args, for_arch: bool = True):
 
 
 def options_of(args) -> CompileOptions:
-    return CompileOptions(arch=getattr(args, "arch", "sm_90a"), partition=getattr(args, "partition", "heuristic"),
+    return CompileOptions(arch=getattr(args, "arch", DEFAULT_ARCH), partition=getattr(args, "partition", "heuristic"),
                           consumers=getattr(args, "consumers", "auto"),
                           mma_depth=getattr(args, "mma_depth", None), timing_guard=True,
                           promote_every=getattr(args, "promote_every", 0))

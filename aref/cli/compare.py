@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from aref.cli.common import add_target, command, example_and_inputs, options_of, positive_seconds, progress
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError, UsageError
 
 MODES = ("heuristic", "optimal")

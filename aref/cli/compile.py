@@ -7,7 +7,7 @@ import os
 from rich.console import Console
 
 from aref.cli.common import add_target, command, example_and_inputs, int_at_least, options_of, progress
-from aref.compiler import lower_to
+from aref.search import lower_to
 from aref.errors import UsageError
 
 

@@ -8,7 +8,9 @@ import os
 from rich.console import Console
 
 from aref.cli.common import command, example_and_inputs, results_table
-from aref.compiler import ARCHS, CompileOptions, lower_to, print_stage
+from aref.compiler import CompileOptions, print_stage
+from aref.search import lower_to
+from aref.target import ARCHS, DEFAULT_ARCH
 
 
 def _demo_args(p):
@@ -17,7 +19,7 @@ def _demo_args(p):
 
 @command("demo", "run a built-in example end to end on the CPU", _demo_args)
 def cmd_demo(args, console: Console) -> int:
-    ns = argparse.Namespace(target=args.example, size="small", overrides=[], json=False, arch="sm_90a",
+    ns = argparse.Namespace(target=args.example, size="small", overrides=[], json=False, arch=DEFAULT_ARCH,
                             partition="heuristic", stage="tile", backend="interpret")
     example, inputs = example_and_inputs(ns)
     console.rule(f"[bold]aref demo: {os.path.basename(example.path)}:{example.name}")
@@ -55,8 +57,8 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
     from partition.exact_bound import exact_bounds
     large = example.inputs("large")               # a steady state needs many iterations: solved and timed large
     big = example.kernel.specialize(**large)
-    _, result = solve_kernel(big, "sm_90a", "interval", 60.0)
-    exact = exact_bounds(big, CompileOptions(arch="sm_90a"))
+    _, result = solve_kernel(big, DEFAULT_ARCH, "interval", 60.0)
+    exact = exact_bounds(big, CompileOptions(arch=DEFAULT_ARCH))
     console.print(f"[bold]Optimal schedule[/bold] (aref solve): II = {result.ii} cycles, lower bound "
                   f"{result.lower_bound}, {'proven optimal' if result.proven_optimal else result.status} on the "
                   f"solver's grid of {exact.quantum}-cycle costs (each rounded up), {result.solve_seconds:.2f} s; "
@@ -69,7 +71,7 @@ def _demo_solve_compile(console: Console, example, kernel, inputs) -> bool:
                       f"warp groups; predicted {entry['tflops']} TFLOP/s ({entry['machine']})")
     import tempfile
     from aref.backend.cute import compile_barrier
-    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a"))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch=DEFAULT_ARCH))
     with tempfile.TemporaryDirectory() as out:
         res = compile_barrier(ws, out_dir=out).to_json()
     ins = res["instructions"]

@@ -7,7 +7,10 @@ import sys
 from rich.console import Console
 
 from aref.cli.common import add_target, command, example_and_inputs, options_of
-from aref.compiler import STAGES, lower_to, print_stage
+from aref.compiler import STAGES, print_stage
+
+
+from aref.search import lower_to
 
 
 def _ir_args(p):

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aref.cli.common import add_target, command, example_and_inputs, int_at_least, options_of, progress, results_table
-from aref.compiler import lower_to
+from aref.search import lower_to
 from aref.errors import UsageError
 
 

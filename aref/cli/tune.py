@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 from aref.cli.common import add_target, command, example_and_inputs
+from aref.target import ARCHS, DEFAULT_ARCH
 
 
 def _tune_args(p):
     add_target(p, with_arch=False)
-    p.add_argument("--arch", default=None, choices=("sm_90a", "sm_100a"),
-                   help="target (default: the GPU's, else sm_90a)")
+    p.add_argument("--arch", default=None, choices=ARCHS,
+                   help=f"target (default: the GPU's, else {DEFAULT_ARCH})")
     p.add_argument("--top-k", type=int, default=8, help="GPU: how many of the model's best to time")
     p.add_argument("--model-only", action="store_true", help="rank by the timing model even with a GPU")
     p.add_argument("--cache-dir", default=None, help="winner cache (default: ~/.cache/aref/tune)")
@@ -100,7 +101,7 @@ def cmd_bench(args, console) -> int:
     base = example_baseline(example)
     baselines = {"torch": base} if base is not None else {"reference()": lambda i: (lambda: example.reference_fn(**i))}
     if arch is None or args.dry_run:
-        plan = plan_example(example, inputs, baselines, arch or "sm_90a")
+        plan = plan_example(example, inputs, baselines, arch or DEFAULT_ARCH)
         plan["gpu"] = arch is not None
         if args.json:
             print(json.dumps({"dry_run": True, **plan}))

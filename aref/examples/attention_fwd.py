@@ -66,15 +66,16 @@ def example_inputs(size: str = "small", BH: int | None = None, Sq: int | None = 
                    D: int | None = None, dtype: str = "float16", seed: int = 0, arch: str | None = None,
                    **constexprs):
     """Small: 2 heads × 256 queries × 256 keys × 64; large: 16 × 4096 × 4096 × 128. `arch`: the target the
-    commands compile for (`--arch`); on sm_100a the K/V block is the largest that fits a B200 block
-    (`blackwell_block`) unless BN is given."""
+    commands compile for (`--arch`); where its MMAs are tcgen05 (sm_100a) the K/V block is the largest that fits
+    a B200 block (`blackwell_block`) unless BN is given."""
+    from aref.target import target_of      # imported here: the kernel above keeps the source lines its golden IR names
     dims = {"small": (2, 256, 256, 64), "large": (16, 4096, 4096, 128)}[size]
     BH, Sq = BH or dims[0], Sq or dims[1]
     Sk, D = dims[2] if Sk is None else Sk, D or dims[3]
     g = torch.Generator().manual_seed(seed)
     t = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
     Q, K, V = (torch.randn(BH, n, D, generator=g).to(t) for n in (Sq, Sk, Sk))
-    if arch == "sm_100a" and "BN" not in constexprs:
+    if arch is not None and target_of(arch).mma == "tcgen05" and "BN" not in constexprs:
         constexprs["BN"] = blackwell_block(D, t.itemsize, constexprs.get("BM", 128))
     return {"Q": Q, "K": K, "V": V, "O": torch.zeros(BH, Sq, D, dtype=t), **constexprs}
 

@@ -21,11 +21,11 @@ barriers; each group's register budget is set with setmaxnreg at its start.
 from __future__ import annotations
 
 import copy
+from importlib import import_module
 
 from aref.ir.ws import WSKernel
 from aref.lower.common import _registers, _resources, _shared_memory, launch_registers, launch_threads
-from aref.lower.hopper import lower_hopper
-from aref.lower.sm100 import lower_blackwell
+from aref.target import target_of
 
 
 def lower(kernel: WSKernel) -> WSKernel:
@@ -33,10 +33,8 @@ def lower(kernel: WSKernel) -> WSKernel:
     out = copy.deepcopy(kernel)
     for ch in out.channels:
         _resources(ch, out)
-    if out.arch == "sm_100a":
-        lower_blackwell(out)
-    else:
-        lower_hopper(out)
+    # the arch's own steps (waits, tensor memory, register budgets): the module its target names
+    import_module(target_of(out.arch).lowering).lower_kernel(out)
     _registers(out)
     _shared_memory(out)
     out.level = "barrier"

@@ -9,10 +9,11 @@ from aref import resources
 from aref.errors import CompilerBugError
 from aref.ir import (BarrierAttrs, BarrierType, ConstAttrs, DType, ExpectTxAttrs, FnAttrs, MmaAttrs, NoAttrs, Op,
                      OpKind, RingType, ScalarType, SetMaxNRegAttrs, SlotAttrs, Space, Value)
+from aref.ops import VIEWS
 from aref.ir.ws import Channel, GroupProgram, WSKernel
+from aref.target import target_of
 
 I32 = ScalarType(DType.int32)
-VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
 
 
 
@@ -228,10 +229,10 @@ def _shared_memory(kernel: WSKernel) -> None:
 
 
 def launch_threads(kernel: WSKernel) -> int:
-    """Threads a CTA of the kernel launches: its groups' (on Blackwell padded to whole warp groups, as the
-    backend lays one-warp roles out together and setmaxnreg acts on warp groups)."""
+    """Threads a CTA of the kernel launches: its groups' (with tcgen05 padded to whole warp groups, as the
+    backend lays the one-warp roles — load, MMA issue — out together and setmaxnreg acts on warp groups)."""
     threads = kernel.total_threads
-    return -(-threads // 128) * 128 if kernel.arch == "sm_100a" else threads
+    return -(-threads // 128) * 128 if target_of(kernel.arch).mma == "tcgen05" else threads
 
 
 def launch_registers(kernel: WSKernel) -> int:
@@ -239,21 +240,24 @@ def launch_registers(kernel: WSKernel) -> int:
     return resources.launch_registers(launch_threads(kernel))
 
 
+def assign_register_budgets(kernel: WSKernel) -> None:
+    """Register budgets follow liveness (the resource model): every group gets what its tiles need at their
+    peak plus its role's own state, the rest of the pool is shared. Budgets the model refuses are recorded in
+    `kernel.resource_error` (see `aref.search`). (The Hopper lowering's rule; Blackwell's is
+    `aref.lower.sm100.register_budgets`.)"""
+    demands = {gp.group.id: resources.register_demand(gp, kernel.arch) for gp in kernel.groups}
+    try:
+        budget = resources.assign_budgets([gp.group for gp in kernel.groups], demands, kernel.loc)
+    except resources.ResourceError as refusal:
+        # the groups keep the partition's budgets: the kernel still simulates, the backend refuses it
+        kernel.resource_error = refusal
+        budget = {gp.group.id: gp.group.regs for gp in kernel.groups}
+    for gp in kernel.groups:
+        gp.group = replace(gp.group, regs=budget[gp.group.id])
+
+
 def _registers(kernel: WSKernel) -> None:
-    """Register budgets follow liveness (the resource model): every Hopper group gets what its tiles need at
-    their peak plus its role's own state, the rest of the pool is shared; each group's setmaxnreg moves it
-    there from the launch allocation. (Blackwell groups keep the partition's budgets.) Budgets the model
-    refuses are recorded in `kernel.resource_error` (see `aref.compiler.lower_to`)."""
-    if kernel.arch == "sm_90a":
-        demands = {gp.group.id: resources.register_demand(gp, kernel.arch) for gp in kernel.groups}
-        try:
-            budget = resources.assign_budgets([gp.group for gp in kernel.groups], demands, kernel.loc)
-        except resources.ResourceError as refusal:
-            # the groups keep the partition's budgets: the kernel still simulates, the backend refuses it
-            kernel.resource_error = refusal
-            budget = {gp.group.id: gp.group.regs for gp in kernel.groups}
-        for gp in kernel.groups:
-            gp.group = replace(gp.group, regs=budget[gp.group.id])
+    """Each group's setmaxnreg moves it from the launch allocation to the budget its arch's lowering gave it."""
     base = launch_registers(kernel)
     for gp in kernel.groups:
         regs = gp.group.regs

@@ -6,7 +6,15 @@ from __future__ import annotations
 from aref.errors import UNKNOWN_LOC
 from aref.ir import MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Value
 from aref.ir.ws import GroupProgram, NamedBarrier, WSKernel
-from aref.lower.common import VIEWS, _Lowering, _mma_origin
+from aref.lower.common import _Lowering, _mma_origin, assign_register_budgets
+from aref.ops import VIEWS
+
+
+def lower_kernel(kernel: WSKernel) -> None:
+    """The lowering of `aref.target.SM_90A` (its `lowering` module's entry), in place: the Hopper steps, then
+    register budgets from liveness (setmaxnreg moves each group there)."""
+    lower_hopper(kernel)
+    assign_register_budgets(kernel)
 
 
 def lower_hopper(kernel: WSKernel) -> None:
@@ -62,7 +70,7 @@ def _slot_mma_readers(gp: GroupProgram) -> dict[str, list[Op]]:
                         if id(r) not in src:
                             src[id(r)] = op.attrs.channel
                             changed = True
-                elif op.kind in VIEWS + (OpKind.SELECT,):
+                elif op.kind in VIEWS | {OpKind.SELECT}:
                     for v in op.operands:
                         if id(v) in src and id(op.result) not in src:
                             src[id(op.result)] = src[id(v)]
@@ -108,7 +116,7 @@ def _steady_waits(gp: GroupProgram, slot_readers) -> list[Op]:
             op = prod[id(v)]
             if op.kind is OpKind.MMA_ASYNC:
                 return [(op, dist)]
-            if op.kind in VIEWS + (OpKind.SELECT,):
+            if op.kind in VIEWS | {OpKind.SELECT}:
                 return [o for x in op.operands for o in origins(x, dist, seen + 1)]
             return []
         if id(v) in carried_from:

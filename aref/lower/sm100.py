@@ -21,7 +21,8 @@ On top of the common lowering (`aref.lower`: slots, parities, TMA rings, registe
 from __future__ import annotations
 
 from aref.ir import (BarrierAttrs, MmaWaitAttrs, NamedBarrierAttrs, Op, OpKind, Space, TmemAttrs)
-from aref.lower.common import VIEWS, _Lowering, _mma_origin
+from aref.lower.common import _Lowering, _mma_origin
+from aref.ops import MMA_KINDS, VIEWS
 from aref.lower.subtile_sm100 import subtile_epilogues
 from aref.lower.tmem import plan_tensor_memory
 from aref.ir.ws import Channel, GroupProgram, NamedBarrier, WSKernel
@@ -32,7 +33,12 @@ def _in_tmem(ch: Channel) -> bool:
 
 
 def tensor_core_group(gp: GroupProgram) -> bool:
-    return any(op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) for op in gp.all_ops())
+    return any(op.kind in MMA_KINDS for op in gp.all_ops())
+
+
+def lower_kernel(ws: WSKernel) -> None:
+    """The lowering of `aref.target.SM_100A` (its `lowering` module's entry), in place: `lower_blackwell`."""
+    lower_blackwell(ws)
 
 
 def lower_blackwell(ws: WSKernel) -> None:
@@ -144,8 +150,7 @@ def _stored_by_threads(ch: Channel, gp: GroupProgram) -> bool:
     prod = gp.producers()
     made = [prod.get(id(v)) for op in gp.all_ops() if op.kind is OpKind.PUT and op.operands[0] is ch.value
             for v in op.operands[2:]]
-    return any(op is not None and op.kind not in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.FULL, OpKind.SELECT)
-               + VIEWS for op in made)
+    return any(op is not None and op.kind not in MMA_KINDS | VIEWS | {OpKind.FULL, OpKind.SELECT} for op in made)
 
 
 def _mma_reads_slot(gp: GroupProgram, ch: Channel) -> bool:
@@ -154,7 +159,7 @@ def _mma_reads_slot(gp: GroupProgram, ch: Channel) -> bool:
     for op in gp.all_ops():
         if op.kind is OpKind.GET and op.operands[0] is ch.value:
             got |= {id(r) for r in op.results}
-        elif op.kind in VIEWS + (OpKind.SELECT,) and any(id(v) in got for v in op.operands):
+        elif op.kind in VIEWS | {OpKind.SELECT} and any(id(v) in got for v in op.operands):
             got.add(id(op.result))
     if gp.loop is not None:
         for init, c in zip(gp.loop.inits, gp.loop.carried):
@@ -188,7 +193,7 @@ def read_by_tensor_core(v, gp: GroupProgram, depth: int = 0) -> bool:
     users = [op for op in gp.all_ops() if any(o is v for o in op.operands)]
     if not users or depth > 16:
         return False
-    return all(read_by_tensor_core(u.result, gp, depth + 1) if u.kind in VIEWS + (OpKind.SELECT,)
+    return all(read_by_tensor_core(u.result, gp, depth + 1) if u.kind in VIEWS | {OpKind.SELECT}
                else u.kind is OpKind.MMA_ASYNC
                for u in users)
 
@@ -427,7 +432,7 @@ def register_budgets(ws: WSKernel) -> None:
     one = [gp for gp in ws.groups if gp.group.warps == 1]
     wide = [gp for gp in ws.groups if gp.group.warps != 1]
     one_warp_threads = -(-len(one) // 4) * 4 * 32
-    demand = {gp.group.id: register_demand(gp, "sm_100a") for gp in wide}
+    demand = {gp.group.id: register_demand(gp, ws.arch) for gp in wide}
     need = {g: d.need for g, d in demand.items()}
     room = REGISTERS_PER_SM - one_warp_threads * ONE_WARP_REGS
     free = room - sum(need[gp.group.id] * gp.group.threads for gp in wide)

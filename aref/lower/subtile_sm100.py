@@ -27,8 +27,8 @@ from __future__ import annotations
 from aref.ir import (ArangeAttrs, Block, ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, SliceAttrs,
                      StoreAttrs, TileType, Value)
 from aref.ir.ws import GroupProgram, WSKernel
+from aref.target import target_of
 
-MAX_REGS = 256
 ELEMENTWISE = (OpKind.BINARY, OpKind.UNARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.FULL)
 # ops that make a column value chunk by chunk
 CHUNKED = ELEMENTWISE + (OpKind.EXPAND_DIMS, OpKind.ARANGE, OpKind.REDUCE)
@@ -40,11 +40,12 @@ COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}     # a reduction's
 def subtile_epilogues(ws: WSKernel) -> None:
     """Rewrite (in place) the post-loop block of every four-warp group that needs it (module docstring)."""
     from aref.resources import register_demand
+    most = target_of(ws.arch).setmaxnreg_max         # the most registers setmaxnreg gives a warp group
 
     def group_register_need(gp: GroupProgram) -> int:
-        return register_demand(gp, "sm_100a").need
+        return register_demand(gp, ws.arch).need
     for gp in ws.groups:
-        if gp.group.warps != 4 or not gp.post.ops or group_register_need(gp) <= MAX_REGS:
+        if gp.group.warps != 4 or not gp.post.ops or group_register_need(gp) <= most:
             continue
         found = _columns(gp.post.ops)
         if found is None:
@@ -53,7 +54,7 @@ def subtile_epilogues(ws: WSKernel) -> None:
             if found[0][1] % k or found[0][1] // k < 16:
                 break
             trial = GroupProgram(gp.group, post=Block(_chunked(gp.post.ops, *found, k)))
-            if group_register_need(trial) <= MAX_REGS or k == 8 or found[0][1] // (2 * k) < 16:
+            if group_register_need(trial) <= most or k == 8 or found[0][1] // (2 * k) < 16:
                 gp.post.ops = _chunked(gp.post.ops, *found, k)
                 break
 

@@ -1,7 +1,8 @@
 """Tensor memory (Blackwell): the allocation plan of a barrier-level sm_100a kernel.
 
-An SM has 128 lanes × 512 columns of 32-bit tensor memory. A kernel allocates a power of two of columns
-(32…512) once, from one warp, and frees it at the end. Every tile that lives there gets a *buffer*: a range
+An SM has 128 lanes × 512 columns of 32-bit tensor memory (the target's `tmem_lanes`, `tmem_columns`). A
+kernel allocates a power of two of columns (32…512: `tmem_min_alloc` up) once, from one warp, and frees it at
+the end. Every tile that lives there gets a *buffer*: a range
 of columns over the lanes its rows use (a 128-row tile one row per lane; a 64-row tile, tcgen05's M = 64
 layout, 16 lanes of each 32-lane sub-partition over the same columns). A 32-bit (R, C) tile takes C
 columns, a 16-bit one C / 2 (two elements per column).
@@ -27,12 +28,10 @@ from dataclasses import dataclass, field
 
 from aref.errors import ArefError
 from aref.ir import OpKind, Space, TileType, Value
+from aref.ops import VIEWS
+from aref.target import target_of
 from aref.target.machine import tmem_tile_columns
 from aref.ir.unionfind import UnionFind
-
-LANES = 128
-COLUMNS = 512
-MIN_ALLOC = 32
 
 
 @dataclass
@@ -74,22 +73,16 @@ class TmemPlan:
         return out
 
 
-def tile_columns(t: TileType, where: str, loc) -> int:
-    """32-bit columns a tile takes in tensor memory (tcgen05 writes 64- and 128-row tiles; other row counts
-    are planned the same way and refused by the backend, which knows the instruction shapes)."""
-    if len(t.shape) != 2 or t.shape[0] > 128:
-        raise ArefError(f"{where} is a {t} in tensor memory; it has 128 lanes (rows)", loc,
+def tile_columns(t: TileType, where: str, loc, lanes: int) -> int:
+    """32-bit columns a tile takes in tensor memory of `lanes` lanes (tcgen05 writes 64- and 128-row tiles;
+    other row counts are planned the same way and refused by the backend, which knows the instruction
+    shapes)."""
+    if len(t.shape) != 2 or t.shape[0] > lanes:
+        raise ArefError(f"{where} is a {t} in tensor memory; it has {lanes} lanes (rows)", loc,
                         hint="use 64- or 128-row tiles for MMA results on sm_100a")
     if t.dtype.bits not in (16, 32):
         raise ArefError(f"{where} is a {t} in tensor memory; it holds 16- and 32-bit elements", loc)
     return tmem_tile_columns(t)
-
-
-def _pow2(n: int) -> int:
-    p = MIN_ALLOC
-    while p < n:
-        p *= 2
-    return p
 
 
 def _tmem_ring(ch) -> bool:
@@ -101,6 +94,7 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
     `mma_async`'s `MmaAttrs.tmem` to its buffer."""
     from aref.ir import MmaAttrs
 
+    target = target_of(ws.arch)
     rings = {id(r): ch for ch in ws.channels if _tmem_ring(ch) for r in ch.rings}
     sets = UnionFind()
     mmas = []
@@ -209,7 +203,8 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
         if depth > 1 and written_in_place:
             raise ArefError(f"internal (aref lowering): tensor-memory tile {name} is rewritten in place but its "
                             f"ring has {depth} slots", loc)
-        buf = TmemBuffer(name, 0, depth * tile_columns(t, f"tile {name}", loc), t, holds, depth=depth)
+        cols = depth * tile_columns(t, f"tile {name}", loc, target.tmem_lanes)
+        buf = TmemBuffer(name, 0, cols, t, holds, depth=depth)
         buffers.append(buf)
         root_buffer[root] = buf
     _alias(ws, sets, root_buffer, rings)
@@ -223,13 +218,14 @@ def plan_tensor_memory(ws) -> TmemPlan | None:
             host = next(x for x in buffers if x.name == b.alias_of)
             b.col = host.col + host.cols - b.cols
     used = col
-    if used > COLUMNS:
+    if used > target.tmem_columns:
         parts = ", ".join(f"{b.name} ({'x'.join(map(str, b.tile.shape))} {b.tile.dtype.value}) {b.cols}"
                           for b in buffers if b.alias_of is None)
-        raise ArefError(f"tensor memory: the tiles of @{ws.name} need {used} columns but an SM has {COLUMNS}: "
+        raise ArefError(f"tensor memory: the tiles of @{ws.name} need {used} columns but an SM has "
+                        f"{target.tmem_columns}: "
                         f"{parts}", ws.loc,
                         hint="use smaller tiles (fewer columns per accumulator) or fewer sub-tiles")
-    plan = TmemPlan(_pow2(used), used, _allocator(ws), buffers)
+    plan = TmemPlan(target.tmem_allocation(used), used, _allocator(ws), buffers)
     for ch in rings.values():
         homes = {root_buffer[sets.find(r)].name for r in ch.rings}
         if len(homes) > 1:
@@ -363,7 +359,7 @@ def _reads_before_rewrite(mma_gp, src, dst) -> bool:
                 return None
             if p.kind is OpKind.SLOT_READ:
                 return p.operands[0]
-            if p.kind in (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS, OpKind.SELECT):
+            if p.kind in VIEWS or p.kind is OpKind.SELECT:
                 return base(p.operands[-1] if p.kind is OpKind.SELECT else p.operands[0], d + 1)
             return None
         return any(base(v) is ring for v in op.operands)
@@ -391,5 +387,4 @@ def tensor_memory_columns(ws) -> int:
     return plan.columns if plan is not None else 0
 
 
-__all__ = ["TmemPlan", "TmemBuffer", "plan_tensor_memory", "tensor_memory_columns", "tile_columns", "LANES",
-           "COLUMNS"]
+__all__ = ["TmemPlan", "TmemBuffer", "plan_tensor_memory", "tensor_memory_columns", "tile_columns"]

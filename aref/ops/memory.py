@@ -11,8 +11,8 @@ import math
 from aref.ir import typing_rules as rules
 from aref.errors import VerifyError
 from aref.ir import ArefType, DType, Op, OpKind, RingType, ScalarType, Space, TensorType, TileType
-from aref.ops.registry import (CHANNEL, MEMORY, MMA, SIDE_EFFECT, STRUCTURAL, SYNC, VIEW, Cost, Emit, Hints, OpDef,
-                      register)
+from aref.ops.registry import (CHANNEL, CROSS_GROUP, MEMORY, MMA, SIDE_EFFECT, STRUCTURAL, SYNC, VIEW, Cost, Emit,
+                               Hints, OpDef, register)
 from aref.ops.elementwise import ISSUE
 
 I32 = ScalarType(DType.int32)
@@ -159,7 +159,8 @@ register(OpDef(OpKind.MMA, None, "acc + a @ b on the tensor core (float32 accumu
                type_rule=_mma_rule, interpret=_mma, cute=STRUCT, hints=Hints(carrier="gemm"),
                surface="aref.mma"))
 register(OpDef(OpKind.MMA_ASYNC, None, "an asynchronous MMA (retired by mma_wait)",
-               frozenset({MMA, SIDE_EFFECT}), MMA_COST, interpret=_mma, cute=STRUCT, hints=Hints(carrier="gemm")))
+               frozenset({MMA, SIDE_EFFECT, CROSS_GROUP}), MMA_COST, interpret=_mma, cute=STRUCT,
+               hints=Hints(carrier="gemm")))
 
 
 # -------------------------------------------------------------------------------------------- channels
@@ -243,13 +244,17 @@ def _tma_cycles(op, m, rng=None):
 
 register(
     OpDef(OpKind.TMA_LOAD, None, "a TMA copy into a ring slot, completing on the slot's full barrier",
-          frozenset({MEMORY, SIDE_EFFECT}), Cost("tma", _tma_cycles), cute=STRUCT, hints=CARRIER),
+          frozenset({MEMORY, SIDE_EFFECT, CROSS_GROUP}), Cost("tma", _tma_cycles), cute=STRUCT, hints=CARRIER),
     OpDef(OpKind.SLOT_STORE, None, "registers into a ring slot (a register payload; tcgen05.st into tensor memory)",
-          frozenset({MEMORY, SIDE_EFFECT}), Cost(_slot_store_unit, _slot_store_cycles), cute=STRUCT, hints=CARRIER),
+          frozenset({MEMORY, SIDE_EFFECT, CROSS_GROUP}), Cost(_slot_store_unit, _slot_store_cycles), cute=STRUCT,
+          hints=CARRIER),
     OpDef(OpKind.SLOT_READ, None, "the tile a ring slot holds, as a shared-memory view (tcgen05.ld of tensor memory)",
-          frozenset({MEMORY, VIEW, SIDE_EFFECT}), Cost(_slot_read_unit, _slot_read_cycles), cute=STRUCT,
+          frozenset({MEMORY, VIEW, SIDE_EFFECT, CROSS_GROUP}), Cost(_slot_read_unit, _slot_read_cycles), cute=STRUCT,
           hints=CARRIER),
 )
+# (the fences order this group's own writes and the allocation precedes every hand-off: they act on nothing
+# another group observes, unlike the barriers, MMA waits and commits, the deallocation and setmaxnreg)
+LOCAL_SYNC = (OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.TMEM_ALLOC)
 for kind, doc in ((OpKind.MBAR_WAIT, "wait on an mbarrier phase parity"),
                   (OpKind.MBAR_ARRIVE, "arrive on an mbarrier"),
                   (OpKind.MBAR_EXPECT_TX, "arrive and arm an mbarrier's transaction count"),
@@ -263,4 +268,5 @@ for kind, doc in ((OpKind.MBAR_WAIT, "wait on an mbarrier phase parity"),
                   (OpKind.NAMED_BAR_SYNC, "named barrier: arrive and wait"),
                   (OpKind.NAMED_BAR_ARRIVE, "named barrier: arrive"),
                   (OpKind.SETMAXNREG, "register reallocation of a warp group")):
-    register(OpDef(kind, None, doc, frozenset({SYNC, SIDE_EFFECT}), SYNC_COST, cute=STRUCT, hints=CARRIER))
+    traits = frozenset({SYNC, SIDE_EFFECT} | (set() if kind in LOCAL_SYNC else {CROSS_GROUP}))
+    register(OpDef(kind, None, doc, traits, SYNC_COST, cute=STRUCT, hints=CARRIER))

@@ -42,8 +42,10 @@ SYNC = "sync"                    # Barrier IR synchronisation
 PIPELINE = "pipeline"            # introduced by pipelining (select between pipeline states)
 SIDE_EFFECT = "side_effect"      # effect not captured by results (never dead-code eliminated)
 PREDICATE = "predicate"          # its result is a boolean (comparisons)
+CROSS_GROUP = "cross_group"      # acts on state other warp groups observe (mbarriers, ring slots, the tensor
+                                 # core's queue, the register pool): a scheduling point of the simulator
 TRAITS = frozenset({ELEMENTWISE, REDUCTION, VIEW, TILE_SOURCE, SCALAR, CUDA_CORE, MUFU, EXPONENTIAL,
-                    RUNNING_MAX, MEMORY, MMA, CHANNEL, SYNC, PIPELINE, SIDE_EFFECT, PREDICATE})
+                    RUNNING_MAX, MEMORY, MMA, CHANNEL, SYNC, PIPELINE, SIDE_EFFECT, PREDICATE, CROSS_GROUP})
 
 # ---------------------------------------------------------------------------------------- backend keys
 # Roles a computing op can be emitted in, and the register layouts it can be emitted on (CuTe backend):

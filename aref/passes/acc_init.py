@@ -16,11 +16,11 @@ from __future__ import annotations
 import copy
 
 from aref.ir import FnAttrs, FullAttrs, Kernel, Op, OpKind, TileType, Value
+from aref.ops import CUDA_CORE_KINDS, ELEMENTWISE_KINDS, VIEWS
 
 # ops that may move from before the loop to after it: they only read global memory and registers
-_MOVABLE = (OpKind.LOAD, OpKind.CAST, OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.FULL,
-            OpKind.CONST, OpKind.ARANGE, OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE,
-            OpKind.SCALAR_BINARY)
+_MOVABLE = (CUDA_CORE_KINDS & ELEMENTWISE_KINDS) | VIEWS | {OpKind.LOAD, OpKind.FULL, OpKind.CONST, OpKind.ARANGE,
+                                                            OpKind.SCALAR_BINARY}
 
 
 def _users(kernel: Kernel) -> dict[int, list[Op]]:

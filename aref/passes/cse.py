@@ -12,12 +12,11 @@ from __future__ import annotations
 import copy
 
 from aref.ir import Kernel, OpKind
+from aref.ops import EFFECT_FREE, VIEWS
 
-MERGED = frozenset({OpKind.CAST, OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE})
-# ops without effects beyond their results (a load reads global memory only)
-PURE = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.LOAD, OpKind.FULL, OpKind.ARANGE,
-                  OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE, OpKind.MMA, OpKind.UNARY, OpKind.BINARY,
-                  OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST})
+MERGED = VIEWS | {OpKind.CAST}
+# ops without effects beyond their results (a load reads global memory only): the registry's
+PURE = EFFECT_FREE
 CHANNEL_USES = (OpKind.PUT, OpKind.GET, OpKind.CONSUMED)
 
 

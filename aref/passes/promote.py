@@ -40,27 +40,25 @@ from aref import ops
 from aref.errors import ArefError
 from aref.ir import (FLOAT8, ConstAttrs, DType, FnAttrs, FullAttrs, Kernel, NoAttrs, Op, OpKind, ScalarType,
                      Value)
-
-# arches whose fp8 MMA accumulates in reduced precision (the rewrite runs there; elsewhere it only checks)
-REDUCED_FP8_ACCUMULATOR = ("sm_90a",)
+from aref.target import DEFAULT_ARCH, target_of
 
 
 def promote_note(arch: str, every: int) -> list[str]:
     """What the compiler says about `promote_every` on `arch` (shown with the partition's notes)."""
-    if every and arch not in REDUCED_FP8_ACCUMULATOR:
+    if every and not target_of(arch).reduced_fp8_accumulator:
         return [f"promote_every={every}: {arch}'s tensor core accumulates fp8 products in fp32 already, "
                 f"the MMAs are left as written"]
     return []
 
 
-def promote_fp8(kernel: Kernel, every: int, arch: str = "sm_90a") -> Kernel:
+def promote_fp8(kernel: Kernel, every: int, arch: str = DEFAULT_ARCH) -> Kernel:
     """`kernel` with each loop-carried fp8 MMA accumulator promoted to fp32 every `every` iterations (a new
     kernel; the input is left as it was). `every == 0` returns `kernel` itself. Raises `ArefError` naming
     the user's line where no MMA qualifies."""
     if not every:
         return kernel
     sites = _sites(kernel, every)
-    if arch not in REDUCED_FP8_ACCUMULATOR:
+    if not target_of(arch).reduced_fp8_accumulator:     # (the rewrite runs where the MMA keeps fewer bits)
         return kernel
     out = copy.deepcopy(kernel)
     lp = out.loop

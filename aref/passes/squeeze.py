@@ -13,9 +13,10 @@ from __future__ import annotations
 import copy
 
 from aref.ir import ArefType, FullAttrs, Kernel, LoadAttrs, OpKind, StoreAttrs, TileType, Value
+from aref.ops import ELEMENTWISE_KINDS
 
-ELEMENTWISE = (OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.CAST, OpKind.SELECT)
-PASSING = ELEMENTWISE + (OpKind.LOAD, OpKind.STORE, OpKind.FULL, OpKind.PUT, OpKind.GET)
+ELEMENTWISE = ELEMENTWISE_KINDS
+PASSING = ELEMENTWISE | {OpKind.LOAD, OpKind.STORE, OpKind.FULL, OpKind.PUT, OpKind.GET}
 
 
 def _squeezable(t) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aref.errors import ArefError
 from aref.resources.demand import RegisterDemand
-from aref.resources.registers import (BUDGET_CAP, LAUNCH_CAP, MAX_REGS, MIN_REGS, PRODUCER_MAX, REG_STEP,
-                                      REGISTERS_PER_SM, ResourceError)
+from aref.resources.registers import (BUDGET_CAP, LAUNCH_CAP, MAX_REGS, MIN_REGS, PRODUCER_FLOOR, PRODUCER_MAX,
+                                      PTXAS_HEADROOM, REG_STEP, REGISTERS_PER_SM, ResourceError)
 
 
 def launch_registers(total_threads: int) -> int:
@@ -55,7 +55,27 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
                             f"({launch_registers(total)} per thread × {total} threads)", loc,
                             hint="use fewer or smaller warp groups, or smaller tiles",
                             excess=-(-(used - pool) // max(1, sum(g.threads for g in computing))))
-    # share the rest evenly, a step of 8 at a time, never above the cap
+    used = _share_rest(budget, computing, used, pool)
+    # The need is an estimate (tiles at their peak plus ROLE_OVERHEAD) and ptxas may take more: a computing
+    # group left less than PTXAS_HEADROOM above its need takes registers from the pure producers (down to
+    # PRODUCER_FLOOR, what a TMA issue loop with its index math holds) when that raises its budget.
+    tight = [g for g in computing if budget[g.id] < BUDGET_CAP and demands[g.id].need + PTXAS_HEADROOM > budget[g.id]]
+    if tight:
+        trial = dict(budget)
+        freed = 0
+        for g in groups:
+            if not demands[g.id].computes and trial[g.id] > PRODUCER_FLOOR:
+                freed += (trial[g.id] - PRODUCER_FLOOR) * g.threads
+                trial[g.id] = PRODUCER_FLOOR
+        trial_used = _share_rest(trial, computing, used - freed, pool)
+        if any(trial[g.id] > budget[g.id] for g in tight):
+            budget, used = trial, trial_used
+    return budget
+
+
+def _share_rest(budget: dict[int, int], computing, used: int, pool: int) -> int:
+    """Share what is left of the pool among the computing groups evenly, a step of 8 at a time, never above
+    the cap (updates `budget`; returns the registers used)."""
     changed = True
     while changed and computing:
         changed = False
@@ -64,7 +84,7 @@ def assign_budgets(groups, demands: dict[int, RegisterDemand], where=None) -> di
                 budget[g.id] += REG_STEP
                 used += REG_STEP * g.threads
                 changed = True
-    return budget
+    return used
 
 
 def check_budgets(groups) -> None:

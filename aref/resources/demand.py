@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.target import DEFAULT_ARCH
 from aref.resources.registers import (COMPUTING, ELEMENTWISE, FUSABLE_USERS, MAX_REGS, MIN_REGS, ROLE_OVERHEAD,
-                                      VIEWS, _DEBUG, Liveness, _round_up, tile_registers)
+                                      _DEBUG, Liveness, _round_up, tile_registers)
+from aref.ops import MMA_KINDS, VIEWS
 
 # ------------------------------------------------------------------------------------------------ demand
 @dataclass
@@ -53,7 +55,7 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
     if not isinstance(t, TileType):
         return False
     if t.space is Space.TMEM:
-        return op.kind in (OpKind.SLOT_READ, OpKind.GET) and lv.arch == "sm_100a" and lv.cuda_core_read(v) \
+        return op.kind in (OpKind.SLOT_READ, OpKind.GET) and lv.target.has_tensor_memory and lv.cuda_core_read(v) \
             and not all(u is not None and u.kind is OpKind.SLICE for _, u in lv.use_at.get(id(v), []))
     if t.space is not Space.RMEM:
         return False
@@ -62,10 +64,10 @@ def _materializes(op: Op, lv: Liveness, v: Value) -> bool:
     if op.kind is OpKind.SELECT and id(v) in lv.alias:
         return False
     # an MMA writes its accumulator whether or not anything reads it (until the wait that retires it)
-    return bool(lv.use_at.get(id(v))) or op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
+    return bool(lv.use_at.get(id(v))) or op.kind in MMA_KINDS
 
 
-def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
+def register_demand(gp, arch: str = DEFAULT_ARCH) -> RegisterDemand:
     """Peak registers per thread of `gp`'s register tiles (see the module docstring for the rules)."""
     lv = Liveness(gp, arch)
     computes = any(op.kind in COMPUTING for op in lv.ops)
@@ -147,10 +149,10 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
                 # a slot's tile stored to global memory goes through registers (the store's staging copy)
                 spans[(id(v), pos)] = [tile_registers(v.type, arch, layout=layout_of(v)), pos,
                                        max(pos, lv.last_use(v)), v.name or _label(v, lv)]
-            if k not in FUSABLE_USERS + VIEWS:
+            if k not in FUSABLE_USERS and k not in VIEWS:
                 # cheap index math an op reads whole is made for that read only (an MMA's constant accumulator
                 # is its result's storage)
-                for o in op.operands[:2] if k in (OpKind.MMA, OpKind.MMA_ASYNC) else op.operands:
+                for o in op.operands[:2] if k in MMA_KINDS else op.operands:
                     o = lv.root(o)
                     if id(o) in lv.cheap and isinstance(o.type, TileType) and o.type.space is Space.RMEM:
                         spans[(id(o), pos)] = [tile_registers(o.type, arch, layout=layout_of(o)), pos, pos,
@@ -159,7 +161,7 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
                 if id(r) in lv.deferred or not _materializes(op, lv, r):
                     continue
                 placed = None
-                if k in (OpKind.MMA_ASYNC, OpKind.MMA) and len(op.operands) > 2:
+                if k in MMA_KINDS and len(op.operands) > 2:
                     placed = cls(op.operands[2])              # accumulates in place
                 elif k in ELEMENTWISE or k is OpKind.SELECT:
                     placed = next((cls(o) for o in _leaves(op, lv) if cls(o) is not None
@@ -182,7 +184,7 @@ def register_demand(gp, arch: str = "sm_90a") -> RegisterDemand:
         if region == "loop":
             for y in lp.yields:                # a yield still deferred is made (or staged) at the loop's end
                 materialize(y, lv.loop_span[1])
-    if arch == "sm_100a":
+    if lv.target.has_tensor_memory:        # the row-per-thread code of the tensor-memory templates (ptxas-measured)
         for key, (regs, name) in hoisted_over_loop(lv, layout_of).items():
             spans[key] = [regs, lv.loop_span[0], lv.loop_span[1], name]
     if _DEBUG:
@@ -249,7 +251,7 @@ def hoisted_over_loop(lv: Liveness, layout_of) -> dict:
 
     def address(ring: Value, t: TileType) -> None:
         if len(t.shape) == 2 and t.numel // 128 <= HOISTED_ADDRESSES:
-            out[("addresses", id(ring))] = (tile_registers(t, "sm_100a"), f"addresses of {ring.name}")
+            out[("addresses", id(ring))] = (tile_registers(t, lv.arch), f"addresses of {ring.name}")
 
     reads: dict[int, Op] = {}             # value id (through views) -> the slot read of a shared-memory tile
     for op in lv.ops:
@@ -257,7 +259,7 @@ def hoisted_over_loop(lv: Liveness, layout_of) -> dict:
             continue
         if op.kind is OpKind.SLOT_READ and op.result.type.space is Space.SMEM:
             reads[id(op.result)] = op
-        elif op.kind in VIEWS + (OpKind.SELECT,) and op.results and any(
+        elif op.kind in VIEWS | {OpKind.SELECT} and op.results and any(
                 id(lv.root(o)) in reads for o in op.operands):
             reads[id(op.result)] = next(reads[id(lv.root(o))] for o in op.operands if id(lv.root(o)) in reads)
     for op in body:
@@ -268,7 +270,7 @@ def hoisted_over_loop(lv: Liveness, layout_of) -> dict:
         elif op.kind is OpKind.STORE and isinstance(op.operands[-1].type, TileType) \
                 and lv.root(op.operands[-1]).type.space is not Space.SMEM:
             address(op.operands[0], op.operands[-1].type)          # the store's staging tile
-        if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.STORE) or op.kind in VIEWS + (OpKind.SELECT,):
+        if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC, OpKind.STORE) or op.kind in VIEWS or op.kind is OpKind.SELECT:
             continue                          # read by the tensor core or a TMA store, or a view
         for o in op.operands:                 # CUDA-core reads of a shared-memory slot's tile
             src = reads.get(id(lv.root(o)))

@@ -28,11 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.ir import DType, Op, OpKind, Space, TensorType, TileType
+from aref.ops import MMA_KINDS
 from aref.resources.layout import exchange_elements
 from aref.resources.tensor_core import MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, mma_barrier_groups, zero_tile
+from aref.target import target_of
 
-SMEM_PER_CTA = {"sm_90a": 227 * 1024, "sm_100a": 227 * 1024}   # opt-in dynamic shared memory per CTA
-TMEM_COLUMNS = {"sm_90a": 0, "sm_100a": 512}                   # 32-bit columns per lane (128 lanes)
 MBARRIER_BYTES = 8
 SWIZZLE_ALIGN = 1024
 TILE_ALIGN = 128
@@ -167,9 +167,10 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
     depth_sum = sum(ch.depth for ch in ws.channels)
     barrier_bytes = 2 * MBARRIER_BYTES * depth_sum
     zeros = None
-    if ws.arch == "sm_100a":
-        # Blackwell's tensor core: its MMA barriers, the tensor-memory address slot and the tile of zeros its
-        # zero fills read, as the sm_100a backend lays them out
+    target = target_of(ws.arch)
+    if target.has_tensor_memory:
+        # the tcgen05 tensor core: its MMA barriers, the tensor-memory address slot and the tile of zeros its
+        # zero fills read, as the Blackwell backend lays them out
         barrier_bytes += MMA_BARRIER_BYTES * len(mma_barrier_groups(ws)) + TMEM_ADDRESS_BYTES
         tile = zero_tile(ws)
         if tile is not None:
@@ -196,7 +197,7 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
     for gp in ws.groups:
         for op in gp.all_ops():
             # on Blackwell a tile read from a ring slot is TMA-stored straight from that slot (no staging)
-            direct = ws.arch == "sm_100a" and op.kind is OpKind.STORE and op.operands[-1].type.space is Space.SMEM
+            direct = target.has_tensor_memory and op.kind is OpKind.STORE and op.operands[-1].type.space is Space.SMEM
             if op.kind is OpKind.STORE and store_tma_problem(op) is None and not direct:
                 staging.append(SmemItem("staging", ("staging", id(op)), f"staging of {gp.group.name}'s store to "
                                         f"{_tensor_name(ws, op)}", staging_tile(op)))
@@ -205,8 +206,7 @@ def smem_plan(ws, reuse: bool = True) -> SmemPlan:
     # 1024-aligned tiles first, then the 128-aligned ones: no padding between them
     buffers = sorted(rings + scratch + staging + ([zeros] if zeros else []), key=lambda i: i.align != SWIZZLE_ALIGN)
     items += buffers
-    limit = SMEM_PER_CTA.get(ws.arch, SMEM_PER_CTA["sm_90a"])
-    plan = SmemPlan(items, layout_bytes(items), limit)
+    plan = SmemPlan(items, layout_bytes(items), target.smem_per_cta)
     plan.by_key = {i.key: i for i in items}
     return plan
 
@@ -358,7 +358,7 @@ def scratch_tiles(gp) -> dict[tuple, tuple]:
     for region, block in gp.regions():
         used = {} if region == "loop" else dict(high)
         for op in block.ops:
-            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+            if op.kind not in MMA_KINDS:
                 continue
             for v, _ in staged_operands(op, prod):
                 key = scratch_key(gp, v, prod)
@@ -384,7 +384,7 @@ def staged_reads(gp) -> set[int]:
     for _, block in gp.regions():
         staged: set[tuple] = set()
         for op in block.ops:
-            if op.kind not in (OpKind.MMA_ASYNC, OpKind.MMA):
+            if op.kind not in MMA_KINDS:
                 continue
             a = op.operands[0]
             if register_a(a, prod) and scratch_key(gp, a, prod) in staged:
@@ -405,9 +405,10 @@ def tmem_columns(ws) -> int:
     for ch in ws.channels:
         for t in ch.payload:
             if t.space is Space.TMEM:
+                lanes = target_of(ws.arch).tmem_lanes
                 rows = t.shape[0] if len(t.shape) > 1 else 1
                 row_bytes = t.nbytes // rows
-                total += ch.depth * -(-rows // 128) * -(-row_bytes // 4)
+                total += ch.depth * -(-rows // lanes) * -(-row_bytes // 4)
     return total
 
 

@@ -30,13 +30,19 @@ from __future__ import annotations
 from aref import ops
 from aref.errors import ArefError
 from aref.ir import DType, Op, OpKind, Space, TileType, Value
+from aref.ops import MMA_KINDS, TILE_SOURCES, VIEWS
+from aref.target import DEFAULT_ARCH, target_of, uniform
 
-REGISTERS_PER_SM = 65536          # 32-bit registers per SM (and per CTA at one CTA per SM)
-MIN_REGS, MAX_REGS, REG_STEP = 24, 256, 8    # PTX ISA setmaxnreg: multiples of 8 in 24..256
+# the targets' register file and setmaxnreg range (every target's the same: `aref.target.uniform`)
+REGISTERS_PER_SM = uniform("registers_per_sm")          # 32-bit registers per SM (and per CTA at one CTA per SM)
+MIN_REGS, MAX_REGS, REG_STEP = uniform("setmaxnreg_min"), uniform("setmaxnreg_max"), uniform("setmaxnreg_step")
 BUDGET_CAP = 240                  # the most a computing warp group is given (CUTLASS / FA3: ptxas keeps headroom)
 LAUNCH_CAP = 248                  # registers per thread at launch, before setmaxnreg
 ROLE_OVERHEAD = 32                # a computing role's registers beyond its tiles (ptxas-measured)
 PRODUCER_MAX = 48                 # the most a pure data-movement group (TMA issue, no tiles) is given
+PRODUCER_FLOOR = MIN_REGS          # what a producer keeps when it gives registers to tight computing groups (FA3)
+PTXAS_HEADROOM = 40               # the model's need may fall short of ptxas's by this much (causal attention at
+                                  # D=128 on sm_90a: 200 estimated, spilled at 232, fits at 240)
 THREADS = 128
 _DEBUG = False
 
@@ -47,7 +53,6 @@ LAZY = frozenset(k for k in OpKind if any(e.form in (ops.EXPR, ops.VIEWING) for 
 ELEMENTWISE = tuple(sorted(LAZY - {OpKind.FULL, OpKind.ARANGE, OpKind.SLICE}, key=lambda k: k.value))
 FUSABLE_USERS = ELEMENTWISE + (OpKind.REDUCE,)
 MAX_FUSED_LEAVES = 4           # stored tiles one fused expression may read (their registers stay live)
-VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
 # ops that make a group a computing role (anything beyond TMA issue, barriers and index math)
 COMPUTING = frozenset({OpKind.MMA, OpKind.MMA_ASYNC, OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE,
                        OpKind.REDUCE, OpKind.CAST, OpKind.STORE, OpKind.SLOT_STORE, OpKind.SLOT_READ,
@@ -73,20 +78,21 @@ def _round_up(n: int, step: int = REG_STEP) -> int:
     return -(-n // step) * step
 
 
-def tile_registers(t: TileType, arch: str = "sm_90a", threads: int = THREADS, layout: str | None = None) -> int:
+def tile_registers(t: TileType, arch: str = DEFAULT_ARCH, threads: int = THREADS, layout: str | None = None) -> int:
     """32-bit registers per thread that register tile `t` takes in a warp group of `threads`; `layout`: the
     register layout the code generator gives it (`aref.resources.layout`: a column vector holds a quarter of
     its columns per thread), by default the accumulator layout (rank-1 tiles: one value per row)."""
     if not isinstance(t, TileType):
         return 0
     bits = 32 if t.dtype is DType.bool_ else t.dtype.bits      # a boolean takes a whole register
-    if layout is not None and arch != "sm_100a" and threads == THREADS:
+    row_per_thread = target_of(arch).has_tensor_memory         # tiles as tcgen05.ld gives them: a row per thread
+    if layout is not None and not row_per_thread and threads == THREADS:
         from aref.resources.layout import per_thread
         elems = 1
         for n in per_thread(t, layout):
             elems *= n
         return max(1, -(-elems * bits // 32))
-    if arch == "sm_100a":
+    if row_per_thread:
         per_thread = max(1, t.numel * 32 // (threads * 32)) if len(t.shape) > 1 else 1
         if layout == "col":
             per_thread = t.shape[-1]      # a column vector, (C,) or (1, C): the columns of a 128-row tile's row (at most)
@@ -110,9 +116,10 @@ class Liveness:
     predicate that folds to false at generation time are skipped but keep their position.
     """
 
-    def __init__(self, gp, arch: str = "sm_90a"):
+    def __init__(self, gp, arch: str = DEFAULT_ARCH):
         self.gp = gp
         self.arch = arch
+        self.target = target_of(arch)
         self.uses: dict[int, int] = {}
         self.use_at: dict[int, list[tuple[float, Op | None]]] = {}
         self.def_at: dict[int, float] = {}
@@ -199,16 +206,16 @@ class Liveness:
         # a P rounded beside an in-flight wgmma's register operand and accumulator spilled 1100 bytes.)
         # (a tile carried into the next iteration, a yield's read, is read there by its MMA or store: counted so)
         self.unpacked = {id(op.result) for op in rounded if any(
-            u is None or u.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and self.root(u.operands[0]) is op.result
+            u is None or u.kind in MMA_KINDS and self.root(u.operands[0]) is op.result
             for _, u in self.use_at.get(id(op.result), []))}
         self.deferred = {id(op.result) for op in casts} - {id(op.result) for op in rounded} | {
             id(op.result) for op in ops_ if op.results and op.kind is OpKind.TRANSPOSE
             and op.operands[0].type.space is not Space.SMEM}
         # cheap index math (arange, constants, program ids and what is computed from them alone) is recomputed
         # at each use rather than stored
-        self.cheap: set[int] = set(self.slot_columns() if arch == "sm_100a" else ())
+        self.cheap: set[int] = set(self.slot_columns() if self.target.has_tensor_memory else ())
         for op in ops_:
-            if op.kind in (OpKind.ARANGE, OpKind.FULL) or op.kind in LAZY and op.results and all(
+            if op.kind in TILE_SOURCES or op.kind in LAZY and op.results and all(
                     not isinstance(o.type, TileType) or id(o) in self.cheap for o in op.operands):
                 self.cheap.update(id(r) for r in op.results if isinstance(r.type, TileType))
         self.fused: set[int] = set(self.cheap)
@@ -260,10 +267,10 @@ class Liveness:
         """Is register tile `v` an MMA's accumulator (through views and pipeline selects)?"""
         op = self.prod.get(id(self.root(v)))
         for _ in range(64):
-            if op is None or op.kind not in VIEWS + (OpKind.SELECT,):
+            if op is None or op.kind not in VIEWS | {OpKind.SELECT}:
                 break
             op = self.prod.get(id(op.operands[0 if op.kind is not OpKind.SELECT else 1]))
-        return op is not None and op.kind in (OpKind.MMA, OpKind.MMA_ASYNC)
+        return op is not None and op.kind in MMA_KINDS
 
     def reads_slot(self, v: Value, depth: int = 0) -> bool:
         """Is `v` a channel slot's tile (through views)? A cast of it is computed where the IR puts it, before
@@ -274,7 +281,7 @@ class Liveness:
             return False
         if op.kind is OpKind.SLOT_READ:
             return True
-        if op.kind in VIEWS + (OpKind.SELECT,):
+        if op.kind in VIEWS | {OpKind.SELECT}:
             return any(self.reads_slot(x, depth + 1) for x in op.operands if isinstance(x.type, TileType))
         return False
 
@@ -324,7 +331,7 @@ class Liveness:
         op = self.prod.get(id(self.root(v)))
         if op is None or depth > 32:
             return False
-        if op.kind in (OpKind.ARANGE, OpKind.FULL):
+        if op.kind in TILE_SOURCES:
             return True
         return op.kind in LAZY and all(not isinstance(x.type, TileType) or self._index_math(x, depth + 1)
                                        for x in op.operands)
@@ -390,7 +397,7 @@ class Liveness:
             return False
         start, end = self.loop_span
         at = self.position[id(op)]
-        issued_after = any(o.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and at < self.position[id(o)] < end
+        issued_after = any(o.kind in MMA_KINDS and at < self.position[id(o)] < end
                            for o in self.ops)
         return all(p == start or p == end and start < at and issued_after for p, _ in uses)
 

@@ -269,7 +269,8 @@ def rebuild(record: dict, examples_dir: str | os.PathLike = EXAMPLES_DIR) -> Sam
     """The Barrier IR of a measured configuration (raises `ArefError` when it no longer compiles)."""
     import torch
 
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.tune.perf import kernel_flops
     example = load_example(os.path.join(str(examples_dir), f"{record['example']}.py"))
     with torch.device("meta"):                  # shapes and dtypes only: no data is allocated

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+from aref.target import DEFAULT_ARCH
 
-def prepare(kfn, *args, arch: str = "sm_90a", options=None, **kwargs):
+
+def prepare(kfn, *args, arch: str = DEFAULT_ARCH, options=None, **kwargs):
     """Make the specialization of `kfn` for these arguments (any device: meta tensors will do) launch-ready
     for `arch` without launching it: generate, compile or load from the disk cache. Returns the compiled
     function and the seconds it took (what a warm process pays before its first launch)."""

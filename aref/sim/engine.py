@@ -20,6 +20,7 @@ import torch
 from aref.ir.dtypes import to_torch
 from aref.interp.tile import evaluate, round_result
 from aref.ir import OpKind
+from aref.ops import VIEWS
 from aref.lower import launch_threads
 from aref.ops.memory import load_box, tma_bytes
 from aref.target.machine import machine_for
@@ -30,8 +31,7 @@ from aref.sim.values import OPAQUE, UNDEF, Pending, SimViolation, SlotView
 
 GROUP, TMA, MMA = 0, 1, 2
 _PLAIN = (int, float, bool, torch.Tensor)
-# ops whose result is a view of their operand: a view of a slot stays tied to the slot
-_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
+# ops whose result is a view of their operand (`aref.ops.VIEWS`): a view of a slot stays tied to the slot
 
 
 class Engine:
@@ -271,7 +271,7 @@ class Engine:
             if ins.res and (ins.tile_out or isinstance(out, torch.Tensor)):
                 out = round_result(out, op.results[0])
         if ins.res:
-            env[ins.res[0]] = view.derive(out) if view is not None and k in _VIEWS else out
+            env[ins.res[0]] = view.derive(out) if view is not None and k in VIEWS else out
             if self.extra_trips and ins.res[0] == self.trip_ids[gi]:
                 env[ins.res[0]] = out + self.extra_trips
 

@@ -9,9 +9,11 @@ attrs naming another channel) are reported before anything runs.
 from __future__ import annotations
 
 from aref.ir import OpKind, RingType, Space, TileType
+from aref.ops import CHANNEL_KINDS, CROSS_GROUP_KINDS, MMA_KINDS, VIEWS
 from aref.ir.printer import Namer, format_op
 from aref.sim.tensor_memory import TensorMemory
 from aref.ir.ws import WSKernel
+from aref.target import target_of
 
 LOOP_ENTER = "loop_enter"
 LOOP_END = "loop_end"
@@ -23,15 +25,10 @@ LOOP_END = "loop_end"
 # a slot_read (the item stays in the slot until this very group releases it) and an mma_commit (its
 # arrival waits for the group's MMAs anyway, and an earlier release only lets a producer go sooner).
 EAGER = frozenset({OpKind.SLOT_READ, OpKind.MMA_COMMIT})
-VISIBLE = frozenset({OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD,
-                     OpKind.SLOT_STORE, OpKind.SLOT_READ, OpKind.MMA_ASYNC, OpKind.MMA_WAIT, OpKind.MMA_COMMIT,
-                     OpKind.TMEM_DEALLOC,
-                     OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG})
-COMPUTE = frozenset({OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.LOAD, OpKind.STORE,
-                     OpKind.FULL, OpKind.ARANGE, OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.MMA,
-                     OpKind.UNARY, OpKind.BINARY, OpKind.COMPARE, OpKind.WHERE, OpKind.REDUCE, OpKind.CAST,
-                     OpKind.SELECT, OpKind.FENCE_PROXY_ASYNC, OpKind.TMEM_STORE_FENCE, OpKind.SLICE,
-                     OpKind.TMEM_ALLOC})
+# the scheduling points: ops on state other warp groups observe (the registry's cross-group kinds); every
+# other Barrier IR op (all but the aref protocol's, lowered away) is computed by its group alone
+VISIBLE = CROSS_GROUP_KINDS
+COMPUTE = frozenset(OpKind) - VISIBLE - CHANNEL_KINDS
 
 
 class MalformedIR(ValueError):
@@ -134,7 +131,7 @@ class Prog:
             else:
                 out.extend(self._instr(op, bar_ids, ring_ids) for op in block.ops)
         _mark_tensor_pipe(gp, out)
-        if self.kernel.arch == "sm_100a":
+        if target_of(self.kernel.arch).has_tensor_memory:
             _mark_own_accumulators(gp, out)
         return out
 
@@ -226,12 +223,12 @@ def _mark_own_accumulators(gp, prog: list) -> None:
         op = prod.get(id(v))
         if op is None or depth > 16:
             return False
-        if op.kind in (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE):
+        if op.kind in VIEWS:
             return from_slot(op.operands[0], depth + 1)
         return op.kind is OpKind.SLOT_READ
 
     accumulators = {id(op.operands[2]) for op in gp.all_ops()
-                    if op.kind in (OpKind.MMA, OpKind.MMA_ASYNC) and len(op.operands) > 2}
+                    if op.kind in MMA_KINDS and len(op.operands) > 2}
     read: set[int] = set()
     for ins in prog:
         op = ins.op

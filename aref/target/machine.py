@@ -1,4 +1,4 @@
-"""Machine models of one SM (H100, B200) and the cost of an op on them.
+"""Machine models of one SM of each device (H100, H200, B200) and the cost of an op on them.
 
 A `Machine` holds per-SM, per-clock throughputs of the functional units a warp-specialized kernel competes
 for, the register / shared-memory / tensor-memory budgets, and the latency distribution of a TMA copy.
@@ -12,9 +12,12 @@ read and write paths (tcgen05.ld / tcgen05.st); "issue" marks ops that occupy on
 instruction stream (scalars, barrier ops, views) and is not a shared resource.
 
 Every figure carries its source. "Datasheet" figures are NVIDIA's published numbers; figures marked
-ASSUMPTION are order-of-magnitude choices of this model. Where a GPU was measured, `calibrated` replaces the
-fitted figures with those of `aref/target/calibration/<arch>.json`, which `bench/calibrate.py` writes from a file of
-measurements (the datasheet machine stays available as `H100_DATASHEET`).
+ASSUMPTION are order-of-magnitude choices of this model. The per-arch limits (register file, setmaxnreg, shared
+and tensor memory) are the device's `Target`'s (`aref.target.targets`); the rest is the device's own. Devices are
+keyed by name under their arch (`DEVICES`; `machine_for(arch)` is the arch's default device). Where a GPU was
+measured, `calibrated` replaces the fitted figures with those of `aref/target/calibration/<device>.json`, which
+`bench/calibrate.py` writes from a file of measurements (the datasheet machines stay available as `DATASHEETS`,
+e.g. `H100_DATASHEET`).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from aref.ir import DType, Op, OpKind, TileType
 from aref.ops.memory import tma_bytes
+from aref.target.targets import SM_90A, SM_100A, TARGETS, Target
 
 
 SHARED_UNITS = ("tc", "tma", "mufu", "fma", "smem", "tmem_ld", "tmem_st")
@@ -72,6 +76,13 @@ class Machine:
     # a calibration measures it.
     l2_miss_penalty: float = 0.0
     calibration: str = ""                  # where the calibrated figures come from ("" for none)
+    memory_bytes_per_s: float = 0.0        # datasheet DRAM bandwidth (the timing model sees DRAM through the
+                                           # calibrated `l2_miss_penalty`, fitted per device)
+
+    @property
+    def target(self) -> Target:
+        """The arch this device is (its limits and features)."""
+        return TARGETS[self.arch]
 
     @property
     def tma_copy_rate(self) -> int:
@@ -129,13 +140,20 @@ class Machine:
         return out
 
 
+def _limits(target: Target) -> dict:
+    """The `Machine` fields a device takes from its arch."""
+    return dict(arch=target.name, registers=target.registers_per_sm, max_regs_per_thread=target.max_regs_per_thread,
+                setmaxnreg_min=target.setmaxnreg_min, setmaxnreg_max=target.setmaxnreg_max,
+                setmaxnreg_step=target.setmaxnreg_step, smem_per_block=target.smem_per_cta,
+                tmem_lanes=target.tmem_lanes, tmem_columns=target.tmem_columns)
+
+
 # H100 SXM5. Sources: NVIDIA H100 Tensor Core GPU datasheet / Hopper whitepaper: 132 SMs, 989.4 dense fp16/bf16
 # tensor TFLOP/s and 1978.9 fp8 TFLOP/s, i.e. 4096 and 8192 FLOP per SM per clock at the 1830 MHz those figures
 # use (989.4e12 / (132 * 1830e6) = 4096); 16 SFU (MUFU) and 128 fp32 FMA lanes per SM per clock; 128 B/clk
-# shared memory; 64K 32-bit registers per SM, at most 255 per thread; PTX ISA setmaxnreg: 24..256 in steps
-# of 8; 227 KB of shared memory per block (CUDA programming guide, compute capability 9.0).
+# shared memory; 3.35 TB/s HBM3; register file, setmaxnreg and shared memory per block: `SM_90A`.
 H100_DATASHEET = Machine(
-    name="H100", arch="sm_90a", sms=132, clock_ghz=1.83,
+    name="H100", sms=132, clock_ghz=1.83, **_limits(SM_90A),
     tensor_flop_per_clk={DType.float16: 4096, DType.bfloat16: 4096,
                          DType.float8_e4m3: 8192, DType.float8_e5m2: 8192},
     # ASSUMPTION: ~64 B/clk per SM from L2 into shared memory through TMA (the HBM3 share alone is
@@ -145,16 +163,24 @@ H100_DATASHEET = Machine(
     # with a long tail under load).
     tma_latency=(400, 550, 1200),
     l2_bytes=50 * 1024 * 1024,             # datasheet: 50 MB L2 (H100 SXM5)
+    memory_bytes_per_s=3.35e12,
 )
 
+# H200 SXM. Sources: NVIDIA H200 Tensor Core GPU datasheet (Nov. 2023): the same GH100 die as the H100 SXM5 —
+# 132 SMs, 50 MB L2, 989.5 dense fp16 / 1979 fp8 tensor TFLOP/s (1979 / 3958 with sparsity) and a 1980 MHz
+# maximum boost clock, as the H100 SXM5's, so the same 1830 MHz and per-SM rates as above — with 141 GB of
+# HBM3e at 4.8 TB/s (H100: 80 GB HBM3, 3.35 TB/s). ASSUMPTION: the L2 -> shared-memory TMA rate and latency
+# of the H100 (the L2 is the same; DRAM enters the model only through the calibrated L2-miss penalty, which
+# has not been measured on an H200: no calibration file yet).
+H200_DATASHEET = replace(H100_DATASHEET, name="H200", memory_bytes_per_s=4.8e12)
+
 # B200. Sources: the issue's figures (from NVIDIA's Blackwell datasheet: 2.25 PFLOP/s dense fp16 over 148 SMs
-# at ~1.86 GHz = 8192 FLOP per SM per clock, fp8 twice that); MUFU and FMA rates as Hopper; tensor memory
-# 128 lanes x 512 columns x 32 bit per SM (PTX ISA, tcgen05); registers, setmaxnreg and shared memory as Hopper.
-B200 = Machine(
-    name="B200", arch="sm_100a", sms=148, clock_ghz=1.86,
+# at ~1.86 GHz = 8192 FLOP per SM per clock, fp8 twice that; HBM3e 8 TB/s); MUFU and FMA rates as Hopper;
+# tensor memory, registers, setmaxnreg and shared memory: `SM_100A`.
+B200_DATASHEET = Machine(
+    name="B200", sms=148, clock_ghz=1.86, **_limits(SM_100A),
     tensor_flop_per_clk={DType.float16: 8192, DType.bfloat16: 8192,
                          DType.float8_e4m3: 16384, DType.float8_e5m2: 16384},
-    tmem_lanes=128, tmem_columns=512,
     # ASSUMPTION: 128 lanes x 32 bit per clock each way (a warp moves 32 lanes x 32 bit per tcgen05.ld beat; four
     # sub-partitions in parallel), the figure the solver's graphs of FA4 use.
     tmem_bytes_per_clk=512,
@@ -164,6 +190,7 @@ B200 = Machine(
     # ASSUMPTION: twice Hopper's per-SM L2->SMEM rate (HBM3e 8 TB/s is 2.4x H100's 3.35 TB/s).
     tma_bytes_per_clk=128,
     tma_latency=(400, 550, 1200),          # ASSUMPTION: as Hopper
+    memory_bytes_per_s=8e12,
 )
 
 # Figures a calibration may set (bench/calibrate.py fits them): each a field of `Machine`.
@@ -195,9 +222,9 @@ def with_parameters(machine: Machine, params: dict, source: str = "") -> Machine
 
 
 def calibrated(machine: Machine, path: str | Path | None = None) -> Machine:
-    """`machine` with the fitted figures of its calibration file (`aref/target/calibration/<arch>.json`, or `path`);
-    unchanged when there is none. The file's "parameters" hold the figures, "source" the measurements."""
-    path = Path(path) if path is not None else CALIBRATION_DIR / f"{machine.arch}.json"
+    """`machine` with the fitted figures of its calibration file (`aref/target/calibration/<device>.json`, or
+    `path`); unchanged when there is none. The file's "parameters" hold the figures, "source" the measurements."""
+    path = Path(path) if path is not None else CALIBRATION_DIR / f"{machine.name}.json"
     if not path.exists():
         return machine
     data = json.loads(path.read_text())
@@ -206,18 +233,36 @@ def calibrated(machine: Machine, path: str | Path | None = None) -> Machine:
     return with_parameters(machine, data["parameters"], f"{path.name} ({data.get('source', 'unknown data')})")
 
 
-# The models as the datasheets give them, and as used: calibrated wherever a calibration file exists.
-DATASHEETS = {m.arch: m for m in (H100_DATASHEET, B200)}
-MACHINES = {arch: calibrated(m) for arch, m in DATASHEETS.items()}
-H100 = MACHINES["sm_90a"]
+# The models as the datasheets give them, and as used: calibrated wherever the device has a calibration file.
+DATASHEETS = {m.name: m for m in (H100_DATASHEET, H200_DATASHEET, B200_DATASHEET)}
+DEVICES = {name: calibrated(m) for name, m in DATASHEETS.items()}
+H100, H200, B200 = DEVICES["H100"], DEVICES["H200"], DEVICES["B200"]
 
 
-def machine_for(arch: str) -> Machine:
-    """The machine model of an architecture name ("sm_90a" -> H100, "sm_100a" -> B200)."""
-    try:
-        return MACHINES[arch]
-    except KeyError:
-        raise ValueError(f"no machine model for arch {arch!r}; known: {', '.join(MACHINES)}") from None
+def _check_devices() -> None:
+    """Every target's devices exist and are of its arch; every device belongs to a target."""
+    listed = {d: t.name for t in TARGETS.values() for d in t.devices}
+    for name, m in DEVICES.items():
+        if listed.get(name) != m.arch:
+            raise AssertionError(f"device {name} ({m.arch}) is not listed under its target")
+    for t in TARGETS.values():
+        if t.default_device not in t.devices or any(d not in DEVICES for d in t.devices):
+            raise AssertionError(f"target {t.name}: devices {t.devices}, default {t.default_device}")
+
+
+_check_devices()
+
+
+def machine_for(arch: str, device: str | None = None) -> Machine:
+    """The machine model of an architecture name: its `device` ("H100", "H200" for sm_90a), by default the
+    arch's default device ("sm_90a" -> H100, "sm_100a" -> B200)."""
+    target = TARGETS.get(arch)
+    if target is None:
+        raise ValueError(f"no machine model for arch {arch!r}; known: {', '.join(TARGETS)}")
+    name = device or target.default_device
+    if name not in target.devices:
+        raise ValueError(f"no {arch} device {name!r}; known: {', '.join(target.devices)}")
+    return DEVICES[name]
 
 
 def _ceil_div(a: int, b: int) -> int:

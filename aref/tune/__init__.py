@@ -45,7 +45,7 @@ class TuneOptions:
 
 def _prepare(kfn, tensors: dict, consts: dict, cfg: Config, arch: str, machine) -> Candidate:
     """Steps 1-4 of the module docstring for one candidate."""
-    from aref.compiler import lower_to
+    from aref.search import lower_to
     from aref.tune.perf import kernel_flops, predict
     from aref.tune.resources import candidate_problems
     cand = Candidate(cfg)
@@ -77,12 +77,13 @@ def tune(kfn, tensors: dict, fixed: dict, space: list[Config], options: TuneOpti
     (without it candidates are checked against the first one timed) within `tolerance` ({name: (atol, rtol)},
     default: by dtype as `aref.outputs.compare`); `progress(done, total, label)` is told
     of every candidate."""
+    from aref.target import DEFAULT_ARCH
     from aref.target.machine import machine_for
     from aref.tune.gpu import device_name, gpu_arch
     options = options or TuneOptions()
     t0 = time.perf_counter()
     present = gpu_arch()
-    arch = options.arch or present or "sm_90a"
+    arch = options.arch or present or DEFAULT_ARCH
     on_gpu = all(getattr(t, "is_cuda", False) for t in tensors.values())
     use_gpu = options.use_gpu if options.use_gpu is not None else (present == arch and on_gpu)
     if use_gpu and present != arch:

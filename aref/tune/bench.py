@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aref.errors import ArefError
+from aref.target import DEFAULT_ARCH
 
 
 @dataclass
@@ -54,7 +55,7 @@ def describe(inputs: dict) -> str:
     return " ".join(parts + [f"{n}={v}" for n, v in inputs.items() if not isinstance(v, torch.Tensor)])
 
 
-def plan_example(example, inputs: dict, baselines: dict, arch: str = "sm_90a") -> dict:
+def plan_example(example, inputs: dict, baselines: dict, arch: str = DEFAULT_ARCH) -> dict:
     """What `bench_example` would run (no GPU needed): the problem, the configuration the timing model picks,
     its predicted time, and the baselines."""
     import torch

@@ -20,8 +20,8 @@ def gpu_arch() -> str | None:
         return None
     if not torch.cuda.is_available():
         return None
-    from aref.backend.cute.launch import ARCH_OF_CAPABILITY
-    return ARCH_OF_CAPABILITY.get(tuple(torch.cuda.get_device_capability(0)))
+    from aref.target import arch_of_capability
+    return arch_of_capability(tuple(torch.cuda.get_device_capability(0)))
 
 
 def device_name() -> str:

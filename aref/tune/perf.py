@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from aref.ir import Kernel, OpKind
 from aref.ops.memory import mma_flops
+from aref.target import target_of
 from aref.target.machine import Machine
 from aref.backend.tile_order import tile_coords
 
@@ -179,7 +180,7 @@ def predict(ws, machine: Machine, *, flops: int | None = None, persistent: bool 
     # tile costs the same either way; only how tiles spread over CTAs differs — unless the epilogue overlaps.
     waves = math.ceil(tiles / workers)
     cycles = waves * (machine.cta_overhead_cycles + cta_cycles)
-    if epilogue_overlap and persistent and ws.arch == "sm_90a" and waves > 1:
+    if epilogue_overlap and persistent and target_of(ws.arch).mma == "wgmma" and waves > 1:
         # each tile's epilogue runs during the other consumer copy's next main loop, as far as that lasts
         epilogue = epilogue_cycles(ws, report)
         cycles -= (waves - 1) * min(epilogue, cta_cycles - epilogue)

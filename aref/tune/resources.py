@@ -9,6 +9,7 @@ source without compiling it.
 from __future__ import annotations
 
 from aref.errors import ArefError
+from aref.target import target_of
 from aref.target.machine import Machine
 
 
@@ -19,8 +20,8 @@ def candidate_problems(ws, machine: Machine, persistent: bool = False, ctas: int
     if ws.resource_error is not None:
         return [f"{ws.resource_error.kind}: {ws.resource_error.message}"]
     problems = list(check_resources(ws, machine))
-    if problems or ws.arch != "sm_90a" and not epilogue_overlap and tuple(cluster) == (1, 1):
-        return problems     # (an sm_100a epilogue overlap is checked by its plan: the doubled accumulator)
+    if problems or target_of(ws.arch).has_tensor_memory and not epilogue_overlap and tuple(cluster) == (1, 1):
+        return problems     # (a Blackwell epilogue overlap is checked by its plan: the doubled accumulator)
     from aref.backend.cute import generate_source
     try:
         generate_source(ws, persistent, ctas or machine.sms, raster=raster, epilogue_overlap=epilogue_overlap,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from aref import ops
 from aref.errors import ChannelError, SrcInfo, VerifyError
 from aref.ir import ATTRS_OF, ArefType, DType, Kernel, Op, OpKind, ScalarType, TensorType, Value
+from aref.ops import VIEWS
 
 
 def verify(kernel: Kernel) -> None:
@@ -86,9 +87,6 @@ def expected_result_types(op: Op):
     return d.type_rule([v.type for v in op.operands], op.attrs, loc)
 
 
-_VIEWS = (OpKind.TRANSPOSE, OpKind.EXPAND_DIMS, OpKind.SLICE)
-
-
 def check_channel_protocol(kernel: Kernel) -> None:
     """Per iteration, each channel's ops must form a valid FIFO: put before get before consumed, never more
     outstanding puts than slots, balanced counts at the end of the body, and no use of a borrowed tile after
@@ -111,7 +109,7 @@ def check_channel_protocol(kernel: Kernel) -> None:
                         f"a tile from {name}.get() (line {owner[0].loc.line}) is used after {name}.consumed() "
                         f"(line {rel.loc.line}) released its slot", op.loc,
                         hint=f"move {name}.consumed() after the last use of the tile")
-            if op.kind in _VIEWS and id(op.operands[0]) in borrowed:
+            if op.kind in VIEWS and id(op.operands[0]) in borrowed:
                 borrowed[id(op.result)] = borrowed[id(op.operands[0])]
             if not op.operands or op.operands[0] is not ch or op.kind not in (OpKind.PUT, OpKind.GET,
                                                                               OpKind.CONSUMED):

@@ -5,7 +5,8 @@ import functools
 
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 
 def config_id(cfg):

@@ -1,7 +1,8 @@
 """Barrier IR of the examples for sm_100a and its compiled kernels, made once per test session."""
 import functools
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from example_paths import example_path
 

@@ -8,7 +8,8 @@ import torch
 import aref
 from aref import aref_kernel
 from aref.backend.cute import BackendError, compile_barrier, generate_source
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from tests.backend.conftest import barrier_ir
 
 

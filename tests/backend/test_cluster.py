@@ -14,7 +14,8 @@ import aref
 from aref import aref_kernel
 from aref.backend.cute import compile_barrier, generate_source
 from aref.backend.cute.analysis import BackendError, plan_kernel
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from tests.backend.conftest import barrier_ir
 from tests.backend.test_consistency import check

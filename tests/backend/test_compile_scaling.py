@@ -5,7 +5,8 @@ parseable source."""
 import ast
 import sys
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from bench.compile_scaling import inputs, make_kernel, nesting
 
 

@@ -223,7 +223,8 @@ def test_sm100_overlap_is_the_doubled_accumulator():
     """sm_100a persistent kernels already double the tensor-memory accumulator (the MMA warp's next tile
     writes one stage while the epilogue reads the other): the option generates that kernel, and is refused
     without a persistent launch."""
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     ex = load_example("examples/gemm.py")
     ws = lower_to(ex.kernel.specialize(**ex.inputs("small")), "barrier", CompileOptions(arch="sm_100a"))
     src = generate_source(ws, persistent=True, ctas=148, epilogue_overlap=True)

@@ -51,7 +51,8 @@ def _path(example: str) -> str:
 def _compile(example: str, partition: str, size: str, cache_dir):
     """(Barrier IR, CompileResult) of one cell, or the ArefError that refused it."""
     from aref.backend.cute import compile_barrier
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.runtime.harness import load_example
     ex = load_example(_path(example))
     overrides = RAGGED[example] if size == "ragged" else {}
@@ -128,7 +129,8 @@ def test_guard_keeps_a_fitting_program_where_no_solver_partition_fits(monkeypatc
     heuristic partitioner compiles: where the solver's space holds no fitting partition (here: without its
     row-split fallback, dual_gemm's hand-off does not fit), the heuristic's program is kept and says why."""
     import partition.optimal
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.runtime.harness import load_example
     monkeypatch.setattr(partition.optimal, "_row_split_fallback", lambda *a: None)
     ex = load_example(_path("dual_gemm"))

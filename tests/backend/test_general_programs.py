@@ -13,7 +13,8 @@ import re
 import pytest
 import torch
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.interp.tile import run_kernel
 from aref.ir import ConstAttrs, DType, FnAttrs, Op, OpKind, ScalarType, Value
 from aref.sim import simulate

@@ -8,7 +8,8 @@ import torch
 import aref
 from aref.backend.cute import compile_barrier
 from aref.backend.cute.launch import check_arguments
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError, ArefTypeError
 from aref.runtime.harness import load_example
 from tests.backend.conftest import barrier_ir

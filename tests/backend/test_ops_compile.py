@@ -11,8 +11,9 @@ compile in one kernel. Entries list the refusals they expect
 import pytest
 
 from aref import ops
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
 from aref.ir import OpKind
+from aref.search import lower_to
 from tests.ops_kernels import ROLES, all_ops, all_ops_inputs, entry_cases
 
 # elementwise ops on vectors compile to the same templates in every role: one role compiles them. The

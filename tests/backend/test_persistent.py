@@ -98,7 +98,8 @@ def test_rasterized_tile_order_on_blackwell(persistent, backend_cache):
 
 
 def _blackwell_gemm(**overrides):
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.runtime.harness import load_example
     ex = load_example("examples/gemm.py")
     return lower_to(ex.kernel.specialize(**ex.inputs("small", **overrides)), "barrier",
@@ -110,7 +111,8 @@ def test_blackwell_subtiled_epilogue_reads_the_tiles_accumulator_stage(example, 
     """Persistent sm_100a: the accumulator has two tensor-memory stages, and the subtiled epilogue's column
     chunks are read from this tile's stage (they used to stop at 'a column chunk of a multi-slot tile')."""
     import re
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     if example == "dual_gemm":
         from aref.runtime.harness import load_example
         ex = load_example("examples/dual_gemm.py")

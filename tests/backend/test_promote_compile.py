@@ -3,7 +3,8 @@ keeps its wgmma pipeline and adds the fp32 promotion in registers with no spills
 accumulates fp8 in fp32, the option leaves the kernel (and so its compiled code) as it was."""
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import sm100_compiled

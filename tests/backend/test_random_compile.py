@@ -53,7 +53,8 @@ def test_blackwell_chains_share_groups_when_the_register_file_is_short(tmp_path,
     (axis 0) were then refused by the Blackwell templates; they shuffle over the 16 rows of each warp (lanes t
     and t ^ 16 hold the two column halves) and meet across warps in the exchange tile."""
     from aref.backend.cute import compile_barrier
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from partition.heuristic import HeuristicOptions
     prog = random_program(703, directory=str(tmp_path))
     kernel = prog.kernel.specialize(**prog.inputs)
@@ -199,7 +200,8 @@ def test_a_slot_row_vector_stored_from_the_optimal_partition_compiles(tmp_path, 
     """Seed 67 (bench/coverage.py, optimal partition): a row vector the group reads from a channel slot is
     stored with a rank-1 store; the store read it through a helper that did not exist (a compiler bug,
     `emit_loop_nest`), now through the register read every other use takes."""
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     prog = random_program(67, directory=str(tmp_path))
     ws = lower_to(prog.kernel.specialize(**prog.inputs), "barrier",
                   CompileOptions(partition="optimal", solver_time_limit=10))
@@ -211,7 +213,8 @@ def test_a_post_loop_mask_is_made_in_the_group_that_selects_with_it(tmp_path, ba
     """Seed 73 (optimal partition): after the loop, `where(c > cv, c, cv * 0.25)` — the comparison went to
     the group that made cv, the select to the one that holds c, and the boolean tile between them was refused
     ("carries a boolean tile"). A mask is placed with the op that uses it: no boolean tile crosses groups."""
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.ir import DType
     prog = random_program(73, directory=str(tmp_path))
     ws = lower_to(prog.kernel.specialize(**prog.inputs), "barrier",

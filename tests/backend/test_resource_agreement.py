@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import aref
 from aref import aref_kernel
 from aref.backend.cute import compile_barrier, generate_source
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError
 from aref.runtime.harness import load_example
 from aref.resources import register_demand
@@ -291,3 +292,33 @@ def test_sm100_shared_memory_is_at_most_the_models(tmp_path, example, partition)
     assert (plan.zero_tile is None) == (not zeros) and all(i.tile == plan.zero_tile.tile for i in zeros)
     struct = _storage_bytes(generate_source(ws), tmp_path / "kernel.py")
     assert struct <= -(-(model.total - SWIZZLE_ALIGN) // SWIZZLE_ALIGN) * SWIZZLE_ALIGN, (struct, model.total)
+
+
+def test_causal_attention_at_head_dim_128_compiles_without_spills(tmp_path):
+    """Causal attention at D=128 (cooperative consumers) once spilled 8 bytes on sm_90a: the model counted 200
+    registers per consumer thread, ptxas needed more than the 232 the consumers got beside a 40-register
+    producer. A computing group within `PTXAS_HEADROOM` of its budget takes the producer's registers (FA3's
+    24 / 240 / 240 split)."""
+    ws = _barrier("attention_causal", "heuristic", "auto", {"D": 128})
+    assert ws is not None
+    budgets = {gp.group.name: gp.group.regs for gp in ws.groups}
+    assert budgets == {"producer": 24, "consumer0": 240, "consumer1": 240}
+    result = compile_barrier(ws, cache_dir=tmp_path)
+    assert result.spill_bytes == 0, result.ptxas_log
+
+
+def test_a_producer_gives_registers_only_to_groups_near_their_need():
+    """The producer keeps its budget when the computing groups' needs are far below theirs (a GEMM's 128 of
+    232), and gives down to 24 when a group's need is within the headroom of its share — only if the pool then
+    raises that group's budget (the pool is the launch allocation: 168 × 384 threads)."""
+    from aref.ir.ws import WarpGroup
+    from aref.resources import assign_budgets
+    from aref.resources.demand import RegisterDemand
+    groups = [WarpGroup(0, "producer", "producer", 4, 40), WarpGroup(1, "consumer0", "consumer", 4, 232),
+              WarpGroup(2, "consumer1", "consumer", 4, 232)]
+
+    def demands(peak):
+        return {0: RegisterDemand("producer", 0, computes=False), 1: RegisterDemand("consumer0", peak),
+                2: RegisterDemand("consumer1", peak)}
+    assert assign_budgets(groups, demands(96)) == {0: 40, 1: 232, 2: 232}
+    assert assign_budgets(groups, demands(168)) == {0: 24, 1: 240, 2: 240}

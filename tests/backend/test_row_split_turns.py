@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from aref.backend.cute import compile_barrier
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.ir import Op, OpKind
 from aref.resources import register_demand

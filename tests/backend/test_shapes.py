@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from aref.backend.cute import compile_barrier
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.outputs import compare
 from aref.runtime.harness import load_example
 from aref.resources import register_demand

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import aref
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.ir import OpKind
 from tests.backend.sm100_helpers import EXAMPLES, PARTITIONS, sm100_compiled
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import aref
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.ir import OpKind
 from aref.resources import REGISTERS_PER_SM, ResourceError, register_demand
 from aref.sim import check

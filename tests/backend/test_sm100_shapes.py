@@ -19,7 +19,8 @@ import torch
 
 import aref
 from aref.backend.cute import compile_barrier
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.errors import ArefError
 from tests.backend.sm100_helpers import PARTITIONS, sm100_compiled, sm100_ir
 from tests.backend.test_example_matrix import EXAMPLES, RAGGED

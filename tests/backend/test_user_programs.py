@@ -11,7 +11,8 @@ import torch
 
 import aref
 from aref import aref_kernel
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.interp.tile import run_kernel
 from aref.sim import simulate
 

@@ -36,7 +36,7 @@ def test_machine_figures():
     assert (H100_DATASHEET.tma_bytes_per_clk, B200.tma_bytes_per_clk) == (64, 128)
     assert H100_DATASHEET.tma_latency == B200.tma_latency == (400, 550, 1200)
     # the H100 in use is the datasheet model with the figures its calibration file fits (bench/calibrate.py)
-    fitted = json.loads((CALIBRATION_DIR / "sm_90a.json").read_text())["parameters"]
+    fitted = json.loads((CALIBRATION_DIR / "H100.json").read_text())["parameters"]
     assert (H100.tma_bytes_per_clk, H100.tma_latency) == (fitted["tma_bytes_per_clk"], tuple(fitted["tma_latency"]))
     # the datasheet's 989.4 dense fp16 TFLOP/s follows from the per-SM figure
     assert abs(H100.sms * H100.clock_ghz * 1e9 * 4096 / 1e12 - 989.4) < 1
@@ -66,7 +66,7 @@ def test_tma_cost_is_latency_plus_transfer_and_busy_is_transfer():
     assert abs(sum(draws) / len(draws) - 717) < 40     # the draws follow the distribution, not its bounds
     # the calibrated model, worked out from its file: the copy's bytes arrive at one rate, the engine is busy
     # at another
-    fitted = json.loads((CALIBRATION_DIR / "sm_90a.json").read_text())["parameters"]
+    fitted = json.loads((CALIBRATION_DIR / "H100.json").read_text())["parameters"]
     lat = round(sum(fitted["tma_latency"]) / 3)
     arrive = -(-16384 // fitted["tma_copy_bytes_per_clk"])
     assert op_cost(tma, H100) == ("tma", lat + arrive) and arrive > 256
@@ -165,7 +165,8 @@ def test_blackwell_group_reads_its_own_accumulator_through_tcgen05(monkeypatch):
     import functools
 
     import partition.optimal as po
-    from aref.compiler import CompileOptions, lower_to
+    from aref.compiler import CompileOptions
+    from aref.search import lower_to
     from aref.runtime.harness import load_example
     from aref.sim.program import Prog
     monkeypatch.setattr(po, "extract_graph", functools.partial(po.extract_graph, group_costs=True,

@@ -13,7 +13,8 @@ import torch
 
 import aref
 from aref import aref_kernel
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.ir import OpKind
 from aref.sim import check
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 from example_paths import EXAMPLE_NAMES, EXPLORE_CTA, TRIP_KNOB, example_path, trip_inputs
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.interp.tile import longest_cta, run_kernel
 from aref.ir import OpKind

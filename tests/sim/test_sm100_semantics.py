@@ -9,7 +9,8 @@ import copy
 
 import pytest
 
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.runtime.harness import load_example
 from aref.ir import OpKind
 from aref.sim import check, explore

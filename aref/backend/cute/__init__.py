@@ -1,5 +1,6 @@
 """CuTe DSL backend: Barrier IR → readable, role-based CuTe DSL source → PTX and cubin, for Hopper (sm_90a:
-this package's `analysis`, `role`, `module`) and Blackwell (sm_100a: `sm100`, dispatched on `ws.arch`).
+`hopper`, over this package's `analysis`, `role`, `module`) and Blackwell (sm_100a: `sm100`): the module
+`ws.arch`'s target names (`aref.target.Target.backend`) plans and generates.
 
     compile_barrier(ws, out_dir=None, emit="ptx") -> CompileResult
 
@@ -19,10 +20,11 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from importlib import import_module
 from typing import Any
 
-from aref.backend.cute.analysis import BackendError, plan_kernel
-from aref.backend.cute.module import emit_module
+from aref.backend.cute.analysis import BackendError
+from aref.target import TARGETS, target_of
 
 EMITS = ("cute", "ptx", "cubin")
 DEFAULT_CACHE = Path.home() / ".cache" / "aref" / "cute"    # `aref.config.kernel_cache` unless changed
@@ -85,36 +87,24 @@ def generate_source(ws, persistent: bool = False, ctas: int = 132, exp2_fma: flo
     multicast the tiles both load (`aref.backend.cute.cluster`); (1, 1): no cluster.
     """
     from aref.backend.cute import cluster as clusters
-    if clusters.active(cluster) and ws.arch != "sm_90a":
-        raise BackendError(f"TMA multicast over a CTA cluster is generated for sm_90a only, not {ws.arch}", ws.loc,
-                           hint="compile for sm_90a, or " + clusters.HINT_OFF)
-    if ws.arch == "sm_100a":
-        from aref.backend.cute.sm100 import generate_source_sm100
-        return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
-    if exp2_fma:
-        raise BackendError("software exp2 (exp2_fma) is a Blackwell option", ws.loc)
-    return emit_module(hopper_plan(ws, persistent, ctas, raster, epilogue_overlap, cluster))
+    target = target_of(ws.arch)
+    if clusters.active(cluster) and not target.cluster_multicast:
+        multicast = [t.name for t in TARGETS.values() if t.cluster_multicast]
+        raise BackendError(f"TMA multicast over a CTA cluster is generated for {' and '.join(multicast)} only, not "
+                           f"{ws.arch}", ws.loc, hint=f"compile for {multicast[0]}, or " + clusters.HINT_OFF)
+    return backend_of(ws).generate_source(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap, cluster)
 
 
-def hopper_plan(ws, persistent: bool = False, ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False,
-                cluster=(1, 1)):
-    """The sm_90a backend's plan of `ws` with its launch options (see `generate_source`)."""
-    from aref.backend.cute import cluster as clusters
-    plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
-    plan.cluster = clusters.plan_cluster(plan, cluster, persistent)
-    return plan
+def backend_of(ws):
+    """The module of `ws.arch`'s templates (`plan`, `generate_source`, `register_budgets`)."""
+    return import_module(target_of(ws.arch).backend)
 
 
 def register_budgets(ws, persistent: bool = False, ctas: int = 132, raster: int = 0,
                      epilogue_overlap: bool = False) -> dict[str, int]:
     """Warp group name -> setmaxnreg budget of the generated kernel (with a Hopper epilogue overlap, the
     budgets of the producer and the consumer's two copies, the copy named `<consumer>_1`)."""
-    budgets = {g.group.name: g.group.regs for g in ws.groups}
-    if epilogue_overlap and ws.arch == "sm_90a":
-        plan = plan_kernel(ws, persistent, ctas, raster, epilogue_overlap)
-        budgets = {g.group.name: g.group.regs for g in plan.ws.groups}
-        budgets[plan.groups[plan.overlap.group].gp.group.name + "_1"] = plan.overlap.regs
-    return budgets
+    return backend_of(ws).register_budgets(ws, persistent, ctas, raster, epilogue_overlap)
 
 
 def _library_fingerprint() -> str:

@@ -35,10 +35,10 @@ from aref.ir import DType, Op, OpKind, Space, TensorType, TileType, Value
 from aref.resources.memory import (SmemItem, SmemPlan, scratch_tiles, smem_plan, staged_operands, staged_reads,
                                    store_tma_problem, tile_align, tma_problem)
 from aref.ir.ws import Channel, GroupProgram, WSKernel
+from aref.target import target_of
 
 CUTLASS_DTYPE = {DType.float16: "Float16", DType.bfloat16: "BFloat16", DType.float8_e4m3: "Float8E4M3FN",
                  DType.float8_e5m2: "Float8E5M2", DType.float32: "Float32", DType.int32: "Int32"}
-VIEWS = (OpKind.TRANSPOSE, OpKind.SLICE, OpKind.EXPAND_DIMS)
 
 
 def ident(name: str) -> str:
@@ -304,7 +304,7 @@ def plan_kernel(ws: WSKernel, persistent: bool = False, ctas: int = 132, raster:
     """
     if ws.level != "barrier":
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
-    if ws.arch != "sm_90a":
+    if target_of(ws.arch).mma != "wgmma":
         raise BackendError(f"the CuTe backend generates Hopper (sm_90a) kernels only; got {ws.arch}", ws.loc,
                            hint="tcgen05 / tensor-memory templates for sm_100a are not written yet")
     if ws.resource_error is not None:

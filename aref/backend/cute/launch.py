@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from aref.errors import ArefError, ArefTypeError, SrcInfo, UNKNOWN_LOC
 from aref.ir import DType
+from aref.target import TARGETS, arch_of_capability
 
 TORCH_DTYPE_NAMES = {DType.float16: "float16", DType.bfloat16: "bfloat16", DType.float8_e4m3: "float8_e4m3fn",
                      DType.float8_e5m2: "float8_e5m2", DType.float32: "float32", DType.int32: "int32"}
-ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
 
 _LAUNCHERS: dict[tuple, "Launcher"] = {}     # (id(Tile IR kernel), options, launch mode) -> launcher
 
@@ -96,11 +96,12 @@ def device_arch(tensors: dict) -> str:
     if device.type != "cuda":
         raise ArefError("kernel arguments mix CPU and GPU tensors", hint="move every tensor to one GPU")
     cap = torch.cuda.get_device_capability(device)
-    arch = ARCH_OF_CAPABILITY.get(tuple(cap))
+    arch = arch_of_capability(tuple(cap))
     if arch is None:
+        known = " and ".join(f"{t.family} ({t.name}, compute capability {t.compute_capability[0]}."
+                             f"{t.compute_capability[1]})" for t in TARGETS.values())
         raise ArefError(f"GPU {torch.cuda.get_device_name(device)} (compute capability {cap[0]}.{cap[1]}) is not "
-                        f"a target of aref", hint="aref generates kernels for Hopper (sm_90a, compute capability 9.0) "
-                                                  "and Blackwell (sm_100a, 10.0)")
+                        f"a target of aref", hint=f"aref generates kernels for {known}")
     return arch
 
 
@@ -140,11 +141,8 @@ def check_arguments(ws, tensors: dict, loc: SrcInfo = UNKNOWN_LOC, require_cuda:
 def plan_of(ws, persistent: bool = False, ctas: int = 132, raster: int = 0, epilogue_overlap: bool = False,
             cluster=(1, 1)):
     """The backend's plan of a Barrier IR kernel for its arch (the tensors' mode order the launch follows)."""
-    if ws.arch == "sm_100a":
-        from aref.backend.cute.sm100 import plan_kernel_sm100
-        return plan_kernel_sm100(ws, persistent, ctas, raster)
-    from aref.backend.cute import hopper_plan
-    return hopper_plan(ws, persistent, ctas, raster, epilogue_overlap, cluster)
+    from aref.backend.cute import backend_of
+    return backend_of(ws).plan(ws, persistent, ctas, raster, epilogue_overlap, cluster)
 
 
 def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas: int = 132,
@@ -161,7 +159,7 @@ def launcher_for(kernel, arch: str, options=None, persistent: bool = False, ctas
         from dataclasses import replace
 
         from aref.backend.cute import compile_barrier
-        from aref.compiler import lower_to
+        from aref.search import lower_to
 
         ws = lower_to(kernel, "barrier", replace(options, arch=arch))
         result = compile_barrier(ws, emit="cute", persistent=persistent, ctas=ctas, raster=raster,

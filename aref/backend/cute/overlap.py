@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from aref.backend.cute.errors import BackendError
 from aref.backend.cute.roles import classify
 from aref.ir import Op, OpKind, SetMaxNRegAttrs
+from aref.target import target_of
 
 HINT_OFF = "turn epilogue_overlap off"
 
@@ -245,7 +246,8 @@ def check_sm100(plan) -> None:
                            "second stage of the accumulator while the epilogue reads the first)", plan.ws.loc,
                            hint="launch with persistent=True or " + HINT_OFF)
     if not plan.doubled:
+        columns = target_of(plan.ws.arch).tmem_columns
         raise BackendError("epilogue overlap on sm_100a doubles the tensor-memory accumulator, and this kernel's "
                            "could not be doubled (a ring of depth 1 published once per tile after the loop by the "
-                           "MMA warp, with free columns above it within 512)", plan.ws.loc,
+                           f"MMA warp, with free columns above it within the SM's {columns})", plan.ws.loc,
                            hint="use a smaller accumulator tile (BN), or " + HINT_OFF)

@@ -20,6 +20,7 @@ has retired — checked).
 """
 from __future__ import annotations
 
+from aref import ops
 from aref.backend.cute.access import AccessEmitter
 from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, producers_of,
                                         register_a, smem_operand, staged_source)
@@ -33,9 +34,9 @@ from aref.ir.printer import format_op
 TAGGED = (OpKind.MBAR_WAIT, OpKind.MBAR_ARRIVE, OpKind.MBAR_EXPECT_TX, OpKind.TMA_LOAD, OpKind.MMA_ASYNC,
           OpKind.MMA_WAIT, OpKind.NAMED_BAR_SYNC, OpKind.NAMED_BAR_ARRIVE, OpKind.SETMAXNREG,
           OpKind.FENCE_PROXY_ASYNC, OpKind.SLOT_STORE, OpKind.STORE)
-# ops without effects or storage of their own: computed whether or not their pipeline step runs
-PURE = (OpKind.CONST, OpKind.PROGRAM_ID, OpKind.SCALAR_BINARY, OpKind.SLOT_READ, OpKind.TRANSPOSE, OpKind.SLICE,
-        OpKind.EXPAND_DIMS, OpKind.FULL, OpKind.SELECT)
+# ops without effects or storage of their own: computed whether or not their pipeline step runs (scalars,
+# views, a slot's read and the pipeline's selects; of the tile sources, a constant fill)
+PURE = ops.SCALARS | ops.kinds_with(ops.VIEW) | ops.kinds_with(ops.PIPELINE) | {OpKind.FULL}
 REGIONS = {"pre": "setup", "prologue": "prologue: pipeline fill", "epilogue": "epilogue: pipeline drain",
            "post": "after the loop"}
 

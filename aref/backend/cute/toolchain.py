@@ -35,7 +35,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
 
-SUPPORTED_ARCHS = ("sm_90a", "sm_100a")
+from aref.target import ARCHS as SUPPORTED_ARCHS   # the archs the CuTe DSL compiles for: every target's
+from aref.target import TARGETS
 
 # PTX opcodes that characterise a warp-specialized kernel; each is counted as a prefix of an instruction
 # (so `mbarrier.try_wait.parity` also counts `mbarrier.try_wait.parity.shared::cta.b64`).
@@ -74,8 +75,9 @@ KEY_OPCODES = (
 )
 
 
-# opcode families only one architecture's kernels contain (Hopper's wgmma, Blackwell's tcgen05)
-ARCH_ONLY = {"wgmma.": "sm_90a", "tcgen05.": "sm_100a"}
+# opcode families only one architecture's kernels contain: each target's tensor-core family (Hopper's wgmma,
+# Blackwell's tcgen05)
+ARCH_ONLY = {f"{t.mma}.": t.name for t in TARGETS.values()}
 
 
 def arch_opcodes(arch: str) -> tuple[str, ...]:

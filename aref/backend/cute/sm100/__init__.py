@@ -26,4 +26,25 @@ def generate_source_sm100(ws, persistent: bool = False, ctas: int = 148, exp2_fm
     return emit_module_sm100(plan)
 
 
-__all__ = ["generate_source_sm100", "plan_kernel_sm100", "Sm100Plan"]
+# the entry points `aref.target.SM_100A` names this module for (the same as `aref.backend.cute.hopper`'s)
+def generate_source(ws, persistent: bool = False, ctas: int = 148, exp2_fma: float = 0.0, raster: int = 0,
+                    epilogue_overlap: bool = False, cluster=(1, 1)) -> str:
+    """`generate_source_sm100` (these templates launch no clusters: `aref.backend.cute.generate_source`
+    refuses one before it gets here)."""
+    return generate_source_sm100(ws, persistent, ctas, exp2_fma, raster, epilogue_overlap)
+
+
+def plan(ws, persistent: bool = False, ctas: int = 148, raster: int = 0, epilogue_overlap: bool = False,
+         cluster=(1, 1)) -> Sm100Plan:
+    """`plan_kernel_sm100` (the launch follows its tensors' mode order)."""
+    return plan_kernel_sm100(ws, persistent, ctas, raster)
+
+
+def register_budgets(ws, persistent: bool = False, ctas: int = 148, raster: int = 0,
+                     epilogue_overlap: bool = False) -> dict[str, int]:
+    """Warp group name -> setmaxnreg budget: the lowering's (an epilogue overlap doubles the tensor-memory
+    accumulator, not a group)."""
+    return {g.group.name: g.group.regs for g in ws.groups}
+
+
+__all__ = ["generate_source_sm100", "plan_kernel_sm100", "Sm100Plan", "generate_source", "plan", "register_budgets"]

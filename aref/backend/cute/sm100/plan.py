@@ -39,8 +39,8 @@ from aref.resources.tensor_core import (MMA_BARRIER_BYTES, TMEM_ADDRESS_BYTES, m
                                         zero_fill_shapes)
 from aref.resources.tensor_core import zero_tile as zero_tile_of
 from aref.ir.ws import WSKernel
+from aref.target import target_of
 
-SMEM_LIMIT = 227 * 1024           # opt-in dynamic shared memory per CTA on sm_100a (as sm_90a)
 TCGEN05_DTYPES = (DType.float16, DType.bfloat16, DType.float8_e4m3, DType.float8_e5m2)
 ROWS = (64, 128)                  # rows of a tcgen05 tile (cta_group::1): M = 64 or 128
 
@@ -126,7 +126,7 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     """Check `ws` against the Blackwell templates and lay out its resources (see the module docstring)."""
     if ws.level != "barrier":
         raise BackendError(f"the CuTe backend needs Barrier IR, got the {ws.level} level", ws.loc)
-    if ws.arch != "sm_100a":
+    if target_of(ws.arch).mma != "tcgen05":
         raise BackendError(f"internal: the Blackwell templates got an {ws.arch} kernel", ws.loc)
     if ws.resource_error is not None:
         raise ws.resource_error           # the resource model refused the groups' register budgets
@@ -219,9 +219,10 @@ def plan_kernel_sm100(ws: WSKernel, persistent: bool = False, ctas: int = 148, r
     smem_bytes += zero_tile.nbytes if zero_tile else 0
     smem_bytes += _align(16 * sum(c.ch.depth for c in channels) + MMA_BARRIER_BYTES * len(mma_barriers)
                          + TMEM_ADDRESS_BYTES, 16) + SWIZZLE_ALIGN
-    if smem_bytes > SMEM_LIMIT:
+    limit = target_of(ws.arch).smem_per_cta      # opt-in dynamic shared memory per CTA
+    if smem_bytes > limit:
         parts = ", ".join(f"{c.ch.name}: {c.ch.depth}×{c.ch.slot_bytes} B" for c in channels if c.buffers)
-        raise BackendError(f"shared memory {smem_bytes} B exceeds the {SMEM_LIMIT} B per-CTA limit of sm_100a "
+        raise BackendError(f"shared memory {smem_bytes} B exceeds the {limit} B per-CTA limit of {ws.arch} "
                            f"(rings {parts}; store staging {staged} B)", ws.loc,
                            hint="lower a channel depth or the tile sizes")
     items = _items_per_tile(ws) if persistent else {}
@@ -351,11 +352,11 @@ def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, item
     The accumulator's ring (depth 1, one item per tile, every slot and phase a constant of the tile) becomes a
     ring of two slots — the IR's in-tile slot and phase are those of item 0 either way, and the persistent ring
     position (`tile_count` items) picks the stage — and its buffer two slots of its columns, where the columns
-    above it are free and the allocation stays within 512. Returns (the tensor-memory plan, buffer -> ring)."""
+    above it are free and the allocation stays within the SM's columns. Returns (the tensor-memory plan,
+    buffer -> ring)."""
     import copy
     import dataclasses
 
-    from aref.lower.tmem import _pow2
     tmem = copy.deepcopy(ws.tmem)
     doubled: dict[str, str] = {}
     const = {id(op.result) for gp in ws.groups for op in gp.all_ops() if op.kind is OpKind.CONST}
@@ -379,10 +380,11 @@ def _double_accumulators(ws: WSKernel, channels: list[ChannelPlan], groups, item
         if any(x is not b and x.col < top[1] and top[0] < x.col + x.cols for x in tmem.buffers):
             continue
         used = max(tmem.used, top[1])
-        if _pow2(used) > 512:
+        target = target_of(ws.arch)
+        if target.tmem_allocation(used) > target.tmem_columns:
             continue
         b.cols, b.depth = 2 * b.cols, 2
-        tmem.used, tmem.columns = used, max(tmem.columns, _pow2(used))
+        tmem.used, tmem.columns = used, max(tmem.columns, target.tmem_allocation(used))
         cp.ch = dataclasses.replace(ch, depth=2)
         doubled[name] = ch.name
     return tmem, doubled
