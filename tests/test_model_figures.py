@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from aref.cli.compare import STEADY_ITERATIONS, measure
-from aref.compiler import CompileOptions, lower_to
+from aref.compiler import CompileOptions
+from aref.search import lower_to
 from aref.interp.tile import longest_cta, trip_counts
 from aref.runtime.harness import BACKEND_OPTIONS, load_example
 from aref.sim.timing import simulate_timing
