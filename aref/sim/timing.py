@@ -101,7 +101,7 @@ def _steady(starts: list[int]) -> float | None:
 
 
 class _Clock:
-    def __init__(self, eng: Engine, machine: Machine, rng: random.Random):
+    def __init__(self, eng: Engine, machine: Machine, rng: random.Random | None):
         self.eng, self.m, self.rng = eng, machine, rng
         self.prog = eng.prog
         n = len(self.prog.groups)
@@ -243,10 +243,11 @@ def extend_loop(eng: Engine, extra: int) -> None:
     eng.set_trips(extra)
 
 
-def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int = 0, cta=None,
+def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int | None = 0, cta=None,
                     extra_trips: int = 0) -> TimingReport:
     """Time one CTA (`cta`, default the first) of a barrier-level kernel on `machine`; `seed` drives the TMA
-    latency draws. Tile values are not computed, so `tensors` may be None (it is only checked for shapes).
+    latency draws (None: every copy takes the distribution's mean, so a steady state is periodic). Tile values
+    are not computed, so `tensors` may be None (it is only checked for shapes).
     `extra_trips` runs the loop that many iterations beyond its trip count (the same program over a longer
     loop, as with a larger input along it: a steady state where the inputs give only a few iterations).
     A schedule bug stops the run; the report then carries the violation."""
@@ -254,7 +255,7 @@ def simulate_timing(kernel, tensors: dict | None, machine: Machine, *, seed: int
     cta = tuple(cta) if cta is not None else tuple(0 for _ in kernel.grid)
     eng = Engine(prog, tensors or {}, cta, compute_values=False, machine=machine)
     extend_loop(eng, extra_trips)
-    clock = _Clock(eng, machine, random.Random(seed))
+    clock = _Clock(eng, machine, random.Random(seed) if seed is not None else None)
     eng.trace = []
     violations = []
     now = 0

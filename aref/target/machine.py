@@ -66,6 +66,10 @@ class Machine:
     # Sustained fraction of the datasheet tensor rate (clock throttling under load, issue gaps): 1.0 until a
     # calibration measures it.
     tensor_efficiency: float = 1.0
+    # The share of that rate a whole GPU sustains when every SM runs tensor work (its clock drops under the power
+    # limit): like the L2 misses below, an effect of the whole launch, which `aref.tune.perf.predict` applies; one
+    # SM's timing and the solver keep the rate above. 1.0 until a calibration measures it.
+    loaded_tensor_efficiency: float = 1.0
     cta_overhead_cycles: int = 0           # per CTA, outside its Barrier IR: launch, setup, teardown
     l2_bytes: int = 50 * 1024 * 1024       # L2 cache shared by all SMs
     # Slow-down of TMA transfers per unit of L2 miss share (inputs larger than L2 stream from DRAM): 0 until
@@ -190,7 +194,7 @@ B200_DATASHEET = Machine(
 )
 
 # Figures a calibration may set (bench/calibrate.py fits them): each a field of `Machine`.
-CALIBRATED_FIELDS = ("tensor_efficiency", "tma_bytes_per_clk", "tma_copy_bytes_per_clk", "tma_latency", "sync_cycles",
+CALIBRATED_FIELDS = ("tensor_efficiency", "loaded_tensor_efficiency", "tma_bytes_per_clk", "tma_copy_bytes_per_clk", "tma_latency", "sync_cycles",
                      "cta_overhead_cycles", "l2_miss_penalty")
 CALIBRATION_DIR = Path(__file__).parent / "calibration"
 

@@ -7,7 +7,10 @@ starts min(`ctas`, tiles) CTAs that walk the tiles round-robin; as the backend's
 overlap one tile's epilogue with the next tile's main loop, each tile costs what a CTA costs. Seconds use the
 machine's clock; TFLOP/s count the Tile IR's tensor-core work.
 
-One effect is the whole GPU's, not one SM's: when the tiles one wave of CTAs reads outgrow the L2 cache
+Two effects are the whole GPU's, not one SM's. With every SM running tensor work the GPU sustains only a share of
+the datasheet tensor rate (the calibrated `loaded_tensor_efficiency`: the clock drops under the power limit; the
+fastest dense GEMM measured on the calibration's H100, cuBLAS at 4096³-8192³, ran 752 of the datasheet's 989
+TFLOP/s). And when the tiles one wave of CTAs reads outgrow the L2 cache
 (`wave_footprint`), a share 1 − L2/footprint of their bytes misses, and every SM's TMA transfers slow down by
 the machine's calibrated `l2_miss_penalty` per unit of that share (`problem_machine`).
 
@@ -71,6 +74,18 @@ def _constant(kernel: Kernel, value) -> int | None:
     return None
 
 
+def typical_cta(kernel: Kernel) -> tuple[int, ...]:
+    """A CTA of Tile IR `kernel` whose loop runs the grid's average trip count (the nearest; the first CTA when
+    the count does not depend on the program ids): the one whose time stands for every CTA's in `predict`."""
+    from aref.interp.tile import trip_counts
+    counts = trip_counts(kernel)
+    first = tuple(0 for _ in kernel.grid)
+    if not counts or len(set(counts.values())) == 1:
+        return first
+    mean = sum(counts.values()) / len(counts)
+    return min(counts, key=lambda c: (abs(counts[c] - mean), c))
+
+
 def wave_footprint(ws, ctas: int, raster: int = 0) -> int:
     """Bytes of global memory the first `ctas` CTAs (one wave, in the launch's tile order: x fastest, or
     `raster`ized, `aref.backend.tile_order`) read through TMA: each loaded
@@ -106,8 +121,12 @@ def wave_footprint(ws, ctas: int, raster: int = 0) -> int:
 
 
 def problem_machine(ws, machine: Machine, ctas: int, raster: int = 0) -> Machine:
-    """`machine` as one SM of it sees `ws`'s problem: TMA rates reduced by the L2 miss share of one wave of
-    `ctas` CTAs (walking the tiles in the `raster` order)."""
+    """`machine` as one SM of it sees `ws`'s problem: the tensor rate the whole GPU sustains under load
+    (`loaded_tensor_efficiency`), and TMA rates reduced by the L2 miss share of one wave of `ctas` CTAs
+    (walking the tiles in the `raster` order)."""
+    if machine.loaded_tensor_efficiency != 1.0:
+        machine = replace(machine, tensor_efficiency=machine.tensor_efficiency * machine.loaded_tensor_efficiency,
+                          loaded_tensor_efficiency=1.0)
     if machine.l2_miss_penalty <= 0:
         return machine
     footprint = wave_footprint(ws, ctas, raster)
@@ -138,19 +157,22 @@ def epilogue_cycles(ws, report) -> int:
 
 
 def predict(ws, machine: Machine, *, flops: int | None = None, persistent: bool = False,
-            ctas: int | None = None, raster: int = 0, seed: int = 0, epilogue_overlap: bool = False) -> Prediction:
+            ctas: int | None = None, raster: int = 0, seed: int = 0, epilogue_overlap: bool = False,
+            cta: tuple[int, ...] | None = None) -> Prediction:
     """Predicted time of launching Barrier IR `ws` on the whole GPU of `machine` (see the module docstring).
 
     `flops`: the launch's tensor-core FLOP (`kernel_flops` of its Tile IR) for the TFLOP/s figure;
     `persistent`/`ctas`: a persistent launch of min(`ctas` (default: one per SM), tiles) CTAs; `raster`: the
     tile order (`aref.backend.tile_order`), which decides what one wave reads. `epilogue_overlap` (persistent, sm_90a):
     two consumer copies on alternate tiles hide each tile's epilogue but the CTA's last behind the next main loop.
+    `cta`: the CTA whose timing stands for every CTA (default the first; where trip counts differ per CTA, as with
+    causal block skipping, one of average length: `typical_cta`).
     """
     from aref.sim.timing import simulate_timing
     tiles = math.prod(ws.grid)
     per_sm = occupancy(ws, machine)
     workers = min(ctas or machine.sms * per_sm, tiles) if persistent else machine.sms * per_sm
-    report = simulate_timing(ws, None, problem_machine(ws, machine, workers, raster), seed=seed)
+    report = simulate_timing(ws, None, problem_machine(ws, machine, workers, raster), seed=seed, cta=cta)
     # CTAs sharing an SM share its units: a wave lasts at least the busiest unit's work of all of them
     busiest = max(report.utilization.values(), default=0.0) * report.total_cycles
     cta_cycles = max(report.total_cycles, math.ceil(per_sm * busiest))
