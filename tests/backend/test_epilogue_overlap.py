@@ -24,8 +24,9 @@ def test_overlapped_kernel_compiles_without_spills(example, size, backend_cache)
     ws = barrier_ir(example, "heuristic", "plain", size)
     result = compile_barrier(ws, cache_dir=backend_cache, persistent=True, ctas=132, epilogue_overlap=True)
     assert result.spill_bytes == 0, result.ptxas_log
-    # one producer that gives registers back, two consumer copies that take them: 40 + 2 × 232 of 168 each
-    assert result.register_budgets == {"producer": 40, "consumer": 232, "consumer_1": 232}
+    # one producer that gives registers back, two consumer copies that take them: 24 + 2 × 240 of 168 each (the
+    # consumer's need, 224, is within the resource model's headroom of 232: the producer gives down to 24)
+    assert result.register_budgets == {"producer": 24, "consumer": 240, "consumer_1": 240}
     assert 128 * sum(result.register_budgets.values()) <= 65536
     ins = result.instructions
     assert ins["setmaxnreg.inc"] == 2 and ins["setmaxnreg.dec"] == 1
@@ -33,7 +34,7 @@ def test_overlapped_kernel_compiles_without_spills(example, size, backend_cache)
     assert ins["mbarrier.init"] == 2 * sum(ch.depth for ch in ws.channels)     # the rings are unchanged
     source = result.source_path.read_text()
     assert "THREADS = 384" in source
-    assert "setmaxregister_increase(232)" in source and "setmaxregister_decrease(40)" in source
+    assert "setmaxregister_increase(240)" in source and "setmaxregister_decrease(24)" in source
     plan = plan_kernel(ws, True, 132, 0, True)
     assert check(plan.ws, source) == []              # every Barrier IR op once, in order, in its role
 
@@ -268,7 +269,7 @@ def test_compile_command_takes_the_option(capsys, tmp_path):
     code = main(["compile", gemm, "--consumers", "plain", "--persistent", "--epilogue-overlap", "--emit", "cute",
                  "--out", str(tmp_path), "--json"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert code == 0 and out["register_budgets"] == {"producer": 40, "consumer": 232, "consumer_1": 232}
+    assert code == 0 and out["register_budgets"] == {"producer": 24, "consumer": 240, "consumer_1": 240}
     assert "COPY=1" in open(out["source_path"]).read()
     code = main(["compile", gemm, "--consumers", "plain", "--epilogue-overlap", "--emit", "cute",
                  "--out", str(tmp_path), "--json"])
