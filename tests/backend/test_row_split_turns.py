@@ -30,7 +30,9 @@ def lowered():
 def test_rows_split_where_no_unsplit_partition_is_found(lowered):
     # "exists (no schedule ...)" where the proof is done within the limit, "found (none found in 10 s ...)"
     # where the machine is too slow for it: either way the rows split
-    assert any(n.startswith("rows split over 2 replicas: no partition of the unsplit tile ") for n in lowered.notes), \
+    # (the unsplit tile fits since its post-loop hand-off reuses a released slot, at an II the split beats)
+    assert any(n.startswith(("rows split over 2 replicas: no partition of the unsplit tile ",
+                             "rows split over 2 replicas: the row split's II ")) for n in lowered.notes), \
         lowered.notes
     consumers = [gp for gp in lowered.groups if any(op.kind is OpKind.MMA_ASYNC for op in gp.all_ops())]
     assert len(consumers) == 2

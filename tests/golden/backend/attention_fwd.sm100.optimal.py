@@ -555,10 +555,9 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
     row = cute.make_rmem_tensor(1, cutlass.Float32)
     row_sum = cute.make_rmem_tensor(1, cutlass.Float32)
     s_f16 = sm100.row_tile(64, 128, cutlass.Float16)
-    row_1 = cute.make_rmem_tensor(1, cutlass.Float32)
     o1 = sm100.row_tile(64, 64, cutlass.Float32)
     t_o1 = sm100.tmem_tile(tmem, 64, 64, 64)
-    row_sum_1 = cute.make_rmem_tensor(1, cutlass.Float32)
+    row_max_1 = cute.make_rmem_tensor(1, cutlass.Float32)
     s_1 = sm100.row_tile(64, 64, cutlass.Float16)
     O_staged_tma, O_tiles = cpasync.tma_partition(
         tma_store_O, 0, cute.make_layout(1), cute.group_modes(s_O_softmax3, 0, 2),
@@ -594,47 +593,46 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             x = x + s[r, c]
         x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
         row_sum[r] = x
-    # aref-ir[softmax3#31] mbarrier_wait %cast_1.x.empty[%150] parity %165
+    # aref-ir[softmax3#30] mbarrier_wait %cast_1.x.empty[%150] parity %164
     cute.arch.mbarrier_wait(cast_1_x_empty, 1)
-    # aref-ir[softmax3#32] slot_store %164 -> %cast_1.x.ring0[%150] item %147
+    # aref-ir[softmax3#31] slot_store %163 -> %cast_1.x.ring0[%150] item %147
     s_f16.store(s.load().to(cutlass.Float16))
     sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_1_x_v0[None, None, 0], 64, 128, tidx))
-    # aref-ir[softmax3#33] fence_proxy_async
+    # aref-ir[softmax3#32] fence_proxy_async
     cute.arch.fence_proxy("async.shared", space="cta")
-    # aref-ir[softmax3#34] mbarrier_arrive %cast_1.x.full[%150] item %147 count=128
+    # aref-ir[softmax3#33] mbarrier_arrive %cast_1.x.full[%150] item %147 count=128
     cute.arch.mbarrier_arrive(cast_1_x_full)  # every thread of the group: count 128
+    # aref-ir[softmax3#35] mbarrier_wait %o1.x.full[%150] parity %150
+    cute.arch.mbarrier_wait(o1_x_full, 0)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
+    # aref-ir[softmax3#37] mbarrier_arrive %o1.x.empty[%150] item %147
+    # every warp's CUDA-core reads of the slot are done before the single arrival
+    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+    aref.arrive_once(o1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
-        row_1[r] = row[r]
+        for c in cutlass.range_constexpr(32):
+            o1[r, c] = o1[r, c] * row[r]
+    # aref-ir[softmax3#39] mbarrier_wait %mul_1.x.empty[%150] parity %164
+    cute.arch.mbarrier_wait(mul_1_x_empty, 1)
+    sm100.after_wait()  # tcgen05.fence::after_thread_sync
+    # aref-ir[softmax3#40] slot_store %166 -> %mul_1.x.ring0[%150] item %147
+    sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
+    # aref-ir[softmax3#41] tmem_store_fence
+    sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
+    # aref-ir[softmax3#42] mbarrier_arrive %mul_1.x.full[%150] item %147 count=128
+    cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
+    row.fill(0.0)
     # ---- steady state: 1 iteration
     for j in cutlass.range(1, unroll=1):
-        o1_x_slot = j % 1
-        # aref-ir[softmax3#45] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
-        cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, (j // 1) % 2)
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax3#47] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %j.3
-        # every warp's CUDA-core reads of the slot are done before the single arrival
-        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-        aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
-            for c in cutlass.range_constexpr(32):
-                o1[r, c] = o1[r, c] * row_1[r]
-        mul_1_x_slot = j % 1
-        # aref-ir[softmax3#52] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
-        cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - ((j // 1) % 2))
-        sm100.after_wait()  # tcgen05.fence::after_thread_sync
-        # aref-ir[softmax3#53] slot_store %177 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %j.3
-        sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-        # aref-ir[softmax3#54] tmem_store_fence
-        sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-        # aref-ir[softmax3#55] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %j.3 count=128
-        cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
+            row[r] = row[r] + row_sum[r]
         mma_1_x_slot = (j + 1) % 1
-        # aref-ir[softmax3#60] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
+        # aref-ir[softmax3#53] mbarrier_wait %mma_1.x.full[%mma_1.x.slot.1] parity %mma_1.x.phase.1
         cute.arch.mbarrier_wait(mma_1_x_full + mma_1_x_slot, ((j + 1) // 1) % 2)
         sm100.after_wait()  # tcgen05.fence::after_thread_sync
         sm100.tmem_load(t_mma_1_x, s, 64, 128, tidx)  # tcgen05.ld + wait::ld
-        # aref-ir[softmax3#62] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %173
+        # aref-ir[softmax3#55] mbarrier_arrive %mma_1.x.empty[%mma_1.x.slot.1] item %172
         # every warp's CUDA-core reads of the slot are done before the single arrival
         cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
         aref.arrive_once(mma_1_x_empty + mma_1_x_slot, warp_in_group)
@@ -643,75 +641,77 @@ def softmax1(mma_1_x_full, tmem_holder, mma_1_x_empty, cast_1_x_empty, s_cast_1_
             for c in cutlass.range_constexpr(64):
                 x = cute.arch.fmax(x, s[r, c])
             x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=16))  # threads t and t^16 hold one row
-            row[r] = x
+            row_max_1[r] = x
         for r in cutlass.range_constexpr(1):
-            row[r] = cute.arch.fmax(row_max[r], row[r] * 0.18033688011112042)
+            row_max_1[r] = cute.arch.fmax(row_max[r], row_max_1[r] * 0.18033688011112042)
         for r in cutlass.range_constexpr(1):
             for c in cutlass.range_constexpr(64):
-                s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row[r], fastmath=True)
+                s[r, c] = cute.math.exp2((s[r, c] * 0.18033688011112042) - row_max_1[r], fastmath=True)
         for r in cutlass.range_constexpr(1):
-            row_max[r] = cute.math.exp2(row_max[r] - row[r], fastmath=True)
+            row_max[r] = cute.math.exp2(row_max[r] - row_max_1[r], fastmath=True)
+        for r in cutlass.range_constexpr(1):
+            row[r] = row[r] * row_max[r]
         for r in cutlass.range_constexpr(1):
             x = cutlass.Float32(0.0)
             for c in cutlass.range_constexpr(64):
                 x = x + s[r, c]
             x = x + cute.arch.shuffle_sync_bfly(x, offset=16)  # threads t and t^16 hold one row
-            row_sum_1[r] = x
+            row_sum[r] = x
         cast_1_x_slot = (j + 1) % 2
-        # aref-ir[softmax3#80] mbarrier_wait %cast_1.x.empty[%cast_1.x.slot.2] parity %cast_1.x.phase^1
+        # aref-ir[softmax3#72] mbarrier_wait %cast_1.x.empty[%cast_1.x.slot.2] parity %cast_1.x.phase^1
         cute.arch.mbarrier_wait(cast_1_x_empty + cast_1_x_slot, 1 - (((j + 1) // 2) % 2))
-        # aref-ir[softmax3#81] slot_store %193 -> %cast_1.x.ring0[%cast_1.x.slot.2] item %173
+        # aref-ir[softmax3#73] slot_store %190 -> %cast_1.x.ring0[%cast_1.x.slot.2] item %172
         s_f16.store(s.load().to(cutlass.Float16))
         sm100.copy_rows(s_f16, sm100.smem_rows(s_cast_1_x_v0[None, None, cast_1_x_slot], 64, 128, tidx))
-        # aref-ir[softmax3#82] fence_proxy_async
+        # aref-ir[softmax3#74] fence_proxy_async
         cute.arch.fence_proxy("async.shared", space="cta")
-        # aref-ir[softmax3#83] mbarrier_arrive %cast_1.x.full[%cast_1.x.slot.2] item %173 count=128
+        # aref-ir[softmax3#75] mbarrier_arrive %cast_1.x.full[%cast_1.x.slot.2] item %172 count=128
         cute.arch.mbarrier_arrive(cast_1_x_full + cast_1_x_slot)  # every thread of the group: count 128
+        o1_x_slot = (j + 1) % 1
+        # aref-ir[softmax3#79] mbarrier_wait %o1.x.full[%o1.x.slot.1] parity %o1.x.phase.1
+        cute.arch.mbarrier_wait(o1_x_full + o1_x_slot, ((j + 1) // 1) % 2)
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
+        # aref-ir[softmax3#81] mbarrier_arrive %o1.x.empty[%o1.x.slot.1] item %172
+        # every warp's CUDA-core reads of the slot are done before the single arrival
+        cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
+        aref.arrive_once(o1_x_empty + o1_x_slot, warp_in_group)
         for r in cutlass.range_constexpr(1):
-            row_sum[r] = (row_sum[r] * row_max[r]) + row_sum_1[r]
-        for r in cutlass.range_constexpr(1):
-            row_1[r] = row_max[r]
-        # carry row into the next iteration
-        row_max.store(row.load())
+            for c in cutlass.range_constexpr(32):
+                o1[r, c] = o1[r, c] * row_max[r]
+        mul_1_x_slot = (j + 1) % 1
+        # aref-ir[softmax3#86] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.2] parity %mul_1.x.phase^1
+        cute.arch.mbarrier_wait(mul_1_x_empty + mul_1_x_slot, 1 - (((j + 1) // 1) % 2))
+        sm100.after_wait()  # tcgen05.fence::after_thread_sync
+        # aref-ir[softmax3#87] slot_store %193 -> %mul_1.x.ring0[%mul_1.x.slot.2] item %172
+        sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
+        # aref-ir[softmax3#88] tmem_store_fence
+        sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
+        # aref-ir[softmax3#89] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.2] item %172 count=128
+        cute.arch.mbarrier_arrive(mul_1_x_full + mul_1_x_slot)  # every thread of the group: count 128
+        # carry row_max_1 into the next iteration
+        row_max.store(row_max_1.load())
     # ---- epilogue: pipeline drain
-    # aref-ir[softmax3#93] mbarrier_wait %o1.x.full[%o1.x.slot.2] parity %o1.x.phase.2
-    cute.arch.mbarrier_wait(o1_x_full, 1)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax3#95] mbarrier_arrive %o1.x.empty[%o1.x.slot.2] item %201
-    # every warp's CUDA-core reads of the slot are done before the single arrival
-    cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
-    aref.arrive_once(o1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
-        for c in cutlass.range_constexpr(32):
-            o1[r, c] = o1[r, c] * row_1[r]
-    # aref-ir[softmax3#100] mbarrier_wait %mul_1.x.empty[%mul_1.x.slot.3] parity %mul_1.x.phase^1.1
-    cute.arch.mbarrier_wait(mul_1_x_empty, 0)
-    sm100.after_wait()  # tcgen05.fence::after_thread_sync
-    # aref-ir[softmax3#101] slot_store %205 -> %mul_1.x.ring0[%mul_1.x.slot.3] item %201
-    sm100.tmem_store(t_o1, o1, 64, 64, tidx)  # tcgen05.st
-    # aref-ir[softmax3#102] tmem_store_fence
-    sm100.tmem_store_fence()  # tcgen05.wait::st before the arrive that publishes
-    # aref-ir[softmax3#103] mbarrier_arrive %mul_1.x.full[%mul_1.x.slot.3] item %201 count=128
-    cute.arch.mbarrier_arrive(mul_1_x_full)  # every thread of the group: count 128
+        row[r] = row[r] + row_sum[r]
     # ---- after the loop
-    # aref-ir[softmax3#116] mbarrier_wait %o1_1.x.full[%216] parity %216
+    # aref-ir[softmax3#107] mbarrier_wait %o1_1.x.full[%212] parity %212
     cute.arch.mbarrier_wait(o1_1_x_full, 0)
     sm100.after_wait()  # tcgen05.fence::after_thread_sync
     sm100.tmem_load(t_o1, o1, 64, 64, tidx)  # tcgen05.ld + wait::ld
-    # aref-ir[softmax3#118] mbarrier_arrive %o1_1.x.empty[%216] item %215
+    # aref-ir[softmax3#109] mbarrier_arrive %o1_1.x.empty[%212] item %211
     # every warp's CUDA-core reads of the slot are done before the single arrival
     cute.arch.barrier(barrier_id=3, number_of_threads=aref.WARP_GROUP_THREADS)
     aref.arrive_once(o1_1_x_empty, warp_in_group)
     for r in cutlass.range_constexpr(1):
-        row_l_safe = aref.where(row_sum[r] == 0.0, 1.0, row_sum[r])
+        row_l_safe = aref.where(row[r] == 0.0, 1.0, row[r])
         inv_row = 1.0 / row_l_safe
         for c in cutlass.range_constexpr(32):
             s_1[r, c] = cutlass.Float16(o1[r, c] * inv_row)
-    # aref-ir[softmax3#121] store %O[%bh.2, %213, %210] = %218 tile=(64, 64)
+    # aref-ir[softmax3#112] store %O[%bh.2, %209, %206] = %214 tile=(64, 64)
     sm100.rows_to_smem(s_1, s_O_softmax3, 64, 64, tidx, barrier_id=3)
     aref.issue_store(tma_store_O, O_staged_tma, O_tiles[None, 2 * pid_m + 1, 0, bh], warp_in_group)
-    # aref-ir[softmax3#122] named_barrier_arrive id=1 threads=288
+    # aref-ir[softmax3#113] named_barrier_arrive id=1 threads=288
     cute.arch.barrier_arrive(barrier_id=1, number_of_threads=288)
     # shared memory must outlive the TMA stores that read it
     aref.staging_free(warp_in_group)
