@@ -148,7 +148,8 @@ def doubled_accumulators(kernel, persistent: bool) -> set[str]:
     above it within 512 (`aref.backend.cute.sm100.plan._double_accumulators`). Buffers are doubled in
     channel order, each taking the columns above it."""
     plan = kernel.tmem
-    if not persistent or kernel.arch != "sm_100a" or plan is None:
+    from aref.target import target_of
+    if not persistent or not target_of(kernel.arch).has_tensor_memory or plan is None:
         return set()
     const = {id(op.result) for gp in kernel.groups for op in gp.all_ops() if op.kind is OpKind.CONST}
     mma_groups = {gp.group.id for gp in kernel.groups

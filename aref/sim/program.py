@@ -99,7 +99,8 @@ class Prog:
         self.ranks = 2 if launch.clustered else 1
         self.shared: set = set()              # ids of the multicast tma_load ops
         if launch.clustered:
-            if kernel.arch != "sm_90a":
+            from aref.target import target_of
+            if target_of(kernel.arch).mma != "wgmma":     # the backend's clusters multicast wgmma operands
                 raise LaunchError(f"cluster launches are Hopper's (sm_90a); this kernel is for {kernel.arch}")
             self.shared = shared_loads(kernel, launch.axis)
             if not self.shared:
@@ -256,7 +257,8 @@ class Prog:
                                                     for ins in code):
             raise LaunchError(f"group {kernel.groups[gi].group.name} uses a loop channel but does not compute the "
                               f"loop's trip count: a persistent launch cannot place its next tile's items")
-        sm100 = kernel.arch == "sm_100a" and kernel.tmem is not None
+        from aref.target import target_of
+        sm100 = target_of(kernel.arch).has_tensor_memory and kernel.tmem is not None
         one_warp = kernel.groups[gi].group.warps == 1
         out, after = [], []
         for ins in code:
