@@ -18,6 +18,7 @@ from example_paths import EXAMPLE_NAMES, ROOT, example_path
 import solve as S
 from aref.compiler import CompileOptions
 from aref.runtime.harness import load_example
+from solve.memo import forget
 from partition.solving import NO_HANDOFF_MEMORY, ROW_SPLIT, UNSPLIT, solve_partition
 
 LIMIT = 60.0   # generous: on an idle core the slowest example (attention_bwd, Hopper) takes ~2 s
@@ -68,6 +69,9 @@ LARGE_SPLITS = {
 
 
 def _step(name: str, arch: str, size: str):
+    # the proof must be in this call's profile: drop what earlier tests of this process solved (an answer from
+    # memory has a one-line "remembered" profile)
+    forget()
     ex = load_example(example_path(name))
     kernel = ex.kernel.specialize(**ex.inputs(size, arch))
     return solve_partition(kernel, CompileOptions(arch=arch, solver_time_limit=LIMIT))

@@ -10,9 +10,10 @@ from solve.attention import fa_forward_blackwell, fa_forward_hopper
 
 
 def test_time_out_is_reported_never_claimed_optimal():
-    # (how closely the limit is kept is a figure of bench/solver_time_limit.py, not a unit test)
+    # (how closely the limit is kept is a figure of bench/solver_time_limit.py, not a unit test). The limit is far
+    # below what the proof takes (~1 s on an idle core since the search was reworked, issue 27)
     g = fa_forward_blackwell(allow_transfers=False)
-    r = solve(g, time_limit=1.0)
+    r = solve(g, time_limit=0.2)
     assert r.status in ("timeout", "feasible-timeout") and not r.proven_optimal
     if r.ii is not None:  # a schedule was found but smaller IIs were not all ruled out
         assert r.gap > 0 and check(g, r.ii, r.schedule, r.assignment).ok
