@@ -202,15 +202,64 @@ def register_demand(gp, arch: str = DEFAULT_ARCH) -> RegisterDemand:
 
 def kept_by_select(op: Op, o: Value, lv: Liveness) -> bool:
     """Does `op`, a step of a pipeline fill or drain that runs only where its predicate holds, leave `o` read
-    afterwards only by selects between its own chain's value and `o` under that same predicate? Then it may
-    compute over `o`'s storage: where the step runs the selects pick the new value, where it does not `o` is
-    untouched (a drain's `o · α` rescaling the carried output in place, as an MMA's `keeps_state`)."""
+    afterwards only by selects between a new value and `o` under that same predicate or one it implies
+    (`guard_implies`: a later drain step's)? Then it may compute over `o`'s storage: where the step runs the
+    selects pick the new value, where it does not `o` is untouched (a drain's `o · α` rescaling the carried
+    output in place, as an MMA's `keeps_state`)."""
     if op.pred is None or lv.skipped(op):
         return False
     pos = lv.position[id(op)]
     later = [u for at, u in lv.use_at.get(id(lv.root(o)), []) if at > pos]
-    return bool(later) and all(u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
+    return bool(later) and all(u is not None and u.kind is OpKind.SELECT and guard_implies(op.pred, u.operands[0], lv)
                                and lv.root(u.operands[2]) is lv.root(o) for u in later)
+
+
+def guard_implies(g: Value, h: Value, lv: Liveness) -> bool:
+    """Does run-time predicate `h` hold wherever `g` holds? `g` itself, a `h` that folds to true, or two bounds
+    of one value, `x + a >= c` ⇒ `x + b >= d` where d - b <= c - a. A drain step's select falls back to the
+    state the drain began with under its own, weaker guard (`pipeline.expand`: `N + e >= S` grows weaker step
+    by step), so an earlier, stronger step may still compute over that state: where it runs, every later step
+    runs too and its select picks the new value (causal attention's drain: O·α in O's storage, else O was held
+    beside O·α, 64 registers a thread, 262 in all at the row split's consumers)."""
+    if g is h or id(h) in lv.static and bool(lv.static[id(h)]):
+        return True
+    a, b = _lower_bound(g, lv), _lower_bound(h, lv)
+    return a is not None and b is not None and a[0] is b[0] and b[1] <= a[1]
+
+
+def _lower_bound(v: Value, lv: Liveness):
+    """(x, t) where scalar predicate `v` is `x >= t` for an integer value `x` and a generation-time constant
+    `t` (`x + c >= d`, `x + c > d`, `d <= x + c`, `d < x + c`, with `x + c` any chain of constant additions and
+    subtractions); else None."""
+    op = lv.prod.get(id(v))
+    if op is None or op.kind is not OpKind.SCALAR_BINARY or not any(r is v for r in op.results):
+        return None
+    fn, (a, b) = op.attrs.fn, op.operands
+    if fn in ("le", "lt"):
+        a, b, fn = b, a, {"le": "ge", "lt": "gt"}[fn]
+    if fn not in ("ge", "gt") or not isinstance(lv.static.get(id(b)), int) \
+            or isinstance(a.type, TileType) or getattr(a.type, "dtype", None) is not DType.int32:
+        return None
+    x, c = _offset(a, lv)
+    return x, lv.static[id(b)] - c + (1 if fn == "gt" else 0)
+
+
+def _offset(v: Value, lv: Liveness) -> tuple[Value, int]:
+    """(x, c) with `v` = `x + c`, following scalar additions and subtractions of generation-time constants."""
+    c = 0
+    for _ in range(16):
+        op = lv.prod.get(id(v))
+        if op is None or op.kind is not OpKind.SCALAR_BINARY or op.attrs.fn not in ("add", "sub") \
+                or not any(r is v for r in op.results):
+            break
+        a, b = op.operands
+        if isinstance(lv.static.get(id(b)), int):
+            c, v = c + (lv.static[id(b)] if op.attrs.fn == "add" else -lv.static[id(b)]), a
+        elif op.attrs.fn == "add" and isinstance(lv.static.get(id(a)), int):
+            c, v = c + lv.static[id(a)], b
+        else:
+            break
+    return v, c
 
 
 HOISTED_ADDRESSES = 32      # elements per thread of the largest written tile whose addresses ptxas was seen to hoist

@@ -24,6 +24,7 @@ from aref import ops
 from aref.backend.cute.access import AccessEmitter
 from aref.backend.cute.analysis import (BackendError, GroupPlan, KernelPlan, SmemOperand, producers_of,
                                         register_a, smem_operand, staged_source)
+from aref.resources.demand import guard_implies
 from aref.resources.layout import feeds_mma_only
 from aref.backend.cute.math import MathEmitter
 from aref.backend.cute.source import Lines, Names
@@ -478,13 +479,14 @@ class RoleEmitter(AccessEmitter, MathEmitter):
             self.out("warpgroup.wait_group(0)  # retired inside its guard: the merge after it reads no running wgmma")
 
     def keeps_state(self, op: Op, acc: Value) -> bool:
-        """Is every later read of `acc` a pipeline select under the MMA's own predicate that falls back to `acc`
-        (the state if the step did not run), its other side this step's value (the MMA's result, or what the step
-        computed from it: attention's drain step selects O·α)? When the step runs, nothing reads `acc` after the
-        MMA; when it does not, the MMA did not overwrite it: accumulating in place is exactly that select."""
+        """Is every later read of `acc` a pipeline select under the MMA's own predicate (or one it implies: a later
+        drain step's, `guard_implies`) that falls back to `acc` (the state if the step did not run), its other
+        side a new value (the MMA's result, or what the step computed from it: attention's drain step selects
+        O·α)? When the step runs, nothing reads `acc` after the MMA; when it does not, the MMA did not overwrite
+        it: accumulating in place is exactly that select."""
         later = [u for p, u in self.use_at.get(id(self._root(acc)), []) if p > self.pos]
         return bool(later) and op.pred is not None and all(
-            u is not None and u.kind is OpKind.SELECT and u.operands[0] is op.pred
+            u is not None and u.kind is OpKind.SELECT and guard_implies(op.pred, u.operands[0], self.liveness)
             and self._root(u.operands[2]) is self._root(acc) and self._root(u.operands[1]) is not self._root(acc)
             for u in later)
 
