@@ -2,7 +2,8 @@
 found, the solver's row-split tile (two 64-row consumer replicas, `partition.solving._row_split_fallback`) is
 lowered op by op from its modulo schedule. Its two consumers take turns on the tensor core in the order of the
 schedule (`partition.assignment._tensor_core_turns`), and their tiles fit 240 registers: the pipeline drain
-rescales O over its own storage (`aref.resources.demand.kept_by_select`) and the last P of the pipeline fill is
+rescales O over its own storage (`aref.resources.demand.kept_by_select`, the later step's select under a
+weaker guard: `guard_implies`) and the last P of the pipeline fill is
 cast where it is computed, not beside the next scores (`Liveness._only_carried`). The kernel compiles without
 spills and runs near the solver's II (tests/test_cli_compare.py holds the figure to 3%)."""
 from types import SimpleNamespace
@@ -81,3 +82,23 @@ def _schedule(runs, ii=2048):
 ])
 def test_turns_follow_the_runs_of_mmas_in_the_ii(runs, turns):
     assert _tensor_core_turns(*_schedule(runs)) == turns
+
+
+def test_drain_rescales_o_over_its_own_storage(lowered):
+    """The drain's selects fall back to the state the drain began with, under guards that grow weaker step by
+    step (N >= 2, then N + 1 >= 2): the first step's O·α is still computed over O's storage, since the later
+    step's select picks its own value wherever the first step ran (`guard_implies`). Held beside O instead,
+    the consumers counted 262 registers of tiles."""
+    from aref.resources.demand import guard_implies, kept_by_select
+    from aref.resources.registers import Liveness
+    for g in lowered.pingpong:
+        gp = lowered.groups[g]
+        lv = Liveness(gp, "sm_90a")
+        selects = [op for op in gp.epilogue.ops if op.kind is OpKind.SELECT]
+        guards = list(dict.fromkeys(op.operands[0] for op in selects))
+        assert len(guards) == 2
+        assert guard_implies(guards[0], guards[1], lv) and not guard_implies(guards[1], guards[0], lv)
+        carried_o = {op.operands[2] for op in selects if op.operands[0] is guards[1]}
+        rescale = [op for op in gp.epilogue.ops if op.kind is OpKind.BINARY and op.pred is guards[0]
+                   and op.operands[0] in carried_o]
+        assert len(rescale) == 1 and kept_by_select(rescale[0], rescale[0].operands[0], lv)
