@@ -37,6 +37,7 @@ class MathEmitter(Renderer, CrossThread):
         self.converted: dict[tuple, Buffer] = {}    # (buffer, value, layout) -> the value moved to that layout
         self.kept: dict[str, float] = {}           # buffer name -> position up to which a guarded step's
         #                                            selects may still read the value it computed over
+        self.kept_value: dict[str, Value] = {}     # buffer name -> that value (the state the drain began with)
         self.region = "pre"
 
     # ----------------------------------------------------------------------------------------- liveness
@@ -262,13 +263,18 @@ class MathEmitter(Renderer, CrossThread):
             if isinstance(oc, Reg) and self._fits(oc.buf, t, layout) and self.last_use(o) <= self.pos:
                 prefer = oc.buf                      # compute in place over an input that dies here
                 break
+        if prefer is not None and self.kept.get(prefer.name, 0) > self.pos \
+                and kept_by_select(op, self.kept_value[prefer.name], self.liveness):
+            # the storage still holds an earlier guarded step's state for later selects, but this step runs only
+            # where each of them picks a new value (a later drain step's O·α, as the model counts it)
+            self.kept[prefer.name] = self.pos
         nest, ctx = self.nest_for(layout, t), root_ctx(layout)
         text = strip_parens(self.render(v, ctx, nest, top=True))
         if kept is None and prefer is not None and not any(nest.levels) and text == prefer.at("r", "c"):
             self.holder[prefer.name] = v                 # the value is the operand itself (x + 0): no code
             return prefer
         if kept is not None:
-            self.kept[prefer.name] = kept
+            self.kept[prefer.name], self.kept_value[prefer.name] = kept, state
             buf = prefer
             self.holder[prefer.name] = v
         else:
