@@ -419,7 +419,10 @@ class JointModel:
                     continue
                 others = [item for v, item in runs.items() if v != o]
                 if others:
-                    flight = (self.res[o], op.flight, op.flight, self.x[o][k], 1, f"flight{k}[{o}]")
+                    # modulo II a flight longer than the II takes every residue, as one of II cycles does; its
+                    # full length would lay copies over one another, which the no-overlap refuses outright
+                    size = min(op.flight, self.II)
+                    flight = (self.res[o], size, size, self.x[o][k], 1, f"flight{k}[{o}]")
                     m.add_no_overlap(self._fold([flight] + others)[0])
 
     # ------------------------------------------------------------------------------ occupancy

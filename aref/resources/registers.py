@@ -19,7 +19,10 @@ Liveness follows the code generator's storage rules, so the figure here is what 
   * a value written or read by a wgmma stays allocated until the `mma_wait` that retires that wgmma;
   * Blackwell: a tensor-memory slot's tile read by CUDA cores is loaded into registers where it is taken
     (tcgen05.ld), and elementwise results may take its storage; a vector along the columns read from a
-    shared-memory slot is read there by every user (`Liveness.slot_columns`) and takes no registers.
+    shared-memory slot is read there by every user (`Liveness.slot_columns`) and takes no registers; a
+    register tile of 32-bit elements written to shared memory is stored a register at a time, so it takes no
+    registers beyond its own (`aref.backend.cute.sm100.support.copy_rows`: 16-byte vector stores, kept for
+    packed 8- and 16-bit tiles, need aligned register quads that ptxas re-packs, beyond this count).
 
 `RegisterDemand.need` (`aref.resources.demand`) adds `ROLE_OVERHEAD` (addresses, descriptors, loop state,
 measured with ptxas) and rounds to the setmaxnreg step. `assign_budgets` gives every group its need and shares the rest of the

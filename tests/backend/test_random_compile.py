@@ -51,7 +51,10 @@ def test_blackwell_chains_share_groups_when_the_register_file_is_short(tmp_path,
     beside the one-warp roles, more than the SM's 65,536 (refused); `lower_to` now retries the heuristic with
     the chains packed into fewer groups (`CompileOptions.compute_groups`). Its column sums of 64-row tiles
     (axis 0) were then refused by the Blackwell templates; they shuffle over the 16 rows of each warp (lanes t
-    and t ^ 16 hold the two column halves) and meet across warps in the exchange tile."""
+    and t ^ 16 hold the two column halves) and meet across warps in the exchange tile. Its compute group
+    holds 193 registers of tiles where it writes a float32 tile to a shared-memory slot: stored in 16-byte
+    vectors (ptxas re-packing aligned register quads) it spilled 48 bytes; a register at a time, as the
+    resource model counts it, it fits its 248."""
     from aref.backend.cute import compile_barrier
     from aref.compiler import CompileOptions
     from aref.search import lower_to

@@ -214,6 +214,8 @@ def test_optimal_ii_matches_brute_force_with_operand_registers(seed):
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.booleans())
 @example(3, False)
+@example(4017, True)           # an op in flight longer than the II beside an op that may block (the implied
+                               # run/flight no-overlap laid the flight's copies over one another)
 def test_optimal_ii_matches_brute_force_with_segments(seed, occupancy):
     """Ops that take a unit in pieces with gaps (`Op.segments`, a reservation table): the solver's II is
     still the smallest any schedule reaches, and other ops may use the unit in the gaps."""
@@ -298,6 +300,21 @@ def test_segments_let_another_op_use_the_gap():
     t = solve(seg, encoding="time-indexed", time_limit=30)
     assert t.ii == 8
 
+
+def test_a_flight_longer_than_the_ii_shares_a_group_with_an_op_that_may_block():
+    """`a` is in flight 4 cycles (its tensor-core piece starts 2 cycles in) and issues in 1; `b` reads its
+    register result, so it would wait (block) were it in another group, but one group holds both. Issue
+    and units allow II 2 (a at 0, b at 1): the flight spans two IIs, which the implied constraint that keeps
+    a blocking op's run apart from other flights must not turn into "a overlaps itself" (it did: II 4)."""
+    g = Graph({"tc": 1, "fma": 1}, Machine(max_groups=1))
+    g.add_op("a", {"tc": 2}, issue=1, offset={"tc": 2}, footprint={"registers": 1})
+    g.add_op("b", {"fma": 1}, issue=1)
+    g.add_edge("a", "b", 0)
+    assert g.ops["a"].flight == 4 and g.may_block("b")
+    assert check(g, 2, {"a": 0, "b": 1}, {"a": 0, "b": 0}).ok
+    for encoding in ("interval", "time-indexed"):
+        r = solve(g, encoding=encoding, time_limit=30)
+        assert r.ii == 2 and r.proven_optimal, encoding
 
 def test_segments_must_add_up_and_not_overlap():
     g = Graph({"fma": 1}, Machine(max_groups=1))

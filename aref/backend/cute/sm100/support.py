@@ -129,8 +129,12 @@ def smem_rows(tile: cute.Tensor, rows: cutlass.Constexpr, cols: cutlass.Constexp
 @cute.jit
 def copy_rows(src: cute.Tensor, dst: cute.Tensor):
     """Element-wise copy between a row-layout register tile and its partition of a shared-memory tile (either
-    direction, same flat order)."""
-    if cutlass.const_expr(src.memspace == cute.AddressSpace.rmem):
+    direction, same flat order). A register tile of 8- or 16-bit elements is stored in 16-byte vectors (they
+    are packed in its registers: stored one element at a time, an fp8 P row spilled 364 bytes); one of 32-bit
+    elements a register at a time, as the resource model counts it (`aref.resources.registers`): 16-byte
+    stores need their values in aligned register quads, which ptxas re-packs beside the tiles still live
+    (random program 703's compute group, 193 registers of tiles, spilled 48 bytes at 248 and 72 at 256)."""
+    if cutlass.const_expr(src.memspace == cute.AddressSpace.rmem and src.element_type.width < 32):
         cute.autovec_copy(cute.make_tensor(src.iterator, cute.make_layout(dst.shape)), dst)
     else:
         for i in cutlass.range_constexpr(cute.size(dst)):
