@@ -229,16 +229,21 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
                              replace(options, consumers="cooperative", coarse=False)))
     else:
         alternatives = iter(())
+    cooperative_failed = None            # why the cooperative consumers tried below did not fit either
     for alt in alternatives:
         try:
             other = run_passes(kernel, stage, alt)
-        except ArefError:
+        except ArefError as exc:
             if isinstance(alternatives, _tighter_caps):
                 break                        # no schedule under the tighter cap: the first refusal stands
+            if alt.consumers == "cooperative" and options.consumers != "cooperative":
+                cooperative_failed = cooperative_failed or exc.message
             continue
         error = getattr(other, "resource_error", None)
         if error is None:
             return other
+        if alt.consumers == "cooperative" and options.consumers != "cooperative":
+            cooperative_failed = cooperative_failed or error.message
         if isinstance(alternatives, _tighter_caps):
             alternatives.send_error(error)
     if options.partition == "optimal" and options.solver_detached_stores is None \
@@ -252,7 +257,21 @@ def _fitting(kernel: Kernel, stage: str, options: CompileOptions):
                 return other
         except ArefError:
             pass
+    if cooperative_failed is not None:
+        _cooperative_tried(first, cooperative_failed)
     return ws
+
+
+def _cooperative_tried(error, why: str) -> None:
+    """The register refusal's hint without the advice to split the rows over cooperative consumer groups, which
+    was tried and failed too (linear attention's D×D state at D = 128 is carried whole by every consumer): it says
+    why instead."""
+    hint = error.hint or ""
+    if "cooperative" not in hint and "more consumer groups" not in hint:
+        return
+    hint = hint.replace(", or split the rows over cooperative consumer groups", "").replace(
+        "split the work over more consumer groups or use smaller tiles", "use smaller tiles")
+    error.noting(hint=f"{hint} (cooperative consumer groups were tried and do not fit either: {_brief(why, 160)})")
 
 
 class _tighter_caps:

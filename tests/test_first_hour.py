@@ -264,3 +264,18 @@ def test_powers_follow_torch_and_integer_inverses_are_refused():
     with pytest.raises(ArefTypeError) as info:
         integer_inverse.specialize(a, b, C)
     expect_error(info.value, integer_inverse, ["integer tile to the negative power -1", "x.to(aref.float32) ** -1"])
+
+
+def test_a_register_refusal_does_not_suggest_cooperative_consumers_that_were_tried():
+    """Linear attention at D = 128 on Hopper: its D×D float32 state (128 registers a thread) is carried whole by
+    every consumer, so the cooperative split the compile search tries after the plain partition is refused too.
+    The hint then says so and why, instead of advising the split (issue 31)."""
+    from aref.runtime.harness import load_example
+    from example_paths import example_path
+    ex = load_example(example_path("linear_attention"))
+    kernel = ex.kernel.specialize(**ex.inputs("small", D=128))
+    ws = lower_to(kernel, "barrier", CompileOptions(arch="sm_90a"))
+    err = ws.resource_error
+    assert err is not None and "state" in err.message
+    assert "split the rows over cooperative" not in err.hint and "more consumer groups" not in err.hint
+    assert "cooperative consumer groups were tried and do not fit either" in err.hint
