@@ -14,6 +14,7 @@ import time
 
 import solve as S
 from solve.memo import solve_once
+from solve.search import explain_budget
 from aref.errors import SolverError
 from aref.ir import Kernel
 from partition import optimal, streams
@@ -108,7 +109,7 @@ def solve_partition(kernel: Kernel, options, *, encoding: str = "interval", prog
     if split is not None:
         kernel, (ex, result, proof), why = split
     else:
-        result, proof = explained(max(2.0, limit / 4))
+        result, proof = explained(explain_budget(limit))
         if proof:
             ex, result, _ = solve(kernel, NO_HANDOFF_MEMORY, channel_memory=False)
     result.profile = calls
