@@ -83,9 +83,9 @@ def _source(eng, st, act) -> tuple:
     return ("commit", st.groups[gi].commits[k][3].bar[0])
 
 
-def run_policy(eng: Engine, policy: Policy, rng: random.Random):
-    """One interleaving under `policy`. Returns (violation or None, steps)."""
-    p_async = rng.choice((0.2, 0.5, 0.8))
+def drive(eng: Engine, choose):
+    """Run one interleaving to its end: `choose(st, steps, asyncs)` picks each action among those enabled.
+    Returns (violation or None, steps)."""
     st = None
     try:
         st = eng.initial()
@@ -93,23 +93,30 @@ def run_policy(eng: Engine, policy: Policy, rng: random.Random):
             steps, asyncs = eng.actions(st)
             if not steps and not asyncs:
                 break
-            act = None
-            if policy.eager is not None:
-                act = next((a for a in steps if a[1] == policy.eager), None)
-            if act is None:
-                now_steps = [a for a in steps if a[1] != policy.lazy]
-                now_async = [a for a in asyncs if not (policy.late_all or _source(eng, st, a) in policy.late)]
-                if not now_steps and not now_async:          # nothing else can run: the held-back ones may
-                    now_steps = [a for a in steps if a[1] == policy.lazy]
-                    now_async = [a for a in asyncs if a not in now_async]
-                if now_async and (not now_steps or rng.random() < p_async):
-                    act = now_async[rng.randrange(len(now_async))]
-                else:
-                    act = now_steps[rng.randrange(len(now_steps))]
-            eng.apply(st, act)
+            eng.apply(st, choose(st, steps, asyncs))
         return (check_finished(eng, st) if eng.finished(st) else diagnose_stuck(eng, st)), st.steps
     except SimViolation as exc:
         return exc, st.steps if st is not None else 0
+
+
+def run_policy(eng: Engine, policy: Policy, rng: random.Random):
+    """One interleaving under `policy`. Returns (violation or None, steps)."""
+    p_async = rng.choice((0.2, 0.5, 0.8))
+
+    def choose(st, steps, asyncs):
+        if policy.eager is not None:
+            act = next((a for a in steps if a[1] == policy.eager), None)
+            if act is not None:
+                return act
+        now_steps = [a for a in steps if a[1] != policy.lazy]
+        now_async = [a for a in asyncs if not (policy.late_all or _source(eng, st, a) in policy.late)]
+        if not now_steps and not now_async:          # nothing else can run: the held-back ones may
+            now_steps = [a for a in steps if a[1] == policy.lazy]
+            now_async = [a for a in asyncs if a not in now_async]
+        if now_async and (not now_steps or rng.random() < p_async):
+            return now_async[rng.randrange(len(now_async))]
+        return now_steps[rng.randrange(len(now_steps))]
+    return drive(eng, choose)
 
 
 # random control-state interleavings per protocol size, beside the policies
@@ -121,21 +128,12 @@ def run_random(eng: Engine, rng: random.Random):
     cover schedules where copies land late or early and where one group runs far ahead of another."""
     p_async = rng.choice((0.1, 0.3, 0.5, 0.7, 0.9))
     weights = [rng.random() + 0.05 for _ in eng.prog.groups]
-    st = None
-    try:
-        st = eng.initial()
-        while True:
-            steps, asyncs = eng.actions(st)
-            if not steps and not asyncs:
-                break
-            if asyncs and (not steps or rng.random() < p_async):
-                act = asyncs[rng.randrange(len(asyncs))]
-            else:
-                act = rng.choices(steps, [weights[a[1]] for a in steps])[0] if len(steps) > 1 else steps[0]
-            eng.apply(st, act)
-        return (check_finished(eng, st) if eng.finished(st) else diagnose_stuck(eng, st)), st.steps
-    except SimViolation as exc:
-        return exc, st.steps if st is not None else 0
+
+    def choose(st, steps, asyncs):
+        if asyncs and (not steps or rng.random() < p_async):
+            return asyncs[rng.randrange(len(asyncs))]
+        return rng.choices(steps, [weights[a[1]] for a in steps])[0] if len(steps) > 1 else steps[0]
+    return drive(eng, choose)
 
 
 def protocol_sizes(prog: Prog) -> list[int]:
