@@ -242,3 +242,36 @@ def test_persistent_gemm_compiles_for_blackwell(backend_cache, example, partitio
         ws, True, 148).channels) + 1
     epilogue = "\n".join(_lines(src, "epilogue"))
     assert "aref.staging_free(warp_in_group)" in epilogue.split("for tile in")[1]   # before reusing the staging
+
+
+@aref.aref_kernel
+def _band(X, W, O, M, *, BM: int = 64, BN: int = 64, BAND: int = 40):
+    """A banded mask (two conditions), a running row max used after the loop, and a 48-column accumulator."""
+    pid = aref.program_id(0)
+    acc = aref.zeros((BM, 48), aref.float32)
+    best = aref.full((BM,), -float("inf"))
+    rows = pid * BM + aref.arange(BM)
+    ch = aref.channel(depth=2)
+    for j in aref.range(X.shape[1] // BN):
+        ch.put(aref.load(X, (pid, j), (BM, BN)), aref.load(W, (j, 0), (BN, 48)))
+        x, w = ch.get()
+        cols = j * BN + aref.arange(BN)
+        keep = ((rows[:, None] - cols[None, :]) <= BAND) & ((cols[None, :] - rows[:, None]) <= BAND)
+        xf = aref.where(keep, x.to(aref.float32), 0.0)
+        best = aref.maximum(best, aref.rowmax(xf))
+        acc = aref.mma(xf.to(aref.float16), w, acc)
+        ch.consumed()
+    aref.store(O, (pid, 0), (acc * best[:, None]).to(O.dtype))
+    aref.store(M, (pid,), best)
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_a_48_column_tile_in_the_row_layout_compiles(backend_cache, partition):
+    """A 64-row tile of 48 columns holds 24 columns per thread: tcgen05.ld/st repeat their atom a power of two
+    times, so the tiled copy repeats x8 three times (it failed in CuTe DSL with 'Repetition(24)')."""
+    g = torch.Generator().manual_seed(0)
+    ins = dict(X=torch.randn(192, 256, generator=g).half(), W=torch.randn(256, 48, generator=g).half(),
+               O=torch.zeros(192, 48, dtype=torch.float16), M=torch.zeros(192))
+    ws = lower_to(_band.specialize(**ins), "barrier", CompileOptions(arch="sm_100a", partition=partition))
+    assert ws.resource_error is None
+    assert compile_barrier(ws, cache_dir=backend_cache).spill_bytes == 0

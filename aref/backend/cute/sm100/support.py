@@ -45,7 +45,10 @@ def row_copy(rows: cutlass.Constexpr, cols: cutlass.Constexpr, load: cutlass.Con
     """The tiled tcgen05.ld (or .st) of a (rows, cols) 32-bit tile in the row layout."""
     layout_only = cute.make_ptr(cutlass.Float32, 0, cute.AddressSpace.tmem, assumed_align=16)
     tile = cute.make_tensor(layout_only, acc_layout(rows, cols))[(None, None), 0, 0]
-    rep = tcgen05.Repetition(min(32, cols if rows == 128 else cols // 2))
+    n = cols if rows == 128 else cols // 2
+    # tcgen05.ld/st repeat their atom a power of two times (1..128): the largest that divides this thread's
+    # columns, at most 32, and the tiled copy repeats it over the rest (48 columns at 64 rows: 3 × x8)
+    rep = tcgen05.Repetition(min(32, n & -n))
     if cutlass.const_expr(rows == 128):
         op = tcgen05.Ld32x32bOp(rep) if load else tcgen05.St32x32bOp(rep)
     else:
